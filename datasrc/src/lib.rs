@@ -1,0 +1,16 @@
+//! authd's data sources: DNS data types, the [`DataSource`] trait every backend
+//! implements, the shared lookup algorithm ([`finder`]), master-file reading
+//! ([`zonefile`]) and the backends ([`sqlite`]).
+
+pub mod finder;
+pub mod name;
+pub mod rr;
+pub mod source;
+pub mod sqlite;
+pub mod zonefile;
+
+pub use name::{Name, NameError};
+pub use rr::{Class, RRset, RType, Rdata, Record, RrError};
+pub use source::{
+    DataSource, DataSourceError, Lookup, LookupOptions, Outcome, SourceList, ZoneRef,
+};

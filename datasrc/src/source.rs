@@ -1,0 +1,181 @@
+//! The `DataSource` seam: what every backend answers, and in what shape.
+//!
+//! Lookups are synchronous (an in-memory lookup is far cheaper than a boxed
+//! future). A DNS outcome (NXDOMAIN, NODATA, a referral, …) is never an `Err`:
+//! `Err` means the source itself failed and becomes SERVFAIL.
+
+use std::sync::Arc;
+
+use crate::name::Name;
+use crate::rr::{RRset, RType};
+
+/// A zone held by one data source.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ZoneRef {
+    /// The zone apex.
+    pub origin: Name,
+    /// The backend's own id for the zone (BIND 10's `zones.id` for sqlite3).
+    pub id: i64,
+}
+
+/// Options of one lookup, after BIND 10's `FIND_GLUE_OK`, `FIND_DNSSEC`, `NO_WILDCARD`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LookupOptions {
+    /// Look below zone cuts (for glue, RFC 1034 §4.3.2 step 3b additional data).
+    pub glue_ok: bool,
+    /// Attach RRSIGs to returned RRsets (RFC 4035 §3.1).
+    pub dnssec: bool,
+    /// Do not apply wildcards (RFC 4592).
+    pub no_wildcard: bool,
+}
+
+/// What a lookup of (qname, qtype) in a zone found (RFC 1034 §4.3.2 step 3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The RRset of the asked type at qname.
+    Answer(Arc<RRset>),
+    /// For qtype ANY: every RRset at qname.
+    AnyAnswer(Vec<Arc<RRset>>),
+    /// qname is at or below a zone cut: the NS RRset at the cut (owner = the cut).
+    Delegation(Arc<RRset>),
+    /// qname owns a CNAME and qtype is not CNAME.
+    Cname(Arc<RRset>),
+    /// An ancestor of qname owns a DNAME (RFC 6672 §2.3): that DNAME RRset.
+    Dname(Arc<RRset>),
+    /// No such name (and no wildcard matched).
+    NxDomain,
+    /// The name exists but has no data of that type (RFC 2308 §2.2 NODATA).
+    NoData,
+}
+
+/// The result of one lookup: the outcome plus facts the query processor needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lookup {
+    /// What was found.
+    pub outcome: Outcome,
+    /// A wildcard produced the outcome (RFC 4592 §3.3); returned RRsets keep the
+    /// wildcard owner (`*.…`) and the renderer writes qname in its place.
+    pub wildcard: bool,
+    /// qname is an empty non-terminal (RFC 4592 §2.2.2): NODATA.
+    pub empty_nonterminal: bool,
+}
+
+impl Lookup {
+    /// A plain (non-wildcard, not an empty non-terminal) lookup result.
+    pub fn plain(outcome: Outcome) -> Lookup {
+        Lookup {
+            outcome,
+            wildcard: false,
+            empty_nonterminal: false,
+        }
+    }
+}
+
+/// Why a data source failed (not a DNS outcome).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DataSourceError {
+    /// The storage failed (I/O, SQL, a corrupt file); the text names the file.
+    #[error("{0}")]
+    Storage(String),
+    /// Stored data is invalid, e.g. unparsable rdata or a CNAME beside other data.
+    #[error("zone {zone}: bad data at {name}: {reason}")]
+    BadData {
+        /// Zone apex.
+        zone: String,
+        /// Owner name of the bad data.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A lookup named a zone this source does not hold (any more).
+    #[error("zone {0} is not held by this data source")]
+    NoSuchZone(String),
+}
+
+/// A backend that holds zones and answers lookups in them.
+///
+/// Implementations must be cheap to share across worker threads (`Send + Sync`).
+pub trait DataSource: Send + Sync {
+    /// A short label for logs (`sqlite3:/path/zone.sqlite3`).
+    fn describe(&self) -> String;
+
+    /// The zone whose apex is the longest match for `qname` (RFC 1034 §4.3.2
+    /// step 2), or `None` if no zone held here contains it.
+    ///
+    /// Errors: storage failure.
+    fn find_zone(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError>;
+
+    /// Looks up (`qname`, `qtype`) in `zone`; `qname` must be at or below the apex.
+    ///
+    /// Errors: storage failure or invalid stored data.
+    fn lookup(
+        &self,
+        zone: &ZoneRef,
+        qname: &Name,
+        qtype: RType,
+        opts: LookupOptions,
+    ) -> Result<Lookup, DataSourceError>;
+
+    /// Every zone held, in apex order.
+    ///
+    /// Errors: storage failure.
+    fn zones(&self) -> Result<Vec<ZoneRef>, DataSourceError>;
+
+    /// The whole content of a zone as RRsets (RRSIGs attached to the sets they
+    /// cover), for loading into memory and for zone transfers.
+    ///
+    /// Errors: storage failure or invalid stored data.
+    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<RRset>, DataSourceError>;
+
+    /// A number that changes whenever data visible through this source may have
+    /// changed; caches key their entries by it. Sources that never change return 0.
+    fn generation(&self) -> u64 {
+        0
+    }
+}
+
+/// An ordered list of data sources; the zone for a qname is the longest match
+/// across all of them, the earlier source winning a tie (BIND 10's
+/// `ConfigurableClientList::find`).
+#[derive(Clone, Default)]
+pub struct SourceList {
+    sources: Vec<Arc<dyn DataSource>>,
+}
+
+impl SourceList {
+    /// A list of `sources` in priority order.
+    pub fn new(sources: Vec<Arc<dyn DataSource>>) -> SourceList {
+        SourceList { sources }
+    }
+
+    /// The sources, in priority order.
+    pub fn sources(&self) -> &[Arc<dyn DataSource>] {
+        &self.sources
+    }
+
+    /// The best zone for `qname` and the source holding it.
+    ///
+    /// Errors: the first storage failure met.
+    pub fn find_zone(
+        &self,
+        qname: &Name,
+    ) -> Result<Option<(&Arc<dyn DataSource>, ZoneRef)>, DataSourceError> {
+        let mut best: Option<(&Arc<dyn DataSource>, ZoneRef)> = None;
+        let qlabels = qname.label_count();
+        for source in &self.sources {
+            if let Some(zone) = source.find_zone(qname)? {
+                let labels = zone.origin.label_count();
+                if labels == qlabels {
+                    return Ok(Some((source, zone)));
+                }
+                if best
+                    .as_ref()
+                    .is_none_or(|(_, b)| b.origin.label_count() < labels)
+                {
+                    best = Some((source, zone));
+                }
+            }
+        }
+        Ok(best)
+    }
+}

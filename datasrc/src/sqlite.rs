@@ -1,0 +1,395 @@
+//! The sqlite3 backend: zones in BIND 10's sqlite3 schema (2.x), served as they
+//! are, answered from SQL on every lookup.
+//!
+//! Statements follow BIND 10's `sqlite3_accessor.cc`: one indexed equality lookup
+//! per label to find the zone, all records at one name per node, and a range
+//! scan over the reversed-name column (`rname`) for the empty-non-terminal test.
+//! Serving opens the file read-only and never changes it. Connections are
+//! pooled (`rusqlite::Connection` is not `Sync`), statements prepared once per
+//! connection.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+use rusqlite::types::ValueRef;
+
+use crate::finder::{self, Node, NodeStore};
+use crate::name::Name;
+use crate::rr::{Class, RRset, RType, Rdata};
+use crate::source::{DataSource, DataSourceError, Lookup, LookupOptions, ZoneRef};
+
+/// How long a reader waits on a writer's lock before failing (rollback-journal DBs).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often [`DataSource::generation`] polls `PRAGMA data_version`.
+const CHANGE_POLL: Duration = Duration::from_millis(200);
+
+/// A data source over one BIND 10 sqlite3 zone DB.
+pub struct SqliteSource {
+    path: PathBuf,
+    pool: Mutex<Vec<Connection>>,
+    watch: Mutex<Watch>,
+    generation: AtomicU64,
+}
+
+struct Watch {
+    conn: Connection,
+    data_version: i64,
+    checked: Instant,
+}
+
+fn storage(path: &Path, e: impl std::fmt::Display) -> DataSourceError {
+    DataSourceError::Storage(format!("zone DB {}: {e}", path.display()))
+}
+
+impl SqliteSource {
+    /// Opens the DB at `path` for serving: read-only, schema 2.x required.
+    ///
+    /// Errors: a missing file, a file that is not a zone DB, or an unsupported
+    /// schema version; the message names the file and the versions.
+    pub fn open(path: &Path) -> Result<SqliteSource, DataSourceError> {
+        let (conn, _version) = Self::connect(path)?;
+        let (watch_conn, _) = Self::connect(path)?;
+        let data_version = data_version(&watch_conn).map_err(|e| storage(path, e))?;
+        Ok(SqliteSource {
+            path: path.to_path_buf(),
+            pool: Mutex::new(vec![conn]),
+            watch: Mutex::new(Watch {
+                conn: watch_conn,
+                data_version,
+                checked: Instant::now(),
+            }),
+            generation: AtomicU64::new(1),
+        })
+    }
+
+    fn connect(
+        path: &Path,
+    ) -> Result<(Connection, authd_migrations::SchemaVersion), DataSourceError> {
+        let (conn, version) = authd_migrations::open_for_serving(path)
+            .map_err(|e| DataSourceError::Storage(e.to_string()))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| storage(path, e))?;
+        Ok((conn, version))
+    }
+
+    /// The DB file served.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` with a pooled connection.
+    fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, DataSourceError>,
+    ) -> Result<T, DataSourceError> {
+        let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
+        let conn = match pooled {
+            Some(c) => c,
+            None => Self::connect(&self.path)?.0,
+        };
+        let result = f(&conn);
+        if let Ok(mut pool) = self.pool.lock() {
+            pool.push(conn);
+        }
+        result
+    }
+}
+
+fn data_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA data_version", [], |r| r.get(0))
+}
+
+/// Reads a column as text whatever its storage class (V1 DBs declared `STRING`,
+/// which has NUMERIC affinity).
+fn text(v: ValueRef<'_>) -> Option<String> {
+    match v {
+        ValueRef::Text(t) | ValueRef::Blob(t) => Some(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Integer(i) => Some(i.to_string()),
+        ValueRef::Real(f) => Some(f.to_string()),
+        ValueRef::Null => None,
+    }
+}
+
+fn int(v: ValueRef<'_>) -> Option<i64> {
+    match v {
+        ValueRef::Integer(i) => Some(i),
+        ValueRef::Text(t) => std::str::from_utf8(t).ok()?.trim().parse().ok(),
+        ValueRef::Real(f) => Some(f as i64),
+        _ => None,
+    }
+}
+
+/// Groups rows of (rdtype, ttl, rdata) at one owner into RRsets with RRSIGs attached.
+struct NodeBuilder<'a> {
+    zone: &'a ZoneRef,
+    owner: Name,
+    sets: BTreeMap<RType, RRset>,
+    sigs: Vec<(u32, Rdata)>,
+}
+
+impl<'a> NodeBuilder<'a> {
+    fn new(zone: &'a ZoneRef, owner: Name) -> Self {
+        NodeBuilder {
+            zone,
+            owner,
+            sets: BTreeMap::new(),
+            sigs: Vec::new(),
+        }
+    }
+
+    fn bad(&self, reason: String) -> DataSourceError {
+        DataSourceError::BadData {
+            zone: self.zone.origin.to_string(),
+            name: self.owner.to_string(),
+            reason,
+        }
+    }
+
+    fn add_row(&mut self, rdtype: &str, ttl: i64, rdata: &str) -> Result<(), DataSourceError> {
+        let rtype: RType = rdtype.parse().map_err(|e| self.bad(format!("{e}")))?;
+        let ttl = u32::try_from(ttl).map_err(|_| self.bad(format!("bad TTL {ttl}")))?;
+        let rdata = Rdata::from_text(rtype, rdata, &self.zone.origin)
+            .map_err(|e| self.bad(e.to_string()))?;
+        if rtype == RType::RRSIG {
+            self.sigs.push((ttl, rdata));
+        } else {
+            self.sets
+                .entry(rtype)
+                .or_insert_with(|| RRset::new(self.owner.clone(), rtype, Class::IN, ttl))
+                .push(ttl, rdata);
+        }
+        Ok(())
+    }
+
+    /// Attaches RRSIGs and checks BIND 10's per-node rules (one CNAME, nothing
+    /// beside it but RRSIG/NSEC; one DNAME).
+    fn finish(mut self) -> Result<Vec<RRset>, DataSourceError> {
+        for (ttl, sig) in std::mem::take(&mut self.sigs) {
+            if let Some(covered) = sig.rrsig_type_covered() {
+                if let Some(set) = self.sets.get_mut(&covered) {
+                    set.push_sig(ttl, sig);
+                }
+            }
+        }
+        if let Some(cname) = self.sets.get(&RType::CNAME) {
+            if cname.rdatas.len() > 1 {
+                return Err(self.bad("more than one CNAME".into()));
+            }
+            if self
+                .sets
+                .keys()
+                .any(|t| *t != RType::CNAME && *t != RType::NSEC)
+            {
+                return Err(self.bad("CNAME and other data".into()));
+            }
+        }
+        if self
+            .sets
+            .get(&RType::DNAME)
+            .is_some_and(|d| d.rdatas.len() > 1)
+        {
+            return Err(self.bad("more than one DNAME".into()));
+        }
+        Ok(self.sets.into_values().collect())
+    }
+}
+
+/// The zone-scoped view [`finder::find`] walks.
+struct ZoneView<'a> {
+    conn: &'a Connection,
+    zone: &'a ZoneRef,
+    path: &'a Path,
+}
+
+impl NodeStore for ZoneView<'_> {
+    fn node(&self, name: &Name, _dnssec: bool) -> Result<Option<Cow<'_, Node>>, DataSourceError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT rdtype, ttl, rdata FROM records WHERE zone_id=?1 AND name=?2")
+            .map_err(|e| storage(self.path, e))?;
+        let mut rows = stmt
+            .query(rusqlite::params![self.zone.id, name.to_string()])
+            .map_err(|e| storage(self.path, e))?;
+        let mut builder = NodeBuilder::new(self.zone, name.clone());
+        let mut any = false;
+        while let Some(row) = rows.next().map_err(|e| storage(self.path, e))? {
+            any = true;
+            let (Some(rdtype), Some(ttl), Some(rdata)) = (
+                row.get_ref(0).ok().and_then(text),
+                row.get_ref(1).ok().and_then(int),
+                row.get_ref(2).ok().and_then(text),
+            ) else {
+                return Err(builder.bad("row with a NULL or unreadable column".into()));
+            };
+            builder.add_row(&rdtype, ttl, &rdata)?;
+        }
+        if !any {
+            return Ok(None);
+        }
+        let rrsets = builder.finish()?.into_iter().map(Arc::new).collect();
+        Ok(Some(Cow::Owned(Node { rrsets })))
+    }
+
+    fn has_descendants(&self, name: &Name) -> Result<bool, DataSourceError> {
+        // Names below X have an rname that starts with X's rname ("com.example.");
+        // a range scan on the NOCASE index finds them without LIKE's `_`/`%` quirks.
+        let (sql, lower, upper) = if name.is_root() {
+            (
+                "SELECT 1 FROM records WHERE zone_id=?1 AND rname <> ?2 AND ?3 <> '' LIMIT 1",
+                ".".to_string(),
+                "x".to_string(),
+            )
+        } else {
+            let r = name.reversed_text();
+            let upper = format!("{}/", &r[..r.len() - 1]);
+            (
+                "SELECT 1 FROM records WHERE zone_id=?1 AND rname > ?2 AND rname < ?3 LIMIT 1",
+                r,
+                upper,
+            )
+        };
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql)
+            .map_err(|e| storage(self.path, e))?;
+        stmt.exists(rusqlite::params![self.zone.id, lower, upper])
+            .map_err(|e| storage(self.path, e))
+    }
+}
+
+impl DataSource for SqliteSource {
+    fn describe(&self) -> String {
+        format!("sqlite3:{}", self.path.display())
+    }
+
+    fn find_zone(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError> {
+        self.with_conn(|conn| {
+            let mut stmt = conn
+                .prepare_cached("SELECT id, name FROM zones WHERE name=?1 AND rdclass='IN' LIMIT 1")
+                .map_err(|e| storage(&self.path, e))?;
+            let labels = qname.label_count();
+            for strip in 0..=labels {
+                let Some(candidate) = qname.strip_left(strip) else {
+                    break;
+                };
+                let mut rows = stmt
+                    .query([candidate.to_string()])
+                    .map_err(|e| storage(&self.path, e))?;
+                if let Some(row) = rows.next().map_err(|e| storage(&self.path, e))? {
+                    let id = row.get_ref(0).ok().and_then(int).ok_or_else(|| {
+                        storage(&self.path, format!("zone {candidate} has a bad id"))
+                    })?;
+                    return Ok(Some(ZoneRef {
+                        origin: candidate,
+                        id,
+                    }));
+                }
+            }
+            Ok(None)
+        })
+    }
+
+    fn lookup(
+        &self,
+        zone: &ZoneRef,
+        qname: &Name,
+        qtype: RType,
+        opts: LookupOptions,
+    ) -> Result<Lookup, DataSourceError> {
+        self.with_conn(|conn| {
+            let view = ZoneView {
+                conn,
+                zone,
+                path: &self.path,
+            };
+            finder::find(&view, &zone.origin, qname, qtype, opts)
+        })
+    }
+
+    fn zones(&self) -> Result<Vec<ZoneRef>, DataSourceError> {
+        self.with_conn(|conn| {
+            let mut stmt = conn
+                .prepare_cached("SELECT id, name FROM zones WHERE rdclass='IN'")
+                .map_err(|e| storage(&self.path, e))?;
+            let mut rows = stmt.query([]).map_err(|e| storage(&self.path, e))?;
+            let mut zones = Vec::new();
+            while let Some(row) = rows.next().map_err(|e| storage(&self.path, e))? {
+                let id = row.get_ref(0).ok().and_then(int);
+                let name = row.get_ref(1).ok().and_then(text);
+                let (Some(id), Some(name)) = (id, name) else {
+                    return Err(storage(&self.path, "zones row with a NULL column"));
+                };
+                let origin: Name = name
+                    .parse()
+                    .map_err(|e| storage(&self.path, format!("zone name {name:?}: {e}")))?;
+                zones.push(ZoneRef { origin, id });
+            }
+            zones.sort_by(|a, b| a.origin.cmp(&b.origin));
+            Ok(zones)
+        })
+    }
+
+    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<RRset>, DataSourceError> {
+        self.with_conn(|conn| {
+            let mut out = Vec::new();
+            for sql in [
+                "SELECT name, rdtype, ttl, rdata FROM records WHERE zone_id=?1 ORDER BY rname, rdtype",
+                "SELECT owner, rdtype, ttl, rdata FROM nsec3 WHERE zone_id=?1 ORDER BY hash, rdtype",
+            ] {
+                let mut stmt = conn.prepare(sql).map_err(|e| storage(&self.path, e))?;
+                let mut rows = stmt.query([zone.id]).map_err(|e| storage(&self.path, e))?;
+                let mut current: Option<NodeBuilder<'_>> = None;
+                while let Some(row) = rows.next().map_err(|e| storage(&self.path, e))? {
+                    let (Some(owner), Some(rdtype), Some(ttl), Some(rdata)) = (
+                        row.get_ref(0).ok().and_then(text),
+                        row.get_ref(1).ok().and_then(text),
+                        row.get_ref(2).ok().and_then(int),
+                        row.get_ref(3).ok().and_then(text),
+                    ) else {
+                        return Err(storage(&self.path, format!("zone {}: row with a NULL column", zone.origin)));
+                    };
+                    let owner = Name::parse(&owner, Some(&zone.origin)).map_err(|e| DataSourceError::BadData {
+                        zone: zone.origin.to_string(),
+                        name: owner.clone(),
+                        reason: e.to_string(),
+                    })?;
+                    if current.as_ref().is_none_or(|b| b.owner != owner) {
+                        if let Some(done) = current.take() {
+                            out.extend(done.finish()?);
+                        }
+                        current = Some(NodeBuilder::new(zone, owner));
+                    }
+                    if let Some(b) = current.as_mut() {
+                        b.add_row(&rdtype, ttl, &rdata)?;
+                    }
+                }
+                if let Some(done) = current.take() {
+                    out.extend(done.finish()?);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn generation(&self) -> u64 {
+        // Poll PRAGMA data_version at most every CHANGE_POLL: it changes when any
+        // other connection (loadzone, an sqlite3 shell) commits to the file.
+        if let Ok(mut w) = self.watch.try_lock() {
+            if w.checked.elapsed() >= CHANGE_POLL {
+                w.checked = Instant::now();
+                if let Ok(v) = data_version(&w.conn) {
+                    if v != w.data_version {
+                        w.data_version = v;
+                        self.generation.fetch_add(1, Ordering::Release);
+                    }
+                }
+            }
+        }
+        self.generation.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,546 @@
+//! Master files (RFC 1035 §5): reading records with their file and line, and the
+//! zone checks every loader applies before a zone may replace a served one.
+//!
+//! Scanning is NLnet Labs' `domain` zonefile scanner (decimal `\DDD` escapes,
+//! case-preserving names, DNSSEC types, RFC 3597 `\#`); this module adds
+//! `$INCLUDE` resolution, line tracking and conversion to wire form.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use domain::base::ToName;
+use domain::base::iana::Class as DClass;
+use domain::base::rdata::ComposeRecordData;
+use domain::zonefile::inplace::{Entry, Zonefile};
+
+use crate::name::Name;
+use crate::rr::{Class, RType, Rdata, Record, RrError};
+
+/// Deepest `$INCLUDE` nesting accepted; deeper is taken as a loop.
+const MAX_INCLUDE_DEPTH: usize = 16;
+
+/// A record together with where it was read.
+#[derive(Clone, Debug)]
+pub struct SourcedRecord {
+    /// The record.
+    pub record: Record,
+    /// The file it came from.
+    pub file: Arc<PathBuf>,
+    /// 1-based line where its entry starts.
+    pub line: usize,
+}
+
+/// A master-file or zone-content error, located by file and line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}:{line}: {message}", file.display())]
+pub struct ZoneFileError {
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line, 0 when the error concerns the whole zone.
+    pub line: usize,
+    /// What is wrong, naming the offending owner name where there is one.
+    pub message: String,
+}
+
+/// Reads the master file at `path` for the zone `origin`, following `$INCLUDE`
+/// (paths relative to the including file's folder).
+///
+/// Errors: I/O errors and syntax errors, each with file and line. Zone-level
+/// checks are separate: see [`check_zone`].
+pub fn read_master_file(path: &Path, origin: &Name) -> Result<Vec<SourcedRecord>, ZoneFileError> {
+    let mut out = Vec::new();
+    read_into(path, origin, 0, &mut out)?;
+    Ok(out)
+}
+
+/// Parses master-file text as if read from `file` (used for in-memory text and tests).
+///
+/// Errors: as [`read_master_file`].
+pub fn parse_master_text(
+    text: &str,
+    file: &Path,
+    origin: &Name,
+) -> Result<Vec<SourcedRecord>, ZoneFileError> {
+    let mut out = Vec::new();
+    parse_into(text.as_bytes(), file, origin, 0, &mut out)?;
+    Ok(out)
+}
+
+fn read_into(
+    path: &Path,
+    origin: &Name,
+    depth: usize,
+    out: &mut Vec<SourcedRecord>,
+) -> Result<(), ZoneFileError> {
+    let data = std::fs::read(path).map_err(|e| ZoneFileError {
+        file: path.to_path_buf(),
+        line: 0,
+        message: format!("cannot read: {e}"),
+    })?;
+    parse_into(&data, path, origin, depth, out)
+}
+
+fn to_domain_name(name: &Name) -> Result<domain::base::Name<Bytes>, RrError> {
+    domain::base::Name::from_octets(Bytes::copy_from_slice(name.as_wire())).map_err(|_| {
+        RrError::BadText {
+            rtype: RType(0),
+            text: name.to_string(),
+            reason: "bad origin".into(),
+        }
+    })
+}
+
+fn name_from_domain(n: &impl ToName) -> Result<Name, String> {
+    let mut wire = Vec::with_capacity(64);
+    for label in n.iter_labels() {
+        wire.push(label.len() as u8);
+        wire.extend_from_slice(label.as_slice());
+    }
+    Name::from_wire(&wire).map_err(|e| e.to_string())
+}
+
+/// One logical entry of a master file (a record or a directive, possibly
+/// spanning lines in parentheses), found by a light pre-pass so that records and
+/// errors can be reported at the line where their entry starts.
+struct EntryStart {
+    line: usize,
+    directive: Option<Directive>,
+}
+
+#[derive(PartialEq)]
+enum Directive {
+    /// `$ORIGIN` or `$TTL`, consumed inside the scanner.
+    Internal,
+    /// `$INCLUDE`, handed back as an entry.
+    Include,
+}
+
+fn entry_starts(data: &[u8]) -> Vec<EntryStart> {
+    let mut out = Vec::new();
+    let (mut line, mut parens, mut in_quotes, mut in_entry) = (1usize, 0usize, false, false);
+    let mut i = 0;
+    while i < data.len() {
+        let c = data[i];
+        if in_quotes {
+            match c {
+                b'\\' => i += 1,
+                b'"' => in_quotes = false,
+                b'\n' => line += 1,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        match c {
+            b'\n' => {
+                line += 1;
+                if parens == 0 {
+                    in_entry = false;
+                }
+            }
+            b';' => {
+                while i + 1 < data.len() && data[i + 1] != b'\n' {
+                    i += 1;
+                }
+            }
+            b' ' | b'\t' | b'\r' => {}
+            _ => {
+                if !in_entry {
+                    in_entry = true;
+                    let directive = if c == b'$' {
+                        let word: Vec<u8> = data[i..]
+                            .iter()
+                            .take_while(|b| !b.is_ascii_whitespace())
+                            .map(u8::to_ascii_uppercase)
+                            .collect();
+                        Some(if word == b"$INCLUDE" {
+                            Directive::Include
+                        } else {
+                            Directive::Internal
+                        })
+                    } else {
+                        None
+                    };
+                    out.push(EntryStart { line, directive });
+                }
+                match c {
+                    b'(' => parens += 1,
+                    b')' => parens = parens.saturating_sub(1),
+                    b'"' => in_quotes = true,
+                    b'\\' => i += 1,
+                    _ => {}
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The start line of the entry a scanner error at `err_line`/`err_col` belongs
+/// to, among `candidates` (the entries after the last one returned).
+fn error_line(candidates: &[EntryStart], err_line: usize, err_col: usize) -> usize {
+    let Some(i) = candidates.iter().rposition(|e| e.line <= err_line) else {
+        return candidates.first().map_or(err_line, |e| e.line);
+    };
+    // The scanner reports an error found at an entry's end on the next line.
+    if i > 0 && err_col <= 1 && candidates[i].line == err_line {
+        candidates[i - 1].line
+    } else {
+        candidates[i].line
+    }
+}
+
+fn parse_into(
+    data: &[u8],
+    file: &Path,
+    origin: &Name,
+    depth: usize,
+    out: &mut Vec<SourcedRecord>,
+) -> Result<(), ZoneFileError> {
+    let err = |line: usize, message: String| ZoneFileError {
+        file: file.to_path_buf(),
+        line,
+        message,
+    };
+    if depth > MAX_INCLUDE_DEPTH {
+        return Err(err(0, "$INCLUDE nested too deeply (a loop?)".into()));
+    }
+    let file_arc = Arc::new(file.to_path_buf());
+    let mut zf = Zonefile::with_capacity(data.len()).allow_invalid();
+    zf.extend_from_slice(data);
+    zf.set_origin(to_domain_name(origin).map_err(|e| err(0, e.to_string()))?);
+    zf.set_default_class(DClass::IN);
+    let starts = entry_starts(data);
+    // Index in `starts` just past the last entry the scanner handed back.
+    let mut next = 0usize;
+    loop {
+        let entry = match zf.next_entry() {
+            Ok(Some(e)) => e,
+            Ok(None) => break,
+            Err(e) => {
+                // The scanner's error text is "line:col: message".
+                let text = e.to_string();
+                let mut parts = text.splitn(3, ':');
+                let l = parts
+                    .next()
+                    .and_then(|p| p.trim().parse().ok())
+                    .unwrap_or(0);
+                let c = parts
+                    .next()
+                    .and_then(|p| p.trim().parse().ok())
+                    .unwrap_or(0);
+                let msg = parts.next().map_or(text.as_str(), str::trim);
+                let line = error_line(starts.get(next..).unwrap_or(&[]), l, c);
+                return Err(err(line, format!("syntax error: {msg}")));
+            }
+        };
+        // Directives the scanner consumed itself do not come back as entries.
+        while starts
+            .get(next)
+            .is_some_and(|e| e.directive == Some(Directive::Internal))
+        {
+            next += 1;
+        }
+        let start_line = starts.get(next).map_or(0, |e| e.line);
+        next += 1;
+        match entry {
+            Entry::Record(rec) => {
+                let owner = name_from_domain(rec.owner())
+                    .map_err(|e| err(start_line, format!("bad owner name: {e}")))?;
+                let rtype = RType(rec.rtype().to_int());
+                let mut wire = Vec::with_capacity(64);
+                rec.data()
+                    .compose_rdata(&mut wire)
+                    .map_err(|_| err(start_line, format!("{owner} {rtype}: rdata too long")))?;
+                if wire.len() > u16::MAX as usize {
+                    return Err(err(start_line, format!("{owner} {rtype}: rdata too long")));
+                }
+                out.push(SourcedRecord {
+                    record: Record {
+                        owner,
+                        rtype,
+                        class: Class(rec.class().to_int()),
+                        ttl: rec.ttl().as_secs(),
+                        rdata: Rdata::from_wire(&wire),
+                    },
+                    file: file_arc.clone(),
+                    line: start_line,
+                });
+            }
+            Entry::Include {
+                path,
+                origin: inc_origin,
+            } => {
+                let inc_path = {
+                    let p = PathBuf::from(path.to_string());
+                    if p.is_absolute() {
+                        p
+                    } else {
+                        file.parent().unwrap_or(Path::new(".")).join(p)
+                    }
+                };
+                let inc_origin = match inc_origin {
+                    Some(o) => name_from_domain(&o).map_err(|e| err(start_line, e))?,
+                    None => match zf.origin() {
+                        Ok(o) => name_from_domain(&o).map_err(|e| err(start_line, e))?,
+                        Err(_) => origin.clone(),
+                    },
+                };
+                read_into(&inc_path, &inc_origin, depth + 1, out).map_err(|e| {
+                    if e.line == 0 && e.file == inc_path {
+                        err(
+                            start_line,
+                            format!("$INCLUDE {}: {}", inc_path.display(), e.message),
+                        )
+                    } else {
+                        e
+                    }
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parses one record's RDATA text (e.g. a BIND 10 `records.rdata` value).
+pub(crate) fn parse_rdata_text(rtype: RType, text: &str, origin: &Name) -> Result<Rdata, RrError> {
+    let bad = |reason: String| RrError::BadText {
+        rtype,
+        text: text.to_string(),
+        reason,
+    };
+    if text.contains(['\n', '\r']) {
+        return Err(bad("line break in rdata".into()));
+    }
+    let line = format!("@ 0 IN {rtype} {text}\n");
+    let mut zf = Zonefile::with_capacity(line.len()).allow_invalid();
+    zf.extend_from_slice(line.as_bytes());
+    zf.set_origin(to_domain_name(origin)?);
+    match zf.next_entry() {
+        Ok(Some(Entry::Record(rec))) => {
+            let mut wire = Vec::with_capacity(64);
+            rec.data()
+                .compose_rdata(&mut wire)
+                .map_err(|_| bad("rdata too long".into()))?;
+            if !matches!(zf.next_entry(), Ok(None)) {
+                return Err(bad("trailing data".into()));
+            }
+            Ok(Rdata::from_wire(&wire))
+        }
+        Ok(_) => Err(bad("no record".into())),
+        Err(e) => Err(bad(e.to_string())),
+    }
+}
+
+/// Checks a zone's records before it may be served or stored (the checks of
+/// BIND 10's loader and RFC 1034 §3.6.2 / RFC 6672 §2.4):
+/// every owner at or below `origin`; exactly one SOA, at the apex; NS at the
+/// apex; no CNAME beside other data (RRSIG and NSEC excepted) and at most one
+/// CNAME or DNAME per owner.
+///
+/// Errors: the first problem found, with the file and line of the offending record.
+pub fn check_zone(origin: &Name, records: &[SourcedRecord]) -> Result<(), ZoneFileError> {
+    use std::collections::HashMap;
+    let fail = |r: &SourcedRecord, message: String| ZoneFileError {
+        file: r.file.as_ref().clone(),
+        line: r.line,
+        message,
+    };
+    let mut soa_count = 0;
+    let mut apex_ns = false;
+    // owner -> (has CNAME, has other data, first record of owner, cname count, dname count)
+    let mut owners: HashMap<
+        &Name,
+        (
+            Option<&SourcedRecord>,
+            Option<&SourcedRecord>,
+            Vec<&Rdata>,
+            usize,
+        ),
+    > = HashMap::new();
+    for r in records {
+        let rec = &r.record;
+        if !rec.owner.is_subdomain_of(origin) {
+            return Err(fail(
+                r,
+                format!("name {} is outside the zone {origin}", rec.owner),
+            ));
+        }
+        if rec.class != Class::IN {
+            return Err(fail(
+                r,
+                format!("{} has class {}; only IN is served", rec.owner, rec.class),
+            ));
+        }
+        if rec.rtype.is_meta() {
+            return Err(fail(
+                r,
+                format!("{} has meta type {}", rec.owner, rec.rtype),
+            ));
+        }
+        if rec.rtype == RType::SOA {
+            if rec.owner != *origin {
+                return Err(fail(
+                    r,
+                    format!("SOA at {} is not at the zone apex {origin}", rec.owner),
+                ));
+            }
+            soa_count += 1;
+            if soa_count > 1 {
+                return Err(fail(r, format!("more than one SOA at {origin}")));
+            }
+        }
+        if rec.rtype == RType::NS && rec.owner == *origin {
+            apex_ns = true;
+        }
+        let entry = owners
+            .entry(&rec.owner)
+            .or_insert((None, None, Vec::new(), 0));
+        match rec.rtype {
+            RType::CNAME => {
+                entry.0.get_or_insert(r);
+                if !entry.2.contains(&&rec.rdata) {
+                    entry.2.push(&rec.rdata);
+                }
+            }
+            RType::RRSIG | RType::NSEC => {}
+            RType::DNAME => {
+                entry.3 += 1;
+                entry.1.get_or_insert(r);
+            }
+            _ => {
+                entry.1.get_or_insert(r);
+            }
+        }
+    }
+    // Report in file order.
+    for r in records {
+        if let Some((cname, other, cnames, dnames)) = owners.get(&r.record.owner) {
+            if let (Some(c), Some(o)) = (cname, other) {
+                let later = if c.line >= o.line { c } else { o };
+                return Err(fail(
+                    later,
+                    format!("CNAME and other data at {}", r.record.owner),
+                ));
+            }
+            if cnames.len() > 1 {
+                return Err(fail(
+                    r,
+                    format!("more than one CNAME at {}", r.record.owner),
+                ));
+            }
+            if *dnames > 1 {
+                return Err(fail(
+                    r,
+                    format!("more than one DNAME at {}", r.record.owner),
+                ));
+            }
+        }
+    }
+    let whole = |message: String| ZoneFileError {
+        file: records
+            .first()
+            .map(|r| r.file.as_ref().clone())
+            .unwrap_or_default(),
+        line: 0,
+        message,
+    };
+    if soa_count == 0 {
+        return Err(whole(format!("no SOA at the zone apex {origin}")));
+    }
+    if !apex_ns {
+        return Err(whole(format!("no NS at the zone apex {origin}")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin() -> Name {
+        "example.org.".parse().expect("name")
+    }
+
+    #[test]
+    fn parses_dnssec_types_escapes_and_case() {
+        let text = "$TTL 300\n\
+            @ IN SOA ns hostmaster 1 3600 1800 1814400 3600\n\
+            @ NS ns\n\
+            Ns A 192.0.2.1\n\
+            a\\065b TXT \"x\\065\"\n\
+            d DNAME target.example.\n\
+            @ DNSKEY 257 3 8 AwEAAcOU NGV7WcTD\n\
+            @ NSEC a.example.org. A NS SOA RRSIG NSEC DNSKEY\n\
+            x 60 TYPE65534 \\# 5 0846480001\n\
+            y A \\# 4 c0000202\n";
+        let recs = parse_master_text(text, Path::new("t.zone"), &origin()).expect("parses");
+        assert_eq!(recs.len(), 9);
+        assert_eq!(recs[2].record.owner.to_string(), "Ns.example.org.");
+        assert_eq!(recs[2].line, 4);
+        assert_eq!(recs[3].record.owner.as_wire()[..4], *b"\x03aAb");
+        assert_eq!(recs[3].record.rdata.as_wire(), b"\x02xA");
+        assert_eq!(recs[4].record.rtype, RType::DNAME);
+        assert_eq!(
+            recs[4].record.rdata.to_text(RType::DNAME).expect("text"),
+            "target.example."
+        );
+        assert_eq!(recs[7].record.ttl, 60);
+        assert_eq!(recs[7].record.rdata.as_wire(), [8, 0x46, 0x48, 0, 1]);
+        assert_eq!(recs[8].record.rdata.as_wire(), [192, 0, 2, 2]);
+        check_zone(&origin(), &recs).expect("valid zone");
+    }
+
+    #[test]
+    fn rejects_with_file_and_line() {
+        let bad = "@ 300 IN SOA ns hm 1 2 3 4 5\n@ NS ns\nwww.example.com. A 192.0.2.1\n";
+        let recs = parse_master_text(bad, Path::new("z"), &origin()).expect("parses");
+        let e = check_zone(&origin(), &recs).expect_err("outside");
+        assert_eq!(
+            e.to_string(),
+            "z:3: name www.example.com. is outside the zone example.org."
+        );
+
+        let cname = "@ 300 IN SOA ns hm 1 2 3 4 5\n@ NS ns\nw CNAME x\nw A 192.0.2.1\n";
+        let recs = parse_master_text(cname, Path::new("z"), &origin()).expect("parses");
+        let e = check_zone(&origin(), &recs).expect_err("cname");
+        assert_eq!(e.to_string(), "z:4: CNAME and other data at w.example.org.");
+
+        let nosoa = "@ 300 IN NS ns\n";
+        let recs = parse_master_text(nosoa, Path::new("z"), &origin()).expect("parses");
+        let e = check_zone(&origin(), &recs).expect_err("no soa");
+        assert_eq!(e.to_string(), "z:0: no SOA at the zone apex example.org.");
+
+        let syntax = "@ 300 IN SOA ns hm 1 2 3 4 5\n\n; c\nw A 999.1.1.1\n";
+        let e = parse_master_text(syntax, Path::new("z"), &origin()).expect_err("syntax");
+        assert!(e.to_string().starts_with("z:4: syntax error"), "{e}");
+    }
+
+    #[test]
+    fn rdata_text_round_trip() {
+        let o = origin();
+        let soa = Rdata::from_text(
+            RType::SOA,
+            "ns1.example.org. admin.example.org. 1234 3600 1800 2419200 7200",
+            &o,
+        )
+        .expect("soa");
+        assert_eq!(soa.soa_serial(), Some(1234));
+        assert_eq!(soa.soa_minimum(), Some(7200));
+        let ds = Rdata::from_text(
+            RType::DS,
+            "33313 5 1 FDD7A2C11AA7F55D50FBF9B7EDDA2322C541 A8DE",
+            &o,
+        )
+        .expect("ds with embedded space");
+        assert_eq!(ds.as_wire().len(), 4 + 20);
+        let txt = Rdata::from_text(RType::TXT, "\"No address is here\"", &o).expect("txt");
+        assert_eq!(
+            txt.to_text(RType::TXT).expect("text"),
+            "\"No address is here\""
+        );
+        assert!(Rdata::from_text(RType::A, "not-an-address", &o).is_err());
+    }
+}
