@@ -1,0 +1,842 @@
+//! BIND 10's sqlite3 zone database schema as versioned migrations.
+//!
+//! authd serves zone DBs written by BIND 10 (and by its own `loadzone`). BIND 10 1.2
+//! wrote schema 2.2; older files exist at 1.0 ("old V1" without the `diffs` table and
+//! "new V1" with it), 2.0 and 2.1. This crate
+//!
+//! - holds the 2.2 DDL ([`CREATE_LATEST_SQL`]) and the upgrade steps 1.0→2.0, 2.0→2.1 and
+//!   2.1→2.2 as SQL files (`migrations/sql/`), compiled into the binary;
+//! - detects a file's schema version ([`detect`], [`check`]);
+//! - opens a file for serving without ever writing to it ([`open_for_serving`]);
+//! - opens or creates a file for writing ([`open_or_create`]);
+//! - upgrades a file in place, after a byte-for-byte backup, in one transaction ([`upgrade`]).
+//!
+//! Version policy, as BIND 10's `SQLite3Accessor`: any 2.x file is served (a newer minor
+//! only adds indexes), 1.x must be upgraded first, a major above 2 is refused.
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+/// A zone DB schema version: `schema_version.version` (major) and `schema_version.minor`.
+///
+/// Ordering is by major, then minor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SchemaVersion {
+    /// Major version, stored in the column named `version`.
+    pub major: u32,
+    /// Minor version, stored in the column `minor` (absent in 1.0 files, where it is 0).
+    pub minor: u32,
+}
+
+impl SchemaVersion {
+    /// Makes a version from its two parts.
+    pub const fn new(major: u32, minor: u32) -> Self {
+        Self { major, minor }
+    }
+}
+
+impl fmt::Display for SchemaVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// The newest schema this build knows, and the one new files are created at: 2.2.
+pub const LATEST: SchemaVersion = SchemaVersion::new(2, 2);
+
+/// The full DDL of schema 2.2 (tables, indexes and the version row), as BIND 10 1.2 creates it.
+pub const CREATE_LATEST_SQL: &str = include_str!("../sql/create_2_2.sql");
+
+/// One upgrade step: SQL that turns a file at `from` into a file at `to`, including the
+/// update of the `schema_version` row.
+struct Step {
+    from: SchemaVersion,
+    to: SchemaVersion,
+    sql: &'static str,
+}
+
+/// Every upgrade step, in order.
+const STEPS: [Step; 3] = [
+    Step {
+        from: SchemaVersion::new(1, 0),
+        to: SchemaVersion::new(2, 0),
+        sql: include_str!("../sql/v1_0_to_v2_0.sql"),
+    },
+    Step {
+        from: SchemaVersion::new(2, 0),
+        to: SchemaVersion::new(2, 1),
+        sql: include_str!("../sql/v2_0_to_v2_1.sql"),
+    },
+    Step {
+        from: SchemaVersion::new(2, 1),
+        to: SchemaVersion::new(2, 2),
+        sql: include_str!("../sql/v2_1_to_v2_2.sql"),
+    },
+];
+
+/// How long a connection opened here waits for another process's lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What [`upgrade`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpgradeReport {
+    /// The version the file had before.
+    pub from: SchemaVersion,
+    /// The version the file has now (always [`LATEST`]).
+    pub to: SchemaVersion,
+    /// Where the byte-for-byte copy of the original was written; `None` when nothing was
+    /// done because the file was already at [`LATEST`].
+    pub backup: Option<PathBuf>,
+}
+
+impl UpgradeReport {
+    /// True when the file was changed (it was older than [`LATEST`]).
+    pub fn upgraded(&self) -> bool {
+        self.from != self.to
+    }
+}
+
+/// Errors from detecting, opening, creating and upgrading zone DBs.
+///
+/// Every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file does not exist.
+    #[error("zone DB {} does not exist", path.display())]
+    Missing {
+        /// The zone DB file.
+        path: PathBuf,
+    },
+    /// The file's metadata could not be read (permissions, not a regular path, ...).
+    #[error("cannot access zone DB {}: {source}", path.display())]
+    Io {
+        /// The zone DB file.
+        path: PathBuf,
+        /// The underlying I/O error.
+        source: io::Error,
+    },
+    /// SQLite could not open or read the file: not an SQLite file, corrupt, I/O error, locked.
+    #[error("cannot read zone DB {}: {source}", path.display())]
+    Unreadable {
+        /// The zone DB file.
+        path: PathBuf,
+        /// The SQLite error.
+        source: rusqlite::Error,
+    },
+    /// A readable SQLite file, but not a zone DB: no `schema_version`, `zones` or `records` table.
+    #[error("{} is not a zone DB: {reason}", path.display())]
+    NotZoneDb {
+        /// The zone DB file.
+        path: PathBuf,
+        /// What is missing, e.g. "no schema_version table".
+        reason: String,
+    },
+    /// The `schema_version` table has no row.
+    #[error("zone DB {} has no schema version: the schema_version table is empty", path.display())]
+    NoVersion {
+        /// The zone DB file.
+        path: PathBuf,
+    },
+    /// The `schema_version` table has more than one row, so the version is ambiguous.
+    #[error("zone DB {} has {rows} rows in schema_version, expected exactly one", path.display())]
+    TooManyVersions {
+        /// The zone DB file.
+        path: PathBuf,
+        /// How many rows there are.
+        rows: u64,
+    },
+    /// The `schema_version` row holds something that is not a version number.
+    #[error("zone DB {} has an invalid schema version: {detail}", path.display())]
+    BadVersion {
+        /// The zone DB file.
+        path: PathBuf,
+        /// The offending value.
+        detail: String,
+    },
+    /// The file has a major version below 2 and must be upgraded before it can be used.
+    #[error(
+        "zone DB {p} has schema version {found}; upgrade it with 'dbutil --upgrade {p}' \
+         (this build serves {major}.x, newest {latest})",
+        p = path.display(),
+        major = LATEST.major,
+        latest = LATEST
+    )]
+    NeedsUpgrade {
+        /// The zone DB file.
+        path: PathBuf,
+        /// The version the file has.
+        found: SchemaVersion,
+    },
+    /// The file has a major version above 2: written by a newer program, refused.
+    #[error(
+        "zone DB {} has schema version {found}, newer than this build supports ({latest})",
+        path.display(),
+        latest = LATEST
+    )]
+    TooNew {
+        /// The zone DB file.
+        path: PathBuf,
+        /// The version the file has.
+        found: SchemaVersion,
+    },
+    /// [`upgrade`] was asked to upgrade a file with the current major version but a newer
+    /// minor (e.g. 2.100). Such a file is served as it is; it cannot be upgraded.
+    #[error(
+        "zone DB {} has schema version {found}, newer than the newest this build can upgrade to \
+         ({latest}); it can be served as it is",
+        path.display(),
+        latest = LATEST
+    )]
+    NewerMinor {
+        /// The zone DB file.
+        path: PathBuf,
+        /// The version the file has.
+        found: SchemaVersion,
+    },
+    /// No sequence of upgrade steps leads from the file's version to [`LATEST`].
+    #[error(
+        "zone DB {} has schema version {found}, which no upgrade step starts from \
+         (known: 1.0, 2.0, 2.1)",
+        path.display()
+    )]
+    NoUpgradePath {
+        /// The zone DB file.
+        path: PathBuf,
+        /// The version the file has.
+        found: SchemaVersion,
+    },
+    /// The file (or its directory) is not writable, so it cannot be created or upgraded.
+    #[error("zone DB {} is not writable", path.display())]
+    NotWritable {
+        /// The zone DB file.
+        path: PathBuf,
+    },
+    /// Creating the schema in a new file failed.
+    #[error("cannot create zone DB {}: {source}", path.display())]
+    Create {
+        /// The zone DB file.
+        path: PathBuf,
+        /// The SQLite error.
+        source: rusqlite::Error,
+    },
+    /// Writing the backup copy failed; the zone DB was not changed.
+    #[error("cannot back up zone DB {} to {}: {source}; the zone DB was not changed",
+        path.display(), backup.display())]
+    Backup {
+        /// The zone DB file.
+        path: PathBuf,
+        /// The backup file that could not be written.
+        backup: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// An upgrade step failed; the transaction was rolled back, so the file is unchanged.
+    #[error(
+        "upgrading zone DB {} from {from} to {to} failed, the file is unchanged{}: {source}",
+        path.display(),
+        backup_note(backup.as_deref())
+    )]
+    Upgrade {
+        /// The zone DB file.
+        path: PathBuf,
+        /// The version the file had (and still has).
+        from: SchemaVersion,
+        /// The version the failing step was to produce.
+        to: SchemaVersion,
+        /// The backup written before the upgrade, if it got that far.
+        backup: Option<PathBuf>,
+        /// What failed.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// SQLite refused to switch the file to WAL mode (e.g. a file system without shared memory).
+    #[error("zone DB {} could not be switched to WAL mode (journal mode is {mode})", path.display())]
+    NoWal {
+        /// The zone DB file.
+        path: PathBuf,
+        /// The journal mode SQLite reported instead.
+        mode: String,
+    },
+    /// Another SQLite operation on an already checked file failed (setting the journal mode,
+    /// checkpointing, committing).
+    #[error("zone DB {}: {action} failed: {source}", path.display())]
+    Sqlite {
+        /// The zone DB file.
+        path: PathBuf,
+        /// What was being done.
+        action: &'static str,
+        /// The SQLite error.
+        source: rusqlite::Error,
+    },
+}
+
+fn backup_note(backup: Option<&Path>) -> String {
+    match backup {
+        Some(b) => format!(" (backup at {})", b.display()),
+        None => String::new(),
+    }
+}
+
+impl Error {
+    /// The zone DB file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            Error::Missing { path }
+            | Error::Io { path, .. }
+            | Error::Unreadable { path, .. }
+            | Error::NotZoneDb { path, .. }
+            | Error::NoVersion { path }
+            | Error::TooManyVersions { path, .. }
+            | Error::BadVersion { path, .. }
+            | Error::NeedsUpgrade { path, .. }
+            | Error::TooNew { path, .. }
+            | Error::NewerMinor { path, .. }
+            | Error::NoUpgradePath { path, .. }
+            | Error::NotWritable { path }
+            | Error::Create { path, .. }
+            | Error::Backup { path, .. }
+            | Error::Upgrade { path, .. }
+            | Error::NoWal { path, .. }
+            | Error::Sqlite { path, .. } => path,
+        }
+    }
+
+    /// True for errors that mean the file could not be read as a zone DB at all: missing,
+    /// inaccessible, not SQLite, corrupt, not a zone DB, no usable version row.
+    /// (b10-dbutil's "read error", exit code 4.)
+    pub fn is_read_error(&self) -> bool {
+        matches!(
+            self,
+            Error::Missing { .. }
+                | Error::Io { .. }
+                | Error::Unreadable { .. }
+                | Error::NotZoneDb { .. }
+                | Error::NoVersion { .. }
+                | Error::TooManyVersions { .. }
+                | Error::BadVersion { .. }
+        )
+    }
+}
+
+/// Reads the schema version of an open zone DB.
+///
+/// A `schema_version` table with only the `version` column is a 1.x file and reads as
+/// (version, 0); with a `minor` column it reads as (version, minor) — except that major 1
+/// always has minor 0, as in b10-dbutil. A file at a version up to [`LATEST`] must also have
+/// the `zones` and `records` tables; newer versions are not checked further, since their
+/// layout is unknown. Nothing is written.
+///
+/// Errors: [`Error::NotZoneDb`], [`Error::NoVersion`] (no row), [`Error::TooManyVersions`],
+/// [`Error::BadVersion`], [`Error::Unreadable`] (not SQLite, corrupt, I/O, locked).
+pub fn detect(conn: &Connection) -> Result<SchemaVersion, Error> {
+    let path = match conn.path() {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => PathBuf::from(":memory:"),
+    };
+    detect_at(conn, &path)
+}
+
+/// Opens a zone DB for serving: read-only (`SQLITE_OPEN_READ_ONLY`, so files without write
+/// permission work), never changing the file.
+///
+/// Any 2.x version is accepted (2.0, 2.1, 2.2, and newer minors such as 2.100). Major 1 gives
+/// [`Error::NeedsUpgrade`], a major above 2 [`Error::TooNew`], a missing file
+/// [`Error::Missing`]; see [`detect`] for the rest.
+pub fn open_for_serving(path: &Path) -> Result<(Connection, SchemaVersion), Error> {
+    let conn = open_read_only(path)?;
+    let version = detect_at(&conn, path)?;
+    require_servable(path, version)?;
+    Ok((conn, version))
+}
+
+/// Opens a zone DB read-write, creating it at [`LATEST`] if needed (used by `loadzone`).
+///
+/// A missing file, or an existing SQLite file with no schema at all (e.g. an empty file), is
+/// given the full 2.2 schema inside one exclusive transaction and switched to WAL mode
+/// (`PRAGMA journal_mode=WAL`). An existing zone DB gets the same version checks as
+/// [`open_for_serving`] (any 2.x is accepted) and is otherwise left as it is.
+pub fn open_or_create(path: &Path) -> Result<Connection, Error> {
+    let mut conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|source| Error::Create {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    set_busy_timeout(&conn, path)?;
+    // SQLite silently falls back to read-only when the file is not writable.
+    if conn.is_readonly("main").unwrap_or(true) {
+        return Err(Error::NotWritable {
+            path: path.to_path_buf(),
+        });
+    }
+    if is_empty_db(&conn, path)? {
+        let create = |source| Error::Create {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+            .map_err(create)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::NoWal {
+                path: path.to_path_buf(),
+                mode,
+            });
+        }
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Exclusive)
+            .map_err(create)?;
+        // Another process may have created the schema between our check and the lock.
+        if is_empty_db(&tx, path)? {
+            tx.execute_batch(CREATE_LATEST_SQL).map_err(create)?;
+        }
+        tx.commit().map_err(create)?;
+    }
+    let version = detect_at(&conn, path)?;
+    require_servable(path, version)?;
+    Ok(conn)
+}
+
+/// Reads a zone DB's schema version without modifying the file (for `dbutil --check`).
+///
+/// Unlike [`open_for_serving`] no version policy is applied: 1.0 and 1000.0 are returned as
+/// they are. Errors are those of [`detect`], plus [`Error::Missing`].
+pub fn check(path: &Path) -> Result<SchemaVersion, Error> {
+    let conn = open_read_only(path)?;
+    detect_at(&conn, path)
+}
+
+/// Upgrades a zone DB in place to [`LATEST`].
+///
+/// Under an exclusive lock, the file is first copied byte for byte to `PATH.backup` (or
+/// `PATH.backup-1`, `PATH.backup-2`, … if taken); then every needed step (1.0→2.0, 2.0→2.1,
+/// 2.1→2.2) runs in ONE transaction, so the file ends at [`LATEST`] or is left unchanged.
+/// After the commit the file is switched to WAL mode. A file already at [`LATEST`] is left
+/// alone (no backup). If a step fails the backup is kept and named in the error.
+///
+/// Errors: those of [`detect`]; [`Error::Missing`]; [`Error::TooNew`] (major above 2);
+/// [`Error::NewerMinor`] (e.g. 2.100); [`Error::NoUpgradePath`]; [`Error::NotWritable`];
+/// [`Error::Backup`]; [`Error::Upgrade`]; [`Error::Sqlite`].
+pub fn upgrade(path: &Path) -> Result<UpgradeReport, Error> {
+    require_exists(path)?;
+    // Keep one descriptor open for the whole upgrade and read the backup through it: closing
+    // any descriptor of the file would release SQLite's POSIX locks on it.
+    let mut original = File::open(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let result = upgrade_with(path, &mut original);
+    drop(original);
+    result
+}
+
+fn upgrade_with(path: &Path, original: &mut File) -> Result<UpgradeReport, Error> {
+    let mut conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|source| Error::Unreadable {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    set_busy_timeout(&conn, path)?;
+
+    let first = detect_at(&conn, path)?;
+    if upgrade_plan(path, first)?.is_empty() {
+        return Ok(UpgradeReport {
+            from: first,
+            to: first,
+            backup: None,
+        });
+    }
+    if conn.is_readonly("main").unwrap_or(true) {
+        return Err(Error::NotWritable {
+            path: path.to_path_buf(),
+        });
+    }
+    let sqlite = |action: &'static str| {
+        move |source: rusqlite::Error| Error::Sqlite {
+            path: path.to_path_buf(),
+            action,
+            source,
+        }
+    };
+    // A 2.0/2.1 file in WAL mode: move every committed page into the main file first, so
+    // that the byte copy below is complete.
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |row| row.get(0))
+        .map_err(sqlite("reading the journal mode"))?;
+    if mode.eq_ignore_ascii_case("wal") {
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(sqlite("checkpointing the WAL"))?;
+    }
+
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Exclusive)
+        .map_err(sqlite("locking the file"))?;
+    // Read the version again under the lock: another process may have changed the file.
+    let from = detect_at(&tx, path)?;
+    let plan = upgrade_plan(path, from)?;
+    if plan.is_empty() {
+        return Ok(UpgradeReport {
+            from,
+            to: from,
+            backup: None,
+        });
+    }
+    let backup = write_backup(path, original)?;
+    for step in &plan {
+        let failed = |source: Box<dyn std::error::Error + Send + Sync>| Error::Upgrade {
+            path: path.to_path_buf(),
+            from,
+            to: step.to,
+            backup: Some(backup.clone()),
+            source,
+        };
+        tx.execute_batch(step.sql)
+            .map_err(|e| failed(Box::new(e)))?;
+        let now = detect_at(&tx, path).map_err(|e| failed(Box::new(e)))?;
+        if now != step.to {
+            return Err(failed(
+                format!("step {} -> {} left version {now}", step.from, step.to).into(),
+            ));
+        }
+    }
+    tx.commit().map_err(|e| Error::Upgrade {
+        path: path.to_path_buf(),
+        from,
+        to: LATEST,
+        backup: Some(backup.clone()),
+        source: Box::new(e),
+    })?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(sqlite("switching to WAL mode"))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Error::NoWal {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    conn.close().map_err(|(_, source)| Error::Sqlite {
+        path: path.to_path_buf(),
+        action: "closing",
+        source,
+    })?;
+    Ok(UpgradeReport {
+        from,
+        to: LATEST,
+        backup: Some(backup),
+    })
+}
+
+/// The steps leading from `from` to [`LATEST`] (empty when `from` is [`LATEST`]).
+fn upgrade_plan(path: &Path, from: SchemaVersion) -> Result<Vec<&'static Step>, Error> {
+    if from.major > LATEST.major {
+        return Err(Error::TooNew {
+            path: path.to_path_buf(),
+            found: from,
+        });
+    }
+    if from > LATEST {
+        return Err(Error::NewerMinor {
+            path: path.to_path_buf(),
+            found: from,
+        });
+    }
+    let mut plan = Vec::new();
+    let mut at = from;
+    while at < LATEST {
+        let step = STEPS
+            .iter()
+            .find(|s| s.from == at)
+            .ok_or_else(|| Error::NoUpgradePath {
+                path: path.to_path_buf(),
+                found: from,
+            })?;
+        plan.push(step);
+        at = step.to;
+    }
+    Ok(plan)
+}
+
+/// Copies the file (through `original`) to the first free name among `PATH.backup`,
+/// `PATH.backup-1`, …, creating it exclusively, and syncs it to disk.
+fn write_backup(path: &Path, original: &mut File) -> Result<PathBuf, Error> {
+    let mut n: u64 = 0;
+    loop {
+        let mut name = path.as_os_str().to_owned();
+        if n == 0 {
+            name.push(".backup");
+        } else {
+            name.push(format!(".backup-{n}"));
+        }
+        let backup = PathBuf::from(name);
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&backup)
+        {
+            Ok(mut out) => {
+                let copied = (|| -> io::Result<()> {
+                    original.seek(SeekFrom::Start(0))?;
+                    io::copy(original, &mut out)?;
+                    if let Ok(meta) = original.metadata() {
+                        // Best effort: keep the original's permission bits.
+                        let _ = out.set_permissions(meta.permissions());
+                    }
+                    out.sync_all()
+                })();
+                return match copied {
+                    Ok(()) => Ok(backup),
+                    Err(source) => {
+                        drop(out);
+                        let _ = fs::remove_file(&backup);
+                        Err(Error::Backup {
+                            path: path.to_path_buf(),
+                            backup,
+                            source,
+                        })
+                    }
+                };
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => n += 1,
+            Err(source) => {
+                return Err(Error::Backup {
+                    path: path.to_path_buf(),
+                    backup,
+                    source,
+                });
+            }
+        }
+    }
+}
+
+fn require_exists(path: &Path) -> Result<(), Error> {
+    match fs::metadata(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::Missing {
+            path: path.to_path_buf(),
+        }),
+        Err(source) => Err(Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+fn open_read_only(path: &Path) -> Result<Connection, Error> {
+    require_exists(path)?;
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|source| Error::Unreadable {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    set_busy_timeout(&conn, path)?;
+    Ok(conn)
+}
+
+fn set_busy_timeout(conn: &Connection, path: &Path) -> Result<(), Error> {
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|source| Error::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+fn require_servable(path: &Path, version: SchemaVersion) -> Result<(), Error> {
+    match version.major.cmp(&LATEST.major) {
+        std::cmp::Ordering::Less => Err(Error::NeedsUpgrade {
+            path: path.to_path_buf(),
+            found: version,
+        }),
+        std::cmp::Ordering::Greater => Err(Error::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+        }),
+        std::cmp::Ordering::Equal => Ok(()),
+    }
+}
+
+/// True when the file has no schema objects at all (a new or zero-length file).
+fn is_empty_db(conn: &Connection, path: &Path) -> Result<bool, Error> {
+    let count: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))
+        .map_err(|source| Error::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Ok(count == 0)
+}
+
+fn detect_at(conn: &Connection, path: &Path) -> Result<SchemaVersion, Error> {
+    let unreadable = |source| Error::Unreadable {
+        path: path.to_path_buf(),
+        source,
+    };
+    let not_zone_db = |reason: String| Error::NotZoneDb {
+        path: path.to_path_buf(),
+        reason,
+    };
+
+    let tables = names(
+        conn,
+        "SELECT lower(name) FROM sqlite_master WHERE type = 'table'",
+    )
+    .map_err(unreadable)?;
+    let has_table = |table: &str| tables.iter().any(|t| t == table);
+    if !has_table("schema_version") {
+        return Err(not_zone_db("no schema_version table".to_string()));
+    }
+    let columns = names(
+        conn,
+        "SELECT lower(name) FROM pragma_table_info('schema_version')",
+    )
+    .map_err(unreadable)?;
+    if !columns.iter().any(|c| c == "version") {
+        return Err(not_zone_db(
+            "the schema_version table has no version column".to_string(),
+        ));
+    }
+    let has_minor = columns.iter().any(|c| c == "minor");
+
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM schema_version", [], |row| row.get(0))
+        .map_err(unreadable)?;
+    match rows {
+        0 => {
+            return Err(Error::NoVersion {
+                path: path.to_path_buf(),
+            });
+        }
+        1 => {}
+        n => {
+            return Err(Error::TooManyVersions {
+                path: path.to_path_buf(),
+                rows: u64::try_from(n).unwrap_or(0),
+            });
+        }
+    }
+    let sql = if has_minor {
+        "SELECT version, minor FROM schema_version"
+    } else {
+        "SELECT version, 0 FROM schema_version"
+    };
+    let (major, minor): (Value, Value) = conn
+        .query_row(sql, [], |row| Ok((row.get(0)?, row.get(1)?)))
+        .map_err(unreadable)?;
+    let bad = |what: &str, v: &Value| Error::BadVersion {
+        path: path.to_path_buf(),
+        detail: format!("{what} is {v:?}"),
+    };
+    let major_n = version_number(&major).ok_or_else(|| bad("version", &major))?;
+    let minor_n = if major_n == 1 {
+        // 1.x files have no minor column; b10-dbutil ignores it for major 1 in any case.
+        0
+    } else {
+        version_number(&minor).ok_or_else(|| bad("minor", &minor))?
+    };
+    let version = SchemaVersion::new(major_n, minor_n);
+    // The tables of the schemas this build knows (1.0 to 2.2) must be there. A newer schema
+    // is not checked: its layout is unknown here (BIND's own newschema / new_minor_schema
+    // test files hold only the schema_version table).
+    if version <= LATEST {
+        for table in ["zones", "records"] {
+            if !has_table(table) {
+                return Err(not_zone_db(format!(
+                    "no {table} table (schema version {version})"
+                )));
+            }
+        }
+    }
+    Ok(version)
+}
+
+fn names(conn: &Connection, sql: &str) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare(sql)?;
+    let rows = stmt.query_map([], |row| row.get::<_, String>(0))?;
+    rows.collect()
+}
+
+/// A version part as stored: an integer, or text / a real holding a non-negative integer.
+fn version_number(v: &Value) -> Option<u32> {
+    match v {
+        Value::Integer(i) => u32::try_from(*i).ok(),
+        Value::Text(s) => s.trim().parse().ok(),
+        Value::Real(f) if f.fract() == 0.0 && *f >= 0.0 && *f <= f64::from(u32::MAX) => {
+            // Exact: checked to be integral and in range above.
+            Some(*f as u32)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_and_order() {
+        assert_eq!(LATEST.to_string(), "2.2");
+        assert!(SchemaVersion::new(1, 0) < SchemaVersion::new(2, 0));
+        assert!(SchemaVersion::new(2, 100) > LATEST);
+        assert!(SchemaVersion::new(1000, 0) > SchemaVersion::new(2, 100));
+    }
+
+    #[test]
+    fn steps_chain_to_latest() {
+        let path = Path::new("x.sqlite3");
+        for from in [
+            SchemaVersion::new(1, 0),
+            SchemaVersion::new(2, 0),
+            SchemaVersion::new(2, 1),
+        ] {
+            let plan = upgrade_plan(path, from).expect("plan");
+            assert_eq!(plan.first().map(|s| s.from), Some(from));
+            assert_eq!(plan.last().map(|s| s.to), Some(LATEST));
+        }
+        assert!(upgrade_plan(path, LATEST).expect("plan").is_empty());
+        assert!(matches!(
+            upgrade_plan(path, SchemaVersion::new(1, 5)),
+            Err(Error::NoUpgradePath { .. })
+        ));
+        assert!(matches!(
+            upgrade_plan(path, SchemaVersion::new(3, 0)),
+            Err(Error::TooNew { .. })
+        ));
+        assert!(matches!(
+            upgrade_plan(path, SchemaVersion::new(2, 3)),
+            Err(Error::NewerMinor { .. })
+        ));
+    }
+
+    #[test]
+    fn in_memory_create_and_detect() {
+        let conn = Connection::open_in_memory().expect("open");
+        assert!(matches!(detect(&conn), Err(Error::NotZoneDb { .. })));
+        conn.execute_batch(CREATE_LATEST_SQL).expect("create");
+        assert_eq!(detect(&conn).expect("detect"), LATEST);
+    }
+
+    #[test]
+    fn version_values() {
+        assert_eq!(version_number(&Value::Integer(2)), Some(2));
+        assert_eq!(version_number(&Value::Text(" 3 ".into())), Some(3));
+        assert_eq!(version_number(&Value::Real(2.0)), Some(2));
+        assert_eq!(version_number(&Value::Real(2.5)), None);
+        assert_eq!(version_number(&Value::Integer(-1)), None);
+        assert_eq!(version_number(&Value::Null), None);
+    }
+}

@@ -1,0 +1,151 @@
+//! The `dbutil` binary: b10-dbutil's exit codes and one-line error messages.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{ALL_FILES, copy_to_temp};
+
+fn dbutil(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dbutil"))
+        .args(args)
+        .output()
+        .expect("run dbutil")
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exit code")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn run_on(flag: &str, path: &Path) -> Output {
+    dbutil(&[flag, path.to_str().expect("utf-8 path")])
+}
+
+#[test]
+fn check_exit_codes() {
+    for stem in ALL_FILES {
+        let want = match stem {
+            "v2_2" => 0,
+            "old_v1" | "new_v1" | "empty_v1" | "invalid_v1" | "v2_0" | "v2_1" => 1,
+            "newschema" | "new_minor_schema" => 2,
+            "no_schema" | "empty_schema" | "empty_version" | "corrupt" | "too_many_version" => 4,
+            other => panic!("unexpected {other}"),
+        };
+        let (_dir, path) = copy_to_temp(stem);
+        let before = fs::read(&path).expect("read");
+        let out = run_on("--check", &path);
+        assert_eq!(code(&out), want, "{stem}: {}", stderr(&out));
+        if want == 0 {
+            assert!(stderr(&out).is_empty());
+        } else {
+            let err = stderr(&out);
+            assert_eq!(err.lines().count(), 1, "{stem}: {err}");
+            assert!(err.contains(&path.display().to_string()), "{stem}: {err}");
+        }
+        assert_eq!(
+            fs::read(&path).expect("read"),
+            before,
+            "{stem} changed by --check"
+        );
+    }
+}
+
+#[test]
+fn check_missing_and_not_sqlite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing.sqlite3");
+    let out = run_on("--check", &missing);
+    assert_eq!(code(&out), 4);
+    assert!(stderr(&out).contains("does not exist"));
+    let text = dir.path().join("text.sqlite3");
+    fs::write(&text, "This is not an sqlite3 database\n").expect("write");
+    assert_eq!(code(&run_on("--check", &text)), 4);
+    assert_eq!(code(&run_on("--upgrade", &text)), 4);
+    assert_eq!(
+        fs::read_dir(dir.path()).expect("read_dir").count(),
+        1,
+        "no backup expected"
+    );
+}
+
+#[test]
+fn upgrade_exit_codes() {
+    for (stem, want) in [
+        ("old_v1", 0),
+        ("new_v1", 0),
+        ("v2_0", 0),
+        ("v2_1", 0),
+        ("v2_2", 0),
+        ("invalid_v1", 5),
+        ("newschema", 2),
+        ("new_minor_schema", 2),
+        ("no_schema", 4),
+        ("corrupt", 4),
+        ("empty_version", 4),
+        ("too_many_version", 4),
+    ] {
+        let (_dir, path) = copy_to_temp(stem);
+        let before = fs::read(&path).expect("read");
+        let out = dbutil(&["--upgrade", "--noconfirm", path.to_str().expect("utf-8")]);
+        assert_eq!(code(&out), want, "{stem}: {}", stderr(&out));
+        if want == 0 {
+            // Afterwards the file checks as current.
+            assert_eq!(code(&run_on("--check", &path)), 0, "{stem}");
+        } else {
+            assert_eq!(stderr(&out).lines().count(), 1, "{stem}");
+            assert_eq!(fs::read(&path).expect("read"), before, "{stem} changed");
+        }
+    }
+}
+
+#[test]
+fn upgrade_missing_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing.sqlite3");
+    assert_eq!(code(&run_on("--upgrade", &missing)), 4);
+    assert!(!missing.exists());
+}
+
+#[test]
+fn command_errors() {
+    let (_dir, path) = copy_to_temp("old_v1");
+    let p = path.to_str().expect("utf-8");
+    for args in [
+        vec![],
+        vec![p],
+        vec!["--upgrade", "--check", p],
+        vec!["--noconfirm", "--check", p],
+        vec!["--check"],
+        vec!["--upgrade", "--noconfirm"],
+        vec!["--check", p, "extra"],
+        vec!["--upgrade", p, "extra"],
+        vec!["--frobnicate", p],
+    ] {
+        let out = dbutil(&args);
+        assert_eq!(code(&out), 3, "{args:?}: {}", stderr(&out));
+        assert_eq!(
+            stderr(&out).lines().count(),
+            1,
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    // Nothing was upgraded.
+    assert_eq!(
+        fs::read(&path).expect("read"),
+        fs::read(common::data("old_v1")).expect("read")
+    );
+}
+
+#[test]
+fn help_exits_zero() {
+    let out = dbutil(&["--help"]);
+    assert_eq!(code(&out), 0);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--upgrade"));
+}
