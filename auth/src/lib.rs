@@ -1,1 +1,8 @@
-//! placeholder
+//! authd: an authoritative DNS server.
+//!
+//! The pipeline, one module per arrow: socket ([`server`]) → wire query
+//! ([`wire`]) → query processing ([`query`], RFC 1034 §4.3.2) over the data
+//! sources of `authd-datasrc` → rendered reply ([`wire`]) → socket.
+
+pub mod query;
+pub mod wire;

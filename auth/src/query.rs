@@ -1,0 +1,591 @@
+//! Query processing: RFC 1034 §4.3.2 over the configured data sources, with
+//! RFC 2308 negative answers, RFC 4592 wildcards, RFC 6672 DNAME and the
+//! additional-section rules of RFC 1034 §3.7 / RFC 9471.
+//!
+//! Data flows one way: parsed [`Request`] → zone and lookups → an [`Answer`]
+//! (sections as RRset references) → [`render`] into the caller's buffer.
+
+use std::sync::Arc;
+
+use authd_datasrc::{
+    Class, DataSource, DataSourceError, Lookup, LookupOptions, Name, Outcome, RRset, RType,
+    Rdata, SourceList, ZoneRef,
+};
+
+use crate::wire::{
+    self, HEADER_LEN, MAX_TCP_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, OPT_LEN, ParseError,
+    Request, Section, flags, rcode,
+};
+
+/// How the query arrived; decides the reply size limit (RFC 1035 §4.2.1, RFC 6891 §6.2.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// UDP: 512 bytes without EDNS, else the client's payload size (capped).
+    Udp,
+    /// TCP: up to 65535 bytes.
+    Tcp,
+}
+
+/// Answers for CH-class TXT `version.bind` / `hostname.bind` (None: REFUSED).
+#[derive(Clone, Debug, Default)]
+pub struct ChaosOptions {
+    /// Text for `version.bind` (and `version.server`), or `None` to refuse the query.
+    pub version: Option<String>,
+    /// Text for `hostname.bind` (and `id.server`), or `None` to refuse the query.
+    pub hostname: Option<String>,
+}
+
+/// Our EDNS UDP payload size, bytes: the DNS Flag Day 2020 value, which avoids
+/// IP fragmentation; replies to larger client sizes are capped to it.
+pub const EDNS_UDP_PAYLOAD: u16 = 1232;
+
+/// Longest CNAME/DNAME chain followed inside a zone before answering with what
+/// was found so far.
+const MAX_CHAIN: usize = 8;
+
+/// Turns query messages into reply messages using a list of data sources.
+pub struct QueryProcessor {
+    sources: SourceList,
+    chaos: ChaosOptions,
+}
+
+/// One RRset placed in a reply section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placed {
+    /// The RRset (its RRSIGs travel with it when the query had DO).
+    pub rrset: Arc<RRset>,
+    /// Owner written instead of the RRset's (wildcard synthesis, RFC 4592 §3.4.3).
+    pub owner: Option<Name>,
+    /// TTL written instead of the RRset's (negative SOA, RFC 2308 §3).
+    pub ttl: Option<u32>,
+}
+
+impl Placed {
+    fn plain(rrset: Arc<RRset>) -> Placed {
+        Placed {
+            rrset,
+            owner: None,
+            ttl: None,
+        }
+    }
+    fn owner(&self) -> &Name {
+        self.owner.as_ref().unwrap_or(&self.rrset.owner)
+    }
+}
+
+/// The result of query processing, before rendering.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Answer {
+    /// Response code (may be extended, e.g. BADVERS).
+    pub rcode: u16,
+    /// Authoritative answer bit.
+    pub aa: bool,
+    /// Answer section.
+    pub answer: Vec<Placed>,
+    /// Authority section.
+    pub authority: Vec<Placed>,
+    /// Additional section (without OPT).
+    pub additional: Vec<Placed>,
+    /// Additional RRsets whose omission must set TC (in-domain glue, RFC 9471).
+    pub required_glue: usize,
+}
+
+impl Answer {
+    fn rcode(rcode: u16, aa: bool) -> Answer {
+        Answer {
+            rcode,
+            aa,
+            ..Answer::default()
+        }
+    }
+    /// True when an RRset with this owner and type is already placed (BIND 10
+    /// keeps each RRset in the first section it is due in).
+    fn contains(&self, owner: &Name, rtype: RType) -> bool {
+        self.answer
+            .iter()
+            .chain(&self.authority)
+            .chain(&self.additional)
+            .any(|p| p.rrset.rtype == rtype && p.owner() == owner)
+    }
+}
+
+impl QueryProcessor {
+    /// A processor over `sources` (searched in order, longest zone match wins).
+    pub fn new(sources: SourceList, chaos: ChaosOptions) -> QueryProcessor {
+        QueryProcessor { sources, chaos }
+    }
+
+    /// The data sources answered from.
+    pub fn sources(&self) -> &SourceList {
+        &self.sources
+    }
+
+    /// Handles one DNS message `msg` received over `transport` and writes the
+    /// reply into `out` (cleared first). Returns `false` when no reply must be
+    /// sent (a message shorter than a header, or a response, QR=1).
+    pub fn process(&self, msg: &[u8], transport: Transport, out: &mut Vec<u8>) -> bool {
+        let req = match wire::parse_query(msg) {
+            Ok(r) => r,
+            Err(ParseError::Drop) => return false,
+            Err(ParseError::Reject {
+                id,
+                opcode,
+                flags: f,
+                rcode,
+                question,
+            }) => {
+                let mut w = MessageWriter::new(
+                    out,
+                    id,
+                    (u16::from(opcode) << 11) | (f & (flags::RD | flags::CD)),
+                    rcode,
+                    MAX_TCP_MESSAGE,
+                );
+                if let Some((start, end)) = question {
+                    w.push_question(&msg[start..end]);
+                }
+                w.finish();
+                return true;
+            }
+        };
+        let answer = self.answer(&req);
+        render(&req, &answer, transport, out);
+        true
+    }
+
+    /// Processes a parsed query into an [`Answer`] (no rendering).
+    pub fn answer(&self, req: &Request<'_>) -> Answer {
+        if let Some(edns) = req.edns {
+            if edns.version > 0 {
+                return Answer::rcode(rcode::BADVERS, false);
+            }
+        }
+        match req.qclass {
+            Class::IN => {}
+            Class::CH => return self.chaos(req),
+            _ => return Answer::rcode(rcode::REFUSED, false),
+        }
+        match req.qtype {
+            // Zone transfers need an allow-list; none is configured, so refuse.
+            RType::AXFR | RType::IXFR => return Answer::rcode(rcode::REFUSED, false),
+            RType::OPT => return Answer::rcode(rcode::FORMERR, false),
+            t if t.is_meta() && t != RType::ANY => return Answer::rcode(rcode::NOTIMP, false),
+            _ => {}
+        }
+        let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
+        match self.answer_in(&req.qname, req.qtype, dnssec) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::error!(qname = %req.qname, qtype = %req.qtype, "SERVFAIL: {e}");
+                Answer::rcode(rcode::SERVFAIL, false)
+            }
+        }
+    }
+
+    fn answer_in(&self, qname: &Name, qtype: RType, dnssec: bool) -> Result<Answer, DataSourceError> {
+        // RFC 4035 §3.1.4.1: DS lives on the parent side of a zone cut; answer
+        // from the parent zone when we serve it.
+        let mut found = self.sources.find_zone(qname)?;
+        if qtype == RType::DS && !qname.is_root() {
+            if let Some((_, zone)) = &found {
+                if zone.origin == *qname {
+                    if let Some(parent) = qname.parent() {
+                        if let Some(p) = self.sources.find_zone(&parent)? {
+                            found = Some(p);
+                        }
+                    }
+                }
+            }
+        }
+        let Some((source, zone)) = found else {
+            return Ok(Answer::rcode(rcode::REFUSED, false));
+        };
+        let source = source.as_ref();
+        let opts = LookupOptions {
+            dnssec,
+            ..LookupOptions::default()
+        };
+        let mut ans = Answer::rcode(rcode::NOERROR, true);
+        if qtype == RType::RRSIG {
+            return self.rrsig_query(source, &zone, qname, opts);
+        }
+        let lookup = source.lookup(&zone, qname, qtype, opts)?;
+        self.place(source, &zone, qname, qtype, lookup, opts, &mut ans, 0)?;
+        Ok(ans)
+    }
+
+    /// Places the outcome of one lookup; follows CNAME/DNAME inside the zone.
+    #[allow(clippy::too_many_arguments)]
+    fn place(
+        &self,
+        source: &dyn DataSource,
+        zone: &ZoneRef,
+        qname: &Name,
+        qtype: RType,
+        lookup: Lookup,
+        opts: LookupOptions,
+        ans: &mut Answer,
+        depth: usize,
+    ) -> Result<(), DataSourceError> {
+        let synth_owner = |rrset: &Arc<RRset>| {
+            (lookup.wildcard && !rrset.owner.eq_case(qname)).then(|| qname.clone())
+        };
+        match lookup.outcome {
+            Outcome::Answer(rrset) => {
+                let owner = synth_owner(&rrset);
+                ans.answer.push(Placed {
+                    rrset: rrset.clone(),
+                    owner,
+                    ttl: None,
+                });
+                self.additional_for(source, zone, &rrset, opts, ans)?;
+            }
+            Outcome::AnyAnswer(sets) => {
+                for rrset in sets {
+                    let owner = synth_owner(&rrset);
+                    ans.answer.push(Placed {
+                        rrset: rrset.clone(),
+                        owner,
+                        ttl: None,
+                    });
+                }
+                let sets: Vec<Arc<RRset>> = ans.answer.iter().map(|p| p.rrset.clone()).collect();
+                for rrset in sets {
+                    self.additional_for(source, zone, &rrset, opts, ans)?;
+                }
+            }
+            Outcome::Cname(cname) => {
+                let owner = synth_owner(&cname);
+                ans.answer.push(Placed {
+                    rrset: cname.clone(),
+                    owner,
+                    ttl: None,
+                });
+                if let Some(target) = cname.rdatas.first().and_then(Rdata::target_name) {
+                    self.follow(source, zone, &target, qtype, opts, ans, depth)?;
+                }
+            }
+            Outcome::Dname(dname) => {
+                ans.answer.push(Placed::plain(dname.clone()));
+                let Some(dtarget) = dname.rdatas.first().and_then(Rdata::target_name) else {
+                    return Ok(());
+                };
+                match qname.replace_suffix(&dname.owner, &dtarget) {
+                    Some(Ok(target)) => {
+                        // RFC 6672 §3.1: synthesize CNAME qname → substituted name, TTL of the DNAME.
+                        let mut cname = RRset::new(qname.clone(), RType::CNAME, Class::IN, dname.ttl);
+                        cname.rdatas.push(Rdata::from_wire(target.as_wire()));
+                        ans.answer.push(Placed::plain(Arc::new(cname)));
+                        self.follow(source, zone, &target, qtype, opts, ans, depth)?;
+                    }
+                    // RFC 6672 §2.2: the substituted name is too long.
+                    Some(Err(_)) => ans.rcode = rcode::YXDOMAIN,
+                    None => {}
+                }
+            }
+            Outcome::Delegation(ns) => {
+                if depth > 0 {
+                    // A chain leading below a cut: the answer so far, no referral.
+                    return Ok(());
+                }
+                ans.aa = false;
+                let owner = synth_owner(&ns);
+                ans.authority.push(Placed {
+                    rrset: ns.clone(),
+                    owner,
+                    ttl: None,
+                });
+                if opts.dnssec {
+                    let ds = source.lookup(zone, &ns.owner, RType::DS, opts)?;
+                    if let Outcome::Answer(ds) = ds.outcome {
+                        ans.authority.push(Placed::plain(ds));
+                    }
+                }
+                self.glue_for(source, zone, &ns, opts, ans)?;
+            }
+            Outcome::NxDomain => {
+                ans.rcode = rcode::NXDOMAIN;
+                self.negative_soa(source, zone, opts, ans)?;
+            }
+            Outcome::NoData => self.negative_soa(source, zone, opts, ans)?,
+        }
+        Ok(())
+    }
+
+    /// Follows a CNAME target (RFC 1034 §4.3.2 step 3a) while it stays in the zone.
+    #[allow(clippy::too_many_arguments)]
+    fn follow(
+        &self,
+        source: &dyn DataSource,
+        zone: &ZoneRef,
+        target: &Name,
+        qtype: RType,
+        opts: LookupOptions,
+        ans: &mut Answer,
+        depth: usize,
+    ) -> Result<(), DataSourceError> {
+        if qtype == RType::CNAME || depth + 1 >= MAX_CHAIN || !target.is_subdomain_of(&zone.origin) {
+            return Ok(());
+        }
+        if ans.answer.iter().any(|p| p.owner() == target) {
+            return Ok(()); // a loop
+        }
+        let lookup = source.lookup(zone, target, qtype, opts)?;
+        self.place(source, zone, target, qtype, lookup, opts, ans, depth + 1)
+    }
+
+    /// RFC 2308 §3: the apex SOA in authority, TTL = min(SOA TTL, SOA MINIMUM).
+    fn negative_soa(
+        &self,
+        source: &dyn DataSource,
+        zone: &ZoneRef,
+        opts: LookupOptions,
+        ans: &mut Answer,
+    ) -> Result<(), DataSourceError> {
+        let soa = source.lookup(zone, &zone.origin, RType::SOA, opts)?;
+        let Outcome::Answer(soa) = soa.outcome else {
+            return Err(DataSourceError::BadData {
+                zone: zone.origin.to_string(),
+                name: zone.origin.to_string(),
+                reason: "no SOA at the zone apex".into(),
+            });
+        };
+        let minimum = soa.rdatas.first().and_then(Rdata::soa_minimum).unwrap_or(soa.ttl);
+        ans.authority.push(Placed {
+            ttl: Some(soa.ttl.min(minimum)),
+            rrset: soa,
+            owner: None,
+        });
+        Ok(())
+    }
+
+    /// Additional-section addresses for NS, MX and SRV targets inside the zone
+    /// (RFC 1034 §3.7, RFC 2782); only names that exist as plain answers.
+    fn additional_for(
+        &self,
+        source: &dyn DataSource,
+        zone: &ZoneRef,
+        rrset: &RRset,
+        opts: LookupOptions,
+        ans: &mut Answer,
+    ) -> Result<(), DataSourceError> {
+        if !matches!(rrset.rtype, RType::NS | RType::MX | RType::SRV) {
+            return Ok(());
+        }
+        let glue_ok = rrset.rtype == RType::NS;
+        for rdata in &rrset.rdatas {
+            let Some(target) = rdata.additional_target(rrset.rtype) else {
+                continue;
+            };
+            if !target.is_subdomain_of(&zone.origin) {
+                continue;
+            }
+            self.addresses(source, zone, &target, LookupOptions { glue_ok, ..opts }, ans, false)?;
+        }
+        Ok(())
+    }
+
+    /// Glue for a referral: addresses of the NS hosts inside the zone, found below
+    /// the cut; those under the cut itself are in-domain glue (RFC 9471).
+    fn glue_for(
+        &self,
+        source: &dyn DataSource,
+        zone: &ZoneRef,
+        ns: &RRset,
+        opts: LookupOptions,
+        ans: &mut Answer,
+    ) -> Result<(), DataSourceError> {
+        for rdata in &ns.rdatas {
+            let Some(target) = rdata.additional_target(RType::NS) else {
+                continue;
+            };
+            if !target.is_subdomain_of(&zone.origin) {
+                continue;
+            }
+            let in_domain = target.is_subdomain_of(&ns.owner);
+            self.addresses(
+                source,
+                zone,
+                &target,
+                LookupOptions {
+                    glue_ok: true,
+                    ..opts
+                },
+                ans,
+                in_domain,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn addresses(
+        &self,
+        source: &dyn DataSource,
+        zone: &ZoneRef,
+        target: &Name,
+        opts: LookupOptions,
+        ans: &mut Answer,
+        required: bool,
+    ) -> Result<(), DataSourceError> {
+        for rtype in [RType::A, RType::AAAA] {
+            if ans.contains(target, rtype) {
+                continue;
+            }
+            let found = source.lookup(zone, target, rtype, opts)?;
+            if let Outcome::Answer(rrset) = found.outcome {
+                let owner = (found.wildcard).then(|| target.clone());
+                ans.additional.push(Placed {
+                    rrset,
+                    owner,
+                    ttl: None,
+                });
+                if required {
+                    ans.required_glue = ans.additional.len();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// qtype RRSIG: every RRSIG at qname as the answer (RFC 4035 §3.1.5 leaves the
+    /// form open; NSD and Knot DNS answer this way), NODATA when there is none.
+    fn rrsig_query(
+        &self,
+        source: &dyn DataSource,
+        zone: &ZoneRef,
+        qname: &Name,
+        opts: LookupOptions,
+    ) -> Result<Answer, DataSourceError> {
+        let mut ans = Answer::rcode(rcode::NOERROR, true);
+        let lookup = source.lookup(zone, qname, RType::ANY, LookupOptions { dnssec: true, ..opts })?;
+        let sets = match lookup.outcome {
+            Outcome::AnyAnswer(sets) => sets,
+            Outcome::Cname(c) => vec![c],
+            other => {
+                let l = Lookup { outcome: other, ..lookup };
+                self.place(source, zone, qname, RType::RRSIG, l, opts, &mut ans, 0)?;
+                return Ok(ans);
+            }
+        };
+        let mut sigs: Option<RRset> = None;
+        for set in &sets {
+            for sig in &set.sigs {
+                sigs.get_or_insert_with(|| RRset::new(qname.clone(), RType::RRSIG, Class::IN, set.sig_ttl))
+                    .push(set.sig_ttl, sig.clone());
+            }
+        }
+        match sigs {
+            Some(s) => ans.answer.push(Placed::plain(Arc::new(s))),
+            None => self.negative_soa(source, zone, opts, &mut ans)?,
+        }
+        Ok(ans)
+    }
+
+    /// CH-class queries: TXT `version.bind`/`version.server` and
+    /// `hostname.bind`/`id.server` when configured; REFUSED otherwise.
+    fn chaos(&self, req: &Request<'_>) -> Answer {
+        let name = req.qname.to_lowercase().to_string();
+        let text = match name.as_str() {
+            "version.bind." | "version.server." => self.chaos.version.as_deref(),
+            "hostname.bind." | "id.server." => self.chaos.hostname.as_deref(),
+            _ => None,
+        };
+        let Some(text) = text else {
+            return Answer::rcode(rcode::REFUSED, false);
+        };
+        let mut ans = Answer::rcode(rcode::NOERROR, true);
+        if req.qtype == RType::TXT || req.qtype == RType::ANY {
+            let mut rdata = Vec::with_capacity(text.len() + 1);
+            for chunk in text.as_bytes().chunks(255) {
+                rdata.push(chunk.len() as u8);
+                rdata.extend_from_slice(chunk);
+            }
+            let mut set = RRset::new(req.qname.clone(), RType::TXT, Class::CH, 0);
+            set.rdatas.push(Rdata::from_wire(&rdata));
+            ans.answer.push(Placed::plain(Arc::new(set)));
+        }
+        ans
+    }
+}
+
+/// Renders `ans` as the reply to `req` into `out`.
+///
+/// Size limit: TCP 65535; UDP the client's EDNS payload size capped at
+/// [`EDNS_UDP_PAYLOAD`], or 512 without EDNS. When an answer or authority RRset
+/// (with its signatures) or required glue does not fit, the reply keeps what fit
+/// and sets TC (RFC 2181 §9); other additional data is dropped silently.
+pub fn render(req: &Request<'_>, ans: &Answer, transport: Transport, out: &mut Vec<u8>) {
+    let limit = match (transport, req.edns) {
+        (Transport::Tcp, _) => MAX_TCP_MESSAGE,
+        (Transport::Udp, Some(e)) => usize::from(e.udp_payload.min(EDNS_UDP_PAYLOAD)).max(MIN_UDP_PAYLOAD),
+        (Transport::Udp, None) => MIN_UDP_PAYLOAD,
+    };
+    let mut hdr = (u16::from(req.opcode) << 11) | (req.flags & (flags::RD | flags::CD));
+    if ans.aa {
+        hdr |= flags::AA;
+    }
+    let mut w = MessageWriter::new(out, req.id, hdr, ans.rcode, limit);
+    let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
+    if req.edns.is_some() {
+        w.reserve(OPT_LEN);
+    }
+    w.push_question(req.question);
+    let mut truncated = false;
+    'sections: for (section, list) in [
+        (Section::Answer, &ans.answer),
+        (Section::Authority, &ans.authority),
+        (Section::Additional, &ans.additional),
+    ] {
+        for (i, placed) in list.iter().enumerate() {
+            if !push_rrset(&mut w, section, placed, dnssec) {
+                if section != Section::Additional || i < ans.required_glue {
+                    truncated = true;
+                }
+                if section != Section::Additional {
+                    break 'sections;
+                }
+            }
+        }
+    }
+    if truncated {
+        w.set_flags(flags::TC);
+    }
+    if let Some(e) = req.edns {
+        w.unreserve(OPT_LEN);
+        w.push_opt(EDNS_UDP_PAYLOAD, ans.rcode, e.dnssec_ok);
+    }
+    debug_assert!(w.len() >= HEADER_LEN);
+    w.finish();
+}
+
+/// Writes one RRset and, with DO, its RRSIGs: all of it or nothing.
+fn push_rrset(w: &mut MessageWriter<'_>, section: Section, placed: &Placed, dnssec: bool) -> bool {
+    let mark = w.mark();
+    let set = &placed.rrset;
+    let owner = placed.owner();
+    let ttl = placed.ttl.unwrap_or(set.ttl);
+    for rdata in &set.rdatas {
+        if !w.push_record(
+            section,
+            owner,
+            set.rtype,
+            set.class,
+            ttl,
+            rdata.as_wire(),
+            rdata.compressible_names(set.rtype),
+        ) {
+            w.rollback(mark);
+            return false;
+        }
+    }
+    if dnssec {
+        let sig_ttl = placed.ttl.map_or(set.sig_ttl, |t| t.min(set.sig_ttl));
+        for sig in &set.sigs {
+            if !w.push_record(section, owner, RType::RRSIG, set.class, sig_ttl, sig.as_wire(), std::iter::empty()) {
+                w.rollback(mark);
+                return false;
+            }
+        }
+    }
+    true
+}

@@ -1,0 +1,558 @@
+//! DNS wire format: query parsing and reply rendering (RFC 1035 §4, RFC 6891).
+//!
+//! Parsing reads only what an authoritative server needs (header, the one
+//! question, the OPT record) and reports every malformation as a value, so the
+//! caller can answer FORMERR or drop; it never panics on input. Rendering writes
+//! into a caller-owned buffer with name compression (RFC 1035 §4.1.4) and stops
+//! at a size limit, leaving the caller to set TC.
+
+use authd_datasrc::name::MAX_NAME_LEN;
+use authd_datasrc::{Class, Name, RType};
+
+/// Size of the DNS header, bytes.
+pub const HEADER_LEN: usize = 12;
+/// Largest message over TCP, bytes (RFC 1035 §4.2.2).
+pub const MAX_TCP_MESSAGE: usize = 65535;
+/// UDP payload limit without EDNS, bytes (RFC 1035 §2.3.4).
+pub const MIN_UDP_PAYLOAD: usize = 512;
+/// Bytes the OPT record takes with no options (RFC 6891 §6.1.2).
+pub const OPT_LEN: usize = 11;
+
+/// Header flag bits (RFC 1035 §4.1.1, RFC 4035 §3.2).
+#[allow(missing_docs)]
+pub mod flags {
+    pub const QR: u16 = 0x8000;
+    pub const AA: u16 = 0x0400;
+    pub const TC: u16 = 0x0200;
+    pub const RD: u16 = 0x0100;
+    pub const RA: u16 = 0x0080;
+    pub const AD: u16 = 0x0020;
+    pub const CD: u16 = 0x0010;
+}
+
+/// Response codes (RFC 1035 §4.1.1, RFC 2136, RFC 6891 §9).
+#[allow(missing_docs)]
+pub mod rcode {
+    pub const NOERROR: u16 = 0;
+    pub const FORMERR: u16 = 1;
+    pub const SERVFAIL: u16 = 2;
+    pub const NXDOMAIN: u16 = 3;
+    pub const NOTIMP: u16 = 4;
+    pub const REFUSED: u16 = 5;
+    pub const YXDOMAIN: u16 = 6;
+    pub const NOTAUTH: u16 = 9;
+    /// Extended (12-bit) code carried partly in OPT.
+    pub const BADVERS: u16 = 16;
+}
+
+/// The opcode of a standard query.
+pub const OPCODE_QUERY: u8 = 0;
+
+/// The EDNS facts of a query (RFC 6891 §6.1.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Edns {
+    /// Requestor's UDP payload size, bytes (raised to 512 when smaller).
+    pub udp_payload: u16,
+    /// EDNS version.
+    pub version: u8,
+    /// The DO bit (RFC 3225).
+    pub dnssec_ok: bool,
+}
+
+/// The parts of a query message an authoritative server uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request<'a> {
+    /// Message id.
+    pub id: u16,
+    /// Opcode (RFC 1035 §4.1.1).
+    pub opcode: u8,
+    /// Header flags as received.
+    pub flags: u16,
+    /// The question section's wire bytes, echoed as received (case preserved).
+    pub question: &'a [u8],
+    /// Query name.
+    pub qname: Name,
+    /// Query type.
+    pub qtype: RType,
+    /// Query class.
+    pub qclass: Class,
+    /// The OPT record, if any.
+    pub edns: Option<Edns>,
+}
+
+/// Why a message could not be taken as a query.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// Send nothing: shorter than a header, or a response (QR=1).
+    Drop,
+    /// Answer with `rcode` (FORMERR or NOTIMP), echoing the question when it parsed.
+    Reject {
+        /// Message id.
+        id: u16,
+        /// Opcode.
+        opcode: u8,
+        /// Received flags (RD and CD are copied).
+        flags: u16,
+        /// Response code to send.
+        rcode: u16,
+        /// The question bytes, when they could be read.
+        question: Option<(usize, usize)>,
+    },
+}
+
+fn u16_at(msg: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*msg.get(at)?, *msg.get(at + 1)?]))
+}
+
+/// Reads an uncompressed name at `at`; returns the name and the offset after it.
+fn read_plain_name(msg: &[u8], at: usize) -> Option<(Name, usize)> {
+    let mut pos = at;
+    loop {
+        let len = *msg.get(pos)? as usize;
+        if len & 0xC0 != 0 {
+            return None;
+        }
+        pos += 1 + len;
+        if pos - at > MAX_NAME_LEN || pos > msg.len() {
+            return None;
+        }
+        if len == 0 {
+            break;
+        }
+    }
+    Some((Name::from_wire(&msg[at..pos]).ok()?, pos))
+}
+
+/// Skips a possibly compressed name at `at`; returns the offset after it.
+fn skip_name(msg: &[u8], at: usize) -> Option<usize> {
+    let mut pos = at;
+    loop {
+        let len = *msg.get(pos)?;
+        match len & 0xC0 {
+            0x00 if len == 0 => return Some(pos + 1),
+            0x00 => pos += 1 + len as usize,
+            0xC0 => {
+                msg.get(pos + 1)?;
+                return Some(pos + 2);
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// Parses a query message (RFC 1035 §4.1, RFC 6891 §6.1).
+///
+/// Errors: [`ParseError::Drop`] for short messages and responses;
+/// [`ParseError::Reject`] with NOTIMP for opcodes other than QUERY, FORMERR for
+/// QDCOUNT ≠ 1, a bad question, trailing garbage in the counted sections, an OPT
+/// not owned by the root, or two OPT records.
+pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
+    if msg.len() < HEADER_LEN {
+        return Err(ParseError::Drop);
+    }
+    let id = u16_at(msg, 0).ok_or(ParseError::Drop)?;
+    let flags = u16_at(msg, 2).ok_or(ParseError::Drop)?;
+    if flags & flags::QR != 0 {
+        return Err(ParseError::Drop);
+    }
+    let opcode = ((flags >> 11) & 0xF) as u8;
+    let reject = |rcode, question| ParseError::Reject {
+        id,
+        opcode,
+        flags,
+        rcode,
+        question,
+    };
+    if opcode != OPCODE_QUERY {
+        return Err(reject(rcode::NOTIMP, None));
+    }
+    let counts = [
+        u16_at(msg, 4).unwrap_or(0),
+        u16_at(msg, 6).unwrap_or(0),
+        u16_at(msg, 8).unwrap_or(0),
+        u16_at(msg, 10).unwrap_or(0),
+    ];
+    if counts[0] != 1 {
+        return Err(reject(rcode::FORMERR, None));
+    }
+    let (qname, after_name) =
+        read_plain_name(msg, HEADER_LEN).ok_or_else(|| reject(rcode::FORMERR, None))?;
+    let (Some(qtype), Some(qclass)) = (u16_at(msg, after_name), u16_at(msg, after_name + 2)) else {
+        return Err(reject(rcode::FORMERR, None));
+    };
+    let question_end = after_name + 4;
+    let question = Some((HEADER_LEN, question_end));
+    let formerr = || reject(rcode::FORMERR, question);
+    let mut pos = question_end;
+    let mut edns = None;
+    let rr_total = counts[1] as usize + counts[2] as usize + counts[3] as usize;
+    for index in 0..rr_total {
+        let owner_at = pos;
+        pos = skip_name(msg, pos).ok_or_else(formerr)?;
+        let rtype = u16_at(msg, pos).ok_or_else(formerr)?;
+        let class = u16_at(msg, pos + 2).ok_or_else(formerr)?;
+        let ttl_hi = u16_at(msg, pos + 4).ok_or_else(formerr)?;
+        let rdlen = u16_at(msg, pos + 8).ok_or_else(formerr)? as usize;
+        let rdata_end = pos + 10 + rdlen;
+        if rdata_end > msg.len() {
+            return Err(formerr());
+        }
+        let in_additional = index >= counts[1] as usize + counts[2] as usize;
+        if rtype == RType::OPT.0 {
+            // RFC 6891 §6.1.1: one OPT, owned by the root, in the additional section.
+            if !in_additional || edns.is_some() || msg[owner_at] != 0 {
+                return Err(formerr());
+            }
+            edns = Some(Edns {
+                udp_payload: class.max(MIN_UDP_PAYLOAD as u16),
+                version: (ttl_hi & 0xFF) as u8,
+                dnssec_ok: u16_at(msg, pos + 6).unwrap_or(0) & 0x8000 != 0,
+            });
+        }
+        pos = rdata_end;
+    }
+    Ok(Request {
+        id,
+        opcode,
+        flags,
+        question: &msg[HEADER_LEN..question_end],
+        qname,
+        qtype: RType(qtype),
+        qclass: Class(qclass),
+        edns,
+    })
+}
+
+/// Most name positions remembered for compression; later names are written
+/// in full, which only costs bytes.
+const MAX_COMPRESSION_TARGETS: usize = 96;
+
+/// A reply under construction in a caller-owned buffer.
+///
+/// Shape: header (12 bytes), then sections appended in order. Each `push_*`
+/// either writes a whole record or nothing, reporting whether it fit within the
+/// size limit given at creation.
+pub struct MessageWriter<'a> {
+    buf: &'a mut Vec<u8>,
+    limit: usize,
+    /// Offsets of names (or name suffixes) already written, for compression.
+    targets: [u16; MAX_COMPRESSION_TARGETS],
+    target_count: usize,
+    counts: [u16; 4],
+}
+
+/// The sections of a message after the question (RFC 1035 §4.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    /// Answer section.
+    Answer = 1,
+    /// Authority section.
+    Authority = 2,
+    /// Additional section.
+    Additional = 3,
+}
+
+impl<'a> MessageWriter<'a> {
+    /// Starts a reply in `buf` (cleared) with `id`, `flags` (QR is added) and
+    /// `rcode` (low 4 bits), limited to `limit` bytes in total.
+    pub fn new(buf: &'a mut Vec<u8>, id: u16, flags: u16, rcode: u16, limit: usize) -> Self {
+        buf.clear();
+        let f = flags | self::flags::QR | (rcode & 0xF);
+        buf.extend_from_slice(&id.to_be_bytes());
+        buf.extend_from_slice(&f.to_be_bytes());
+        buf.extend_from_slice(&[0; 8]);
+        MessageWriter {
+            buf,
+            limit,
+            targets: [0; MAX_COMPRESSION_TARGETS],
+            target_count: 0,
+            counts: [0; 4],
+        }
+    }
+
+    /// Copies a question section (as received) and remembers its name for
+    /// compression. Returns false if it does not fit.
+    pub fn push_question(&mut self, question: &[u8]) -> bool {
+        if self.buf.len() + question.len() > self.limit {
+            return false;
+        }
+        let at = self.buf.len();
+        self.buf.extend_from_slice(question);
+        self.remember_name(at);
+        self.counts[0] += 1;
+        true
+    }
+
+    /// Current length of the message, bytes.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// True when nothing but the header has been written.
+    pub fn is_empty(&self) -> bool {
+        self.buf.len() == HEADER_LEN
+    }
+
+    /// Lowers the size limit (to reserve room for an OPT record, say).
+    pub fn reserve(&mut self, bytes: usize) {
+        self.limit = self.limit.saturating_sub(bytes);
+    }
+
+    /// Raises the size limit by `bytes` (returning reserved room).
+    pub fn unreserve(&mut self, bytes: usize) {
+        self.limit += bytes;
+    }
+
+    /// A savepoint to roll back to with [`Self::rollback`].
+    pub fn mark(&self) -> (usize, usize, [u16; 4]) {
+        (self.buf.len(), self.target_count, self.counts)
+    }
+
+    /// Drops everything written since `mark`.
+    pub fn rollback(&mut self, mark: (usize, usize, [u16; 4])) {
+        self.buf.truncate(mark.0);
+        self.target_count = mark.1;
+        self.counts = mark.2;
+    }
+
+    /// Appends one record; `compress` lists the (offset, len) ranges of names in
+    /// `rdata` that may be compressed. Returns false (writing nothing) if it does
+    /// not fit.
+    pub fn push_record(
+        &mut self,
+        section: Section,
+        owner: &Name,
+        rtype: RType,
+        class: Class,
+        ttl: u32,
+        rdata: &[u8],
+        compress: impl Iterator<Item = (usize, usize)>,
+    ) -> bool {
+        let mark = self.mark();
+        self.write_name(owner.as_wire());
+        self.buf.extend_from_slice(&rtype.0.to_be_bytes());
+        self.buf.extend_from_slice(&class.0.to_be_bytes());
+        self.buf.extend_from_slice(&ttl.to_be_bytes());
+        let rdlen_at = self.buf.len();
+        self.buf.extend_from_slice(&[0, 0]);
+        let mut copied = 0usize;
+        for (off, len) in compress {
+            if off < copied || off + len > rdata.len() {
+                continue;
+            }
+            self.buf.extend_from_slice(&rdata[copied..off]);
+            self.write_name(&rdata[off..off + len]);
+            copied = off + len;
+        }
+        self.buf.extend_from_slice(&rdata[copied..]);
+        let rdlen = self.buf.len() - rdlen_at - 2;
+        if self.buf.len() > self.limit || rdlen > u16::MAX as usize {
+            self.rollback(mark);
+            return false;
+        }
+        self.buf[rdlen_at..rdlen_at + 2].copy_from_slice(&(rdlen as u16).to_be_bytes());
+        self.counts[section as usize] += 1;
+        true
+    }
+
+    /// Appends an OPT record (RFC 6891 §6.1.2) with our payload size, the upper
+    /// 8 bits of an extended `rcode`, and the DO bit. Ignores the size limit (the
+    /// caller reserved [`OPT_LEN`]).
+    pub fn push_opt(&mut self, udp_payload: u16, rcode: u16, dnssec_ok: bool) {
+        self.buf.push(0);
+        self.buf.extend_from_slice(&RType::OPT.0.to_be_bytes());
+        self.buf.extend_from_slice(&udp_payload.to_be_bytes());
+        self.buf.push((rcode >> 4) as u8);
+        self.buf.push(0);
+        self.buf
+            .extend_from_slice(&(if dnssec_ok { 0x8000u16 } else { 0 }).to_be_bytes());
+        self.buf.extend_from_slice(&[0, 0]);
+        self.counts[Section::Additional as usize] += 1;
+    }
+
+    /// Sets header flag bits.
+    pub fn set_flags(&mut self, bits: u16) {
+        let f = u16::from_be_bytes([self.buf[2], self.buf[3]]) | bits;
+        self.buf[2..4].copy_from_slice(&f.to_be_bytes());
+    }
+
+    /// Replaces the 4-bit header rcode.
+    pub fn set_rcode(&mut self, rcode: u16) {
+        let f = (u16::from_be_bytes([self.buf[2], self.buf[3]]) & !0xF) | (rcode & 0xF);
+        self.buf[2..4].copy_from_slice(&f.to_be_bytes());
+    }
+
+    /// Number of records written to `section`.
+    pub fn count(&self, section: Section) -> u16 {
+        self.counts[section as usize]
+    }
+
+    /// Writes the section counts into the header.
+    pub fn finish(self) {
+        for (i, c) in self.counts.iter().enumerate() {
+            self.buf[4 + 2 * i..6 + 2 * i].copy_from_slice(&c.to_be_bytes());
+        }
+    }
+
+    fn remember_name(&mut self, at: usize) {
+        // Remember every suffix start of the name written at `at`, up to a pointer.
+        let mut pos = at;
+        while pos < self.buf.len() {
+            let len = self.buf[pos];
+            if len == 0 || len & 0xC0 != 0 || pos > 0x3FFF {
+                break;
+            }
+            if self.target_count < MAX_COMPRESSION_TARGETS {
+                self.targets[self.target_count] = pos as u16;
+                self.target_count += 1;
+            }
+            pos += 1 + len as usize;
+        }
+    }
+
+    /// Compares the uncompressed `name` with the (possibly compressed) name at
+    /// `at` in the buffer, ignoring ASCII case.
+    fn name_matches(&self, mut at: usize, name: &[u8]) -> bool {
+        let buf = &self.buf[..];
+        let mut i = 0usize;
+        let mut hops = 0;
+        loop {
+            let Some(&len) = buf.get(at) else {
+                return false;
+            };
+            if len & 0xC0 == 0xC0 {
+                let Some(&lo) = buf.get(at + 1) else {
+                    return false;
+                };
+                at = (((len & 0x3F) as usize) << 8) | lo as usize;
+                hops += 1;
+                if hops > 32 {
+                    return false;
+                }
+                continue;
+            }
+            let l = len as usize;
+            if name.get(i) != Some(&len) {
+                return false;
+            }
+            if l == 0 {
+                return true;
+            }
+            match (buf.get(at + 1..at + 1 + l), name.get(i + 1..i + 1 + l)) {
+                (Some(a), Some(b)) if a.eq_ignore_ascii_case(b) => {}
+                _ => return false,
+            }
+            at += 1 + l;
+            i += 1 + l;
+        }
+    }
+
+    /// Writes `name` (uncompressed wire form) compressing its longest suffix
+    /// already in the message.
+    fn write_name(&mut self, name: &[u8]) {
+        let start = self.buf.len();
+        let mut i = 0usize;
+        while i < name.len() {
+            let len = name[i] as usize;
+            if len == 0 {
+                self.buf.push(0);
+                break;
+            }
+            let suffix = &name[i..];
+            let found = self.targets[..self.target_count]
+                .iter()
+                .copied()
+                .find(|&t| self.name_matches(t as usize, suffix));
+            if let Some(t) = found {
+                self.buf.extend_from_slice(&(0xC000u16 | t).to_be_bytes());
+                break;
+            }
+            self.buf.extend_from_slice(&name[i..i + 1 + len]);
+            i += 1 + len;
+        }
+        self.remember_name(start);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(qname: &[u8], qtype: u16, extra: &[u8], arcount: u16) -> Vec<u8> {
+        let mut m = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0];
+        m.extend_from_slice(&arcount.to_be_bytes());
+        m.extend_from_slice(qname);
+        m.extend_from_slice(&qtype.to_be_bytes());
+        m.extend_from_slice(&1u16.to_be_bytes());
+        m.extend_from_slice(extra);
+        m
+    }
+
+    #[test]
+    fn parses_query_with_edns() {
+        let opt = [0, 0, 41, 0x10, 0, 0, 0, 0x80, 0, 0, 0];
+        let m = query(b"\x03WwW\x07example\x00", 1, &opt, 1);
+        let r = parse_query(&m).expect("parses");
+        assert_eq!(r.id, 0x1234);
+        assert_eq!(r.qname.to_string(), "WwW.example.");
+        assert_eq!(r.qtype, RType::A);
+        assert_eq!(
+            r.edns,
+            Some(Edns {
+                udp_payload: 4096,
+                version: 0,
+                dnssec_ok: true
+            })
+        );
+    }
+
+    #[test]
+    fn rejects_bad_queries() {
+        assert_eq!(parse_query(&[0; 5]), Err(ParseError::Drop));
+        let mut resp = query(b"\x00", 1, &[], 0);
+        resp[2] |= 0x80;
+        assert_eq!(parse_query(&resp), Err(ParseError::Drop));
+        let mut two = query(b"\x00", 1, &[], 0);
+        two[5] = 2;
+        assert!(matches!(parse_query(&two), Err(ParseError::Reject { rcode: 1, .. })));
+        let truncated = query(b"\x03www\x00", 1, &[], 0);
+        assert!(matches!(
+            parse_query(&truncated[..truncated.len() - 1]),
+            Err(ParseError::Reject { rcode: 1, .. })
+        ));
+        let opt = [0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, 0];
+        let mut twice = opt.to_vec();
+        twice.extend_from_slice(&opt);
+        assert!(matches!(
+            parse_query(&query(b"\x00", 1, &twice, 2)),
+            Err(ParseError::Reject { rcode: 1, .. })
+        ));
+        let mut notify = query(b"\x00", 6, &[], 0);
+        notify[2] = 0x20;
+        assert!(matches!(parse_query(&notify), Err(ParseError::Reject { rcode: 4, .. })));
+    }
+
+    #[test]
+    fn compresses_names() {
+        let mut buf = Vec::new();
+        let mut w = MessageWriter::new(&mut buf, 1, 0, 0, 512);
+        assert!(w.push_question(b"\x03www\x07example\x00\x00\x01\x00\x01"));
+        let owner: Name = "WWW.example.".parse().expect("name");
+        let target: Name = "mail.example.".parse().expect("name");
+        assert!(w.push_record(
+            Section::Answer,
+            &owner,
+            RType::CNAME,
+            Class::IN,
+            60,
+            target.as_wire(),
+            [(0, target.as_wire().len())].into_iter()
+        ));
+        w.finish();
+        // owner → pointer to 12; target "mail" + pointer to "example" at 16.
+        assert_eq!(&buf[29..31], &[0xC0, 12]);
+        assert_eq!(&buf[41..48], b"\x04mail\xC0\x10");
+        assert_eq!(u16::from_be_bytes([buf[39], buf[40]]), 7);
+        assert_eq!(&buf[6..8], &[0, 1]);
+    }
+}
