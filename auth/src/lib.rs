@@ -4,5 +4,7 @@
 //! ([`wire`]) → query processing ([`query`], RFC 1034 §4.3.2) over the data
 //! sources of `authd-datasrc` → rendered reply ([`wire`]) → socket.
 
+pub mod config;
 pub mod query;
+pub mod server;
 pub mod wire;

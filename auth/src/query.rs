@@ -8,13 +8,13 @@
 use std::sync::Arc;
 
 use authd_datasrc::{
-    Class, DataSource, DataSourceError, Lookup, LookupOptions, Name, Outcome, RRset, RType,
-    Rdata, SourceList, ZoneRef,
+    Class, DataSource, DataSourceError, Lookup, LookupOptions, Name, Outcome, RRset, RType, Rdata,
+    SourceList, ZoneRef,
 };
 
 use crate::wire::{
     self, HEADER_LEN, MAX_TCP_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, OPT_LEN, ParseError,
-    Request, Section, flags, rcode,
+    RecordMeta, Request, Section, flags, rcode,
 };
 
 /// How the query arrived; decides the reply size limit (RFC 1035 §4.2.1, RFC 6891 §6.2.3).
@@ -155,10 +155,10 @@ impl QueryProcessor {
 
     /// Processes a parsed query into an [`Answer`] (no rendering).
     pub fn answer(&self, req: &Request<'_>) -> Answer {
-        if let Some(edns) = req.edns {
-            if edns.version > 0 {
-                return Answer::rcode(rcode::BADVERS, false);
-            }
+        if let Some(edns) = req.edns
+            && edns.version > 0
+        {
+            return Answer::rcode(rcode::BADVERS, false);
         }
         match req.qclass {
             Class::IN => {}
@@ -182,20 +182,23 @@ impl QueryProcessor {
         }
     }
 
-    fn answer_in(&self, qname: &Name, qtype: RType, dnssec: bool) -> Result<Answer, DataSourceError> {
+    fn answer_in(
+        &self,
+        qname: &Name,
+        qtype: RType,
+        dnssec: bool,
+    ) -> Result<Answer, DataSourceError> {
         // RFC 4035 §3.1.4.1: DS lives on the parent side of a zone cut; answer
         // from the parent zone when we serve it.
         let mut found = self.sources.find_zone(qname)?;
-        if qtype == RType::DS && !qname.is_root() {
-            if let Some((_, zone)) = &found {
-                if zone.origin == *qname {
-                    if let Some(parent) = qname.parent() {
-                        if let Some(p) = self.sources.find_zone(&parent)? {
-                            found = Some(p);
-                        }
-                    }
-                }
-            }
+        if qtype == RType::DS
+            && !qname.is_root()
+            && let Some((_, zone)) = &found
+            && zone.origin == *qname
+            && let Some(parent) = qname.parent()
+            && let Some(p) = self.sources.find_zone(&parent)?
+        {
+            found = Some(p);
         }
         let Some((source, zone)) = found else {
             return Ok(Answer::rcode(rcode::REFUSED, false));
@@ -273,7 +276,8 @@ impl QueryProcessor {
                 match qname.replace_suffix(&dname.owner, &dtarget) {
                     Some(Ok(target)) => {
                         // RFC 6672 §3.1: synthesize CNAME qname → substituted name, TTL of the DNAME.
-                        let mut cname = RRset::new(qname.clone(), RType::CNAME, Class::IN, dname.ttl);
+                        let mut cname =
+                            RRset::new(qname.clone(), RType::CNAME, Class::IN, dname.ttl);
                         cname.rdatas.push(Rdata::from_wire(target.as_wire()));
                         ans.answer.push(Placed::plain(Arc::new(cname)));
                         self.follow(source, zone, &target, qtype, opts, ans, depth)?;
@@ -324,7 +328,8 @@ impl QueryProcessor {
         ans: &mut Answer,
         depth: usize,
     ) -> Result<(), DataSourceError> {
-        if qtype == RType::CNAME || depth + 1 >= MAX_CHAIN || !target.is_subdomain_of(&zone.origin) {
+        if qtype == RType::CNAME || depth + 1 >= MAX_CHAIN || !target.is_subdomain_of(&zone.origin)
+        {
             return Ok(());
         }
         if ans.answer.iter().any(|p| p.owner() == target) {
@@ -350,7 +355,11 @@ impl QueryProcessor {
                 reason: "no SOA at the zone apex".into(),
             });
         };
-        let minimum = soa.rdatas.first().and_then(Rdata::soa_minimum).unwrap_or(soa.ttl);
+        let minimum = soa
+            .rdatas
+            .first()
+            .and_then(Rdata::soa_minimum)
+            .unwrap_or(soa.ttl);
         ans.authority.push(Placed {
             ttl: Some(soa.ttl.min(minimum)),
             rrset: soa,
@@ -380,7 +389,14 @@ impl QueryProcessor {
             if !target.is_subdomain_of(&zone.origin) {
                 continue;
             }
-            self.addresses(source, zone, &target, LookupOptions { glue_ok, ..opts }, ans, false)?;
+            self.addresses(
+                source,
+                zone,
+                &target,
+                LookupOptions { glue_ok, ..opts },
+                ans,
+                false,
+            )?;
         }
         Ok(())
     }
@@ -457,12 +473,23 @@ impl QueryProcessor {
         opts: LookupOptions,
     ) -> Result<Answer, DataSourceError> {
         let mut ans = Answer::rcode(rcode::NOERROR, true);
-        let lookup = source.lookup(zone, qname, RType::ANY, LookupOptions { dnssec: true, ..opts })?;
+        let lookup = source.lookup(
+            zone,
+            qname,
+            RType::ANY,
+            LookupOptions {
+                dnssec: true,
+                ..opts
+            },
+        )?;
         let sets = match lookup.outcome {
             Outcome::AnyAnswer(sets) => sets,
             Outcome::Cname(c) => vec![c],
             other => {
-                let l = Lookup { outcome: other, ..lookup };
+                let l = Lookup {
+                    outcome: other,
+                    ..lookup
+                };
                 self.place(source, zone, qname, RType::RRSIG, l, opts, &mut ans, 0)?;
                 return Ok(ans);
             }
@@ -470,8 +497,10 @@ impl QueryProcessor {
         let mut sigs: Option<RRset> = None;
         for set in &sets {
             for sig in &set.sigs {
-                sigs.get_or_insert_with(|| RRset::new(qname.clone(), RType::RRSIG, Class::IN, set.sig_ttl))
-                    .push(set.sig_ttl, sig.clone());
+                sigs.get_or_insert_with(|| {
+                    RRset::new(qname.clone(), RType::RRSIG, Class::IN, set.sig_ttl)
+                })
+                .push(set.sig_ttl, sig.clone());
             }
         }
         match sigs {
@@ -517,7 +546,9 @@ impl QueryProcessor {
 pub fn render(req: &Request<'_>, ans: &Answer, transport: Transport, out: &mut Vec<u8>) {
     let limit = match (transport, req.edns) {
         (Transport::Tcp, _) => MAX_TCP_MESSAGE,
-        (Transport::Udp, Some(e)) => usize::from(e.udp_payload.min(EDNS_UDP_PAYLOAD)).max(MIN_UDP_PAYLOAD),
+        (Transport::Udp, Some(e)) => {
+            usize::from(e.udp_payload.min(EDNS_UDP_PAYLOAD)).max(MIN_UDP_PAYLOAD)
+        }
         (Transport::Udp, None) => MIN_UDP_PAYLOAD,
     };
     let mut hdr = (u16::from(req.opcode) << 11) | (req.flags & (flags::RD | flags::CD));
@@ -568,9 +599,11 @@ fn push_rrset(w: &mut MessageWriter<'_>, section: Section, placed: &Placed, dnss
         if !w.push_record(
             section,
             owner,
-            set.rtype,
-            set.class,
-            ttl,
+            RecordMeta {
+                rtype: set.rtype,
+                class: set.class,
+                ttl,
+            },
             rdata.as_wire(),
             rdata.compressible_names(set.rtype),
         ) {
@@ -581,7 +614,17 @@ fn push_rrset(w: &mut MessageWriter<'_>, section: Section, placed: &Placed, dnss
     if dnssec {
         let sig_ttl = placed.ttl.map_or(set.sig_ttl, |t| t.min(set.sig_ttl));
         for sig in &set.sigs {
-            if !w.push_record(section, owner, RType::RRSIG, set.class, sig_ttl, sig.as_wire(), std::iter::empty()) {
+            if !w.push_record(
+                section,
+                owner,
+                RecordMeta {
+                    rtype: RType::RRSIG,
+                    class: set.class,
+                    ttl: sig_ttl,
+                },
+                sig.as_wire(),
+                std::iter::empty(),
+            ) {
                 w.rollback(mark);
                 return false;
             }

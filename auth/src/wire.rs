@@ -241,6 +241,17 @@ pub struct MessageWriter<'a> {
     counts: [u16; 4],
 }
 
+/// The fixed fields of a record after its owner name (RFC 1035 §4.1.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordMeta {
+    /// Record type.
+    pub rtype: RType,
+    /// Record class.
+    pub class: Class,
+    /// TTL, seconds.
+    pub ttl: u32,
+}
+
 /// The sections of a message after the question (RFC 1035 §4.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Section {
@@ -322,12 +333,11 @@ impl<'a> MessageWriter<'a> {
         &mut self,
         section: Section,
         owner: &Name,
-        rtype: RType,
-        class: Class,
-        ttl: u32,
+        meta: RecordMeta,
         rdata: &[u8],
         compress: impl Iterator<Item = (usize, usize)>,
     ) -> bool {
+        let RecordMeta { rtype, class, ttl } = meta;
         let mark = self.mark();
         self.write_name(owner.as_wire());
         self.buf.extend_from_slice(&rtype.0.to_be_bytes());
@@ -514,7 +524,10 @@ mod tests {
         assert_eq!(parse_query(&resp), Err(ParseError::Drop));
         let mut two = query(b"\x00", 1, &[], 0);
         two[5] = 2;
-        assert!(matches!(parse_query(&two), Err(ParseError::Reject { rcode: 1, .. })));
+        assert!(matches!(
+            parse_query(&two),
+            Err(ParseError::Reject { rcode: 1, .. })
+        ));
         let truncated = query(b"\x03www\x00", 1, &[], 0);
         assert!(matches!(
             parse_query(&truncated[..truncated.len() - 1]),
@@ -529,7 +542,10 @@ mod tests {
         ));
         let mut notify = query(b"\x00", 6, &[], 0);
         notify[2] = 0x20;
-        assert!(matches!(parse_query(&notify), Err(ParseError::Reject { rcode: 4, .. })));
+        assert!(matches!(
+            parse_query(&notify),
+            Err(ParseError::Reject { rcode: 4, .. })
+        ));
     }
 
     #[test]
@@ -542,9 +558,11 @@ mod tests {
         assert!(w.push_record(
             Section::Answer,
             &owner,
-            RType::CNAME,
-            Class::IN,
-            60,
+            RecordMeta {
+                rtype: RType::CNAME,
+                class: Class::IN,
+                ttl: 60
+            },
             target.as_wire(),
             [(0, target.as_wire().len())].into_iter()
         ));

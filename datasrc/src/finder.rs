@@ -65,13 +65,13 @@ pub fn find<S: NodeStore + ?Sized>(
             continue;
         };
         last_known = labels;
-        if labels != olabels {
-            if let Some(ns) = node.get(RType::NS) {
-                if !opts.glue_ok {
-                    return Ok(Lookup::plain(Outcome::Delegation(ns.clone())));
-                }
-                first_ns.get_or_insert_with(|| ns.clone());
+        if labels != olabels
+            && let Some(ns) = node.get(RType::NS)
+        {
+            if !opts.glue_ok {
+                return Ok(Lookup::plain(Outcome::Delegation(ns.clone())));
             }
+            first_ns.get_or_insert_with(|| ns.clone());
         }
         if let Some(dname) = node.get(RType::DNAME) {
             return Ok(Lookup::plain(Outcome::Dname(dname.clone())));
@@ -97,12 +97,11 @@ pub fn find<S: NodeStore + ?Sized>(
             // A closer encloser that exists only as an empty non-terminal cancels
             // wildcards further up (RFC 4592 §3.3.1: the wildcard must be a child
             // of the closest encloser).
-            if i >= 2 {
-                if let Some(closer) = qname.strip_left(i - 1) {
-                    if store.has_descendants(&closer)? {
-                        break;
-                    }
-                }
+            if i >= 2
+                && let Some(closer) = qname.strip_left(i - 1)
+                && store.has_descendants(&closer)?
+            {
+                break;
             }
             let Some(encloser) = qname.strip_left(i) else {
                 break;
@@ -144,15 +143,17 @@ pub fn find<S: NodeStore + ?Sized>(
 }
 
 fn at_node(node: &Node, qtype: RType, at_apex: bool, opts: LookupOptions) -> Outcome {
-    if !at_apex && !opts.glue_ok && qtype != RType::DS {
-        if let Some(ns) = node.get(RType::NS) {
-            return Outcome::Delegation(ns.clone());
-        }
+    if !at_apex
+        && !opts.glue_ok
+        && qtype != RType::DS
+        && let Some(ns) = node.get(RType::NS)
+    {
+        return Outcome::Delegation(ns.clone());
     }
-    if qtype != RType::CNAME {
-        if let Some(cname) = node.get(RType::CNAME) {
-            return Outcome::Cname(cname.clone());
-        }
+    if qtype != RType::CNAME
+        && let Some(cname) = node.get(RType::CNAME)
+    {
+        return Outcome::Cname(cname.clone());
     }
     if qtype == RType::ANY {
         return Outcome::AnyAnswer(node.rrsets.clone());

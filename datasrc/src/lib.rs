@@ -3,10 +3,12 @@
 //! ([`zonefile`]) and the backends ([`sqlite`]).
 
 pub mod finder;
+pub mod memory;
 pub mod name;
 pub mod rr;
 pub mod source;
 pub mod sqlite;
+pub mod sqlite_load;
 pub mod zonefile;
 
 pub use name::{Name, NameError};

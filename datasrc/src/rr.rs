@@ -135,6 +135,7 @@ impl Rdata {
     pub fn to_text(&self, rtype: RType) -> Result<String, RrError> {
         use domain::base::ParsedName;
         use domain::base::rdata::ParseRecordData;
+        use domain::base::zonefile_fmt::{DisplayKind, ZonefileFmt};
         use domain::rdata::ZoneRecordData;
         let mut parser = octseq::Parser::from_ref(&self.0[..]);
         let data: Option<ZoneRecordData<&[u8], ParsedName<&[u8]>>> =
@@ -143,8 +144,11 @@ impl Rdata {
         if parser.remaining() != 0 {
             return Err(RrError::BadWire(rtype));
         }
+        // The zonefile formatter, not `Display`: domain's `Display` for SRV (and a
+        // few other types) writes the target without its trailing dot, which
+        // would read back as a relative name.
         match data {
-            Some(d) => Ok(d.to_string()),
+            Some(d) => Ok(d.display_zonefile(DisplayKind::Simple).to_string()),
             None => Err(RrError::BadWire(rtype)),
         }
     }

@@ -134,6 +134,9 @@ pub trait DataSource: Send + Sync {
     }
 }
 
+/// A zone found by [`SourceList::find_zone`] and the source holding it.
+pub type ZoneMatch<'a> = (&'a Arc<dyn DataSource>, ZoneRef);
+
 /// An ordered list of data sources; the zone for a qname is the longest match
 /// across all of them, the earlier source winning a tie (BIND 10's
 /// `ConfigurableClientList::find`).
@@ -156,11 +159,8 @@ impl SourceList {
     /// The best zone for `qname` and the source holding it.
     ///
     /// Errors: the first storage failure met.
-    pub fn find_zone(
-        &self,
-        qname: &Name,
-    ) -> Result<Option<(&Arc<dyn DataSource>, ZoneRef)>, DataSourceError> {
-        let mut best: Option<(&Arc<dyn DataSource>, ZoneRef)> = None;
+    pub fn find_zone(&self, qname: &Name) -> Result<Option<ZoneMatch<'_>>, DataSourceError> {
+        let mut best: Option<ZoneMatch<'_>> = None;
         let qlabels = qname.label_count();
         for source in &self.sources {
             if let Some(zone) = source.find_zone(qname)? {

@@ -170,10 +170,10 @@ impl<'a> NodeBuilder<'a> {
     /// beside it but RRSIG/NSEC; one DNAME).
     fn finish(mut self) -> Result<Vec<RRset>, DataSourceError> {
         for (ttl, sig) in std::mem::take(&mut self.sigs) {
-            if let Some(covered) = sig.rrsig_type_covered() {
-                if let Some(set) = self.sets.get_mut(&covered) {
-                    set.push_sig(ttl, sig);
-                }
+            if let Some(covered) = sig.rrsig_type_covered()
+                && let Some(set) = self.sets.get_mut(&covered)
+            {
+                set.push_sig(ttl, sig);
             }
         }
         if let Some(cname) = self.sets.get(&RType::CNAME) {
@@ -379,15 +379,15 @@ impl DataSource for SqliteSource {
     fn generation(&self) -> u64 {
         // Poll PRAGMA data_version at most every CHANGE_POLL: it changes when any
         // other connection (loadzone, an sqlite3 shell) commits to the file.
-        if let Ok(mut w) = self.watch.try_lock() {
-            if w.checked.elapsed() >= CHANGE_POLL {
-                w.checked = Instant::now();
-                if let Ok(v) = data_version(&w.conn) {
-                    if v != w.data_version {
-                        w.data_version = v;
-                        self.generation.fetch_add(1, Ordering::Release);
-                    }
-                }
+        if let Ok(mut w) = self.watch.try_lock()
+            && w.checked.elapsed() >= CHANGE_POLL
+        {
+            w.checked = Instant::now();
+            if let Ok(v) = data_version(&w.conn)
+                && v != w.data_version
+            {
+                w.data_version = v;
+                self.generation.fetch_add(1, Ordering::Release);
             }
         }
         self.generation.load(Ordering::Acquire)

@@ -350,16 +350,15 @@ pub fn check_zone(origin: &Name, records: &[SourcedRecord]) -> Result<(), ZoneFi
     };
     let mut soa_count = 0;
     let mut apex_ns = false;
-    // owner -> (has CNAME, has other data, first record of owner, cname count, dname count)
-    let mut owners: HashMap<
-        &Name,
-        (
-            Option<&SourcedRecord>,
-            Option<&SourcedRecord>,
-            Vec<&Rdata>,
-            usize,
-        ),
-    > = HashMap::new();
+    /// Per owner: first CNAME record, first other record, distinct CNAME rdata, DNAME count.
+    #[derive(Default)]
+    struct OwnerFacts<'a> {
+        cname: Option<&'a SourcedRecord>,
+        other: Option<&'a SourcedRecord>,
+        cnames: Vec<&'a Rdata>,
+        dnames: usize,
+    }
+    let mut owners: HashMap<&Name, OwnerFacts<'_>> = HashMap::new();
     for r in records {
         let rec = &r.record;
         if !rec.owner.is_subdomain_of(origin) {
@@ -395,29 +394,33 @@ pub fn check_zone(origin: &Name, records: &[SourcedRecord]) -> Result<(), ZoneFi
         if rec.rtype == RType::NS && rec.owner == *origin {
             apex_ns = true;
         }
-        let entry = owners
-            .entry(&rec.owner)
-            .or_insert((None, None, Vec::new(), 0));
+        let entry = owners.entry(&rec.owner).or_default();
         match rec.rtype {
             RType::CNAME => {
-                entry.0.get_or_insert(r);
-                if !entry.2.contains(&&rec.rdata) {
-                    entry.2.push(&rec.rdata);
+                entry.cname.get_or_insert(r);
+                if !entry.cnames.contains(&&rec.rdata) {
+                    entry.cnames.push(&rec.rdata);
                 }
             }
             RType::RRSIG | RType::NSEC => {}
             RType::DNAME => {
-                entry.3 += 1;
-                entry.1.get_or_insert(r);
+                entry.dnames += 1;
+                entry.other.get_or_insert(r);
             }
             _ => {
-                entry.1.get_or_insert(r);
+                entry.other.get_or_insert(r);
             }
         }
     }
     // Report in file order.
     for r in records {
-        if let Some((cname, other, cnames, dnames)) = owners.get(&r.record.owner) {
+        if let Some(OwnerFacts {
+            cname,
+            other,
+            cnames,
+            dnames,
+        }) = owners.get(&r.record.owner)
+        {
             if let (Some(c), Some(o)) = (cname, other) {
                 let later = if c.line >= o.line { c } else { o };
                 return Err(fail(

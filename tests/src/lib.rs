@@ -1,1 +1,625 @@
-//! End-to-end tests live in tests/tests/.
+//! Helpers for end-to-end tests against a running `authd` over loopback sockets.
+//!
+//! - [`binary`] finds a workspace binary (`authd`, `loadzone`) in the target
+//!   folder of the running test, building it once per test process;
+//! - [`AuthdProcess`] starts `authd` on a free port of 127.0.0.1 and stops it on drop;
+//! - [`query_udp`] / [`query_tcp`] send one wire message and return the reply;
+//! - [`QueryBuilder`] and [`parse_reply`] make and read messages with hickory-proto.
+//!
+//! These are test helpers: they panic with a clear message when something is wrong.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+pub use hickory_proto;
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
+use hickory_proto::rr::{DNSClass, Name, RecordType};
+
+/// How long a query waits for its reply, per attempt.
+pub const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How many times [`query_udp`] sends a query before giving up.
+pub const UDP_ATTEMPTS: usize = 3;
+
+/// How long [`AuthdProcess::start`] waits for the `listening on` line.
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long [`run_authd`] lets a process run before killing it.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The target folder of the running test executable (`…/target/<profile>`).
+///
+/// Test executables live in `…/target/<profile>/deps/`.
+pub fn target_profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("test executable has a folder");
+    if deps.file_name().is_some_and(|n| n == "deps") {
+        deps.parent().unwrap_or(deps).to_path_buf()
+    } else {
+        deps.to_path_buf()
+    }
+}
+
+/// Runs `cargo build -p authd --bins` for the running test's profile and target
+/// folder, once per test process, so binaries are never stale. Returns the build
+/// failure message if cargo failed (the caller may still find an older binary).
+fn build_bins_once() -> Result<(), String> {
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            if std::env::var_os("AUTHD_TESTS_NO_BUILD").is_some() {
+                return Ok(());
+            }
+            let profile_dir = target_profile_dir();
+            let profile = profile_dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("debug")
+                .to_string();
+            let Some(target_dir) = profile_dir.parent() else {
+                return Err("cannot tell the target folder".into());
+            };
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut cmd = Command::new(cargo);
+            cmd.args(["build", "--quiet", "-p", "authd", "--bins", "--target-dir"])
+                .arg(target_dir)
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            match profile.as_str() {
+                "debug" => {}
+                "release" => {
+                    cmd.arg("--release");
+                }
+                other => {
+                    cmd.args(["--profile", other]);
+                }
+            }
+            match cmd.output() {
+                Ok(out) if out.status.success() => Ok(()),
+                Ok(out) => Err(format!(
+                    "cargo build -p authd --bins failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )),
+                Err(e) => Err(format!("cannot run cargo: {e}")),
+            }
+        })
+        .clone()
+}
+
+/// The path of workspace binary `name` (e.g. `"authd"`, `"loadzone"`) in the
+/// running test's target folder. Builds the `authd` package's binaries once per
+/// test process first (set `AUTHD_TESTS_NO_BUILD` to skip that).
+///
+/// Panics if the binary is missing and cannot be built.
+pub fn binary(name: &str) -> PathBuf {
+    let built = build_bins_once();
+    let path = target_profile_dir().join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    match built {
+        Ok(()) if path.is_file() => path,
+        Ok(()) => panic!("binary {} not found after building", path.display()),
+        Err(e) if path.is_file() => {
+            eprintln!("warning: {e}; using the existing {}", path.display());
+            path
+        }
+        Err(e) => panic!("binary {} not found: {e}", path.display()),
+    }
+}
+
+/// A running `authd`, killed (by PID) when dropped.
+pub struct AuthdProcess {
+    child: Child,
+    addrs: Vec<SocketAddr>,
+    stderr: Arc<Mutex<String>>,
+}
+
+/// The address in a `listening on ADDR:PORT` log line.
+pub fn parse_listening_line(line: &str) -> Option<SocketAddr> {
+    let rest = line.split("listening on ").nth(1)?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+impl AuthdProcess {
+    /// Starts `authd ARGS --listen 127.0.0.1:0` and waits for its `listening on` line.
+    ///
+    /// Panics if it exits or does not report an address within [`START_TIMEOUT`];
+    /// the message holds its stderr.
+    pub fn start<I, S>(args: I) -> AuthdProcess
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let mut cmd = Command::new(binary("authd"));
+        cmd.args(args).args(["--listen", "127.0.0.1:0"]);
+        AuthdProcess::start_command(cmd, 1)
+    }
+
+    /// Spawns `cmd` (an `authd` command line with every `--listen` it needs)
+    /// and waits until it has logged `expected_addrs` `listening on` lines.
+    ///
+    /// Panics as [`AuthdProcess::start`].
+    pub fn start_command(mut cmd: Command, expected_addrs: usize) -> AuthdProcess {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "info");
+        }
+        let mut child = cmd.spawn().expect("spawn authd");
+        let stderr_pipe = child.stderr.take().expect("piped stderr");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel::<SocketAddr>();
+        let log = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr_pipe).lines() {
+                let Ok(line) = line else { break };
+                let addr = parse_listening_line(&line);
+                if let Ok(mut s) = log.lock() {
+                    s.push_str(&line);
+                    s.push('\n');
+                }
+                if let Some(addr) = addr {
+                    let _ = tx.send(addr);
+                }
+            }
+        });
+        let mut proc = AuthdProcess {
+            child,
+            addrs: Vec::new(),
+            stderr,
+        };
+        let deadline = Instant::now() + START_TIMEOUT;
+        while proc.addrs.len() < expected_addrs {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left.min(Duration::from_millis(100))) {
+                Ok(addr) => proc.addrs.push(addr),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if let Ok(Some(status)) = proc.child.try_wait() {
+                        std::thread::sleep(Duration::from_millis(100));
+                        panic!(
+                            "authd exited ({status}) before listening:\n{}",
+                            proc.stderr()
+                        );
+                    }
+                    if left.is_zero() {
+                        panic!("authd did not report listening in time:\n{}", proc.stderr());
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = proc.child.wait().ok();
+                    panic!(
+                        "authd exited ({status:?}) before listening:\n{}",
+                        proc.stderr()
+                    );
+                }
+            }
+        }
+        proc
+    }
+
+    /// The first bound address (UDP and TCP share it).
+    pub fn addr(&self) -> SocketAddr {
+        self.addrs[0]
+    }
+
+    /// Every bound address, in `listening on` order.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything it wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Waits up to `timeout` until its stderr contains `needle`; returns whether it did.
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.stderr().contains(needle) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `signal` (e.g. `"TERM"`, `"HUP"`) to the process with `kill -s`.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args(["-s", signal, &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -s {signal} {} failed", self.pid());
+    }
+
+    /// Waits up to `timeout` for the process to exit; `None` if it is still running.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                // Let the reader thread take the last lines.
+                std::thread::sleep(Duration::from_millis(50));
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends SIGTERM and waits (up to 10 s) for the exit status.
+    ///
+    /// Panics if it does not exit in time.
+    pub fn terminate(&mut self) -> ExitStatus {
+        self.signal("TERM");
+        match self.wait_timeout(Duration::from_secs(10)) {
+            Some(status) => status,
+            None => panic!("authd did not exit after SIGTERM:\n{}", self.stderr()),
+        }
+    }
+}
+
+impl Drop for AuthdProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `authd ARGS` to completion (killed after [`RUN_TIMEOUT`]), for
+/// start-up error tests.
+pub fn run_authd<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    run_with_timeout(Command::new(binary("authd")).args(args), RUN_TIMEOUT)
+}
+
+/// Runs `cmd` with stdout/stderr captured; kills it (by PID) after `timeout`.
+///
+/// Panics if it cannot be spawned or does not exit in time.
+pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out_pipe = child.stdout.take().expect("stdout");
+    let mut err_pipe = child.stderr.take().expect("stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out_pipe.read_to_end(&mut v);
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err_pipe.read_to_end(&mut v);
+        v
+    });
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not exit within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
+    }
+}
+
+/// Sends `wire` over UDP to `addr` and returns the reply with the same message
+/// id (first two bytes). Tries [`UDP_ATTEMPTS`] times, waiting [`QUERY_TIMEOUT`]
+/// each time.
+///
+/// Panics when no reply comes.
+pub fn query_udp(addr: SocketAddr, wire: &[u8]) -> Vec<u8> {
+    try_query_udp(addr, wire, UDP_ATTEMPTS)
+        .unwrap_or_else(|| panic!("no UDP reply from {addr} after {UDP_ATTEMPTS} attempts"))
+}
+
+/// As [`query_udp`] with `attempts` tries, returning `None` when no reply comes
+/// (for tests where silence is the expected answer).
+pub fn try_query_udp(addr: SocketAddr, wire: &[u8], attempts: usize) -> Option<Vec<u8>> {
+    let local: SocketAddr = if addr.is_ipv6() {
+        "[::1]:0".parse().ok()?
+    } else {
+        "127.0.0.1:0".parse().ok()?
+    };
+    let sock = UdpSocket::bind(local).expect("bind UDP client socket");
+    sock.connect(addr).expect("connect UDP client socket");
+    sock.set_read_timeout(Some(QUERY_TIMEOUT))
+        .expect("set timeout");
+    let mut buf = vec![0u8; 65_535];
+    for _ in 0..attempts {
+        sock.send(wire).expect("send UDP query");
+        let deadline = Instant::now() + QUERY_TIMEOUT;
+        while Instant::now() < deadline {
+            match sock.recv(&mut buf) {
+                Ok(n) => {
+                    let reply = &buf[..n];
+                    if wire.len() < 2 || reply.get(..2) == wire.get(..2) {
+                        return Some(reply.to_vec());
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    std::thread::sleep(Duration::from_millis(50));
+                    break;
+                }
+                Err(e) => panic!("UDP receive from {addr}: {e}"),
+            }
+        }
+    }
+    None
+}
+
+/// Opens a TCP connection to `addr` with [`QUERY_TIMEOUT`] for connecting,
+/// reading and writing.
+///
+/// Panics if it cannot connect.
+pub fn tcp_connect(addr: SocketAddr) -> TcpStream {
+    let stream = TcpStream::connect_timeout(&addr, QUERY_TIMEOUT)
+        .unwrap_or_else(|e| panic!("TCP connect to {addr}: {e}"));
+    stream
+        .set_read_timeout(Some(QUERY_TIMEOUT))
+        .expect("timeout");
+    stream
+        .set_write_timeout(Some(QUERY_TIMEOUT))
+        .expect("timeout");
+    let _ = stream.set_nodelay(true);
+    stream
+}
+
+/// Writes `wire` with its two-byte length prefix (RFC 1035 §4.2.2).
+///
+/// Panics on a write error or a message over 65535 bytes.
+pub fn tcp_send(stream: &mut TcpStream, wire: &[u8]) {
+    let len = u16::try_from(wire.len()).expect("message fits a TCP frame");
+    let mut frame = Vec::with_capacity(wire.len() + 2);
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(wire);
+    stream.write_all(&frame).expect("TCP write");
+}
+
+/// Reads one length-prefixed message; `Err` on EOF, timeout or reset.
+pub fn tcp_recv(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 2];
+    stream.read_exact(&mut len)?;
+    let mut msg = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    stream.read_exact(&mut msg)?;
+    Ok(msg)
+}
+
+/// Sends `wire` over a new TCP connection to `addr` and returns the reply.
+/// Connecting is retried a few times (the listener may be busy).
+///
+/// Panics when no reply comes within [`QUERY_TIMEOUT`].
+pub fn query_tcp(addr: SocketAddr, wire: &[u8]) -> Vec<u8> {
+    let mut last = None;
+    for _ in 0..3 {
+        let mut stream = tcp_connect(addr);
+        tcp_send(&mut stream, wire);
+        match tcp_recv(&mut stream) {
+            Ok(reply) => return reply,
+            Err(e) => {
+                last = Some(e);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    panic!("no TCP reply from {addr}: {last:?}");
+}
+
+/// True when the peer closed `stream` (EOF or reset) within `timeout`;
+/// false if it is still open (a read timed out) or sent data.
+pub fn tcp_closed_within(stream: &mut TcpStream, timeout: Duration) -> bool {
+    stream.set_read_timeout(Some(timeout)).expect("timeout");
+    let mut b = [0u8; 1];
+    match stream.read(&mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => matches!(
+            e.kind(),
+            std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe
+        ),
+    }
+}
+
+/// Builds a query message.
+///
+/// ```
+/// use authd_tests::QueryBuilder;
+/// let wire = QueryBuilder::new("www.example.com.", "A").edns(1232, true).id(7).wire();
+/// assert_eq!(&wire[..2], &[0, 7]);
+/// ```
+#[derive(Debug, Clone)]
+pub struct QueryBuilder {
+    msg: Message,
+}
+
+impl QueryBuilder {
+    /// A query (RD clear, class IN, no EDNS, random id) for `qname` (absolute or
+    /// not: a dot is added) and `qtype` (a mnemonic such as `"AAAA"` or `"TYPE65"`).
+    ///
+    /// Panics on an invalid name or type.
+    pub fn new(qname: &str, qtype: &str) -> QueryBuilder {
+        let name = if qname.ends_with('.') {
+            Name::from_ascii(qname)
+        } else {
+            Name::from_ascii(format!("{qname}."))
+        }
+        .unwrap_or_else(|e| panic!("bad qname {qname:?}: {e}"));
+        let rtype = parse_rtype(qtype);
+        let mut msg = Message::new(rand_id(), MessageType::Query, OpCode::Query);
+        msg.add_query(Query::query(name, rtype));
+        QueryBuilder { msg }
+    }
+
+    /// Sets the message id.
+    pub fn id(mut self, id: u16) -> QueryBuilder {
+        self.msg.metadata.id = id;
+        self
+    }
+
+    /// Sets the query class (e.g. [`DNSClass::CH`]).
+    pub fn class(mut self, class: DNSClass) -> QueryBuilder {
+        for q in &mut self.msg.queries {
+            q.set_query_class(class);
+        }
+        self
+    }
+
+    /// Sets RD (recursion desired).
+    pub fn rd(mut self, rd: bool) -> QueryBuilder {
+        self.msg.metadata.recursion_desired = rd;
+        self
+    }
+
+    /// Adds EDNS (RFC 6891) with UDP payload size `payload` and the DO bit.
+    pub fn edns(mut self, payload: u16, dnssec_ok: bool) -> QueryBuilder {
+        let mut edns = Edns::new();
+        edns.set_max_payload(payload);
+        edns.set_dnssec_ok(dnssec_ok);
+        self.msg.set_edns(edns);
+        self
+    }
+
+    /// The message.
+    pub fn message(&self) -> &Message {
+        &self.msg
+    }
+
+    /// The message in wire form.
+    pub fn wire(&self) -> Vec<u8> {
+        self.msg.to_vec().expect("query encodes")
+    }
+}
+
+/// Parses a record type mnemonic (`"A"`, `"SOA"`, `"TYPE65"`).
+///
+/// Panics on an unknown mnemonic.
+pub fn parse_rtype(s: &str) -> RecordType {
+    if let Some(n) = s.strip_prefix("TYPE").and_then(|n| n.parse::<u16>().ok()) {
+        return RecordType::from(n);
+    }
+    s.parse::<RecordType>()
+        .unwrap_or_else(|e| panic!("bad type {s:?}: {e}"))
+}
+
+fn rand_id() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish() as u16
+}
+
+/// Parses a reply.
+///
+/// Panics if it is not a valid DNS message.
+pub fn parse_reply(wire: &[u8]) -> Message {
+    Message::from_vec(wire).unwrap_or_else(|e| panic!("reply does not parse ({e}): {wire:02x?}"))
+}
+
+/// A fresh temporary folder (removed on drop).
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
+
+/// Writes `text` to `dir/name` and returns the path.
+pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    path
+}
+
+/// The workspace root folder.
+pub fn workspace_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap_or(Path::new(env!("CARGO_MANIFEST_DIR")))
+        .to_path_buf()
+}
+
+/// Creates an sqlite3 zone DB at `db` (if needed) holding zone `origin` from
+/// master-file text `zone`, using the `loadzone` binary.
+///
+/// Panics (with loadzone's output) if loading fails.
+pub fn load_zone_text(db: &Path, origin: &str, zone: &str) {
+    let dir = db.parent().unwrap_or(Path::new("."));
+    let file = write_file(dir, &format!("{origin}zone"), zone);
+    let out = run_with_timeout(
+        Command::new(binary("loadzone"))
+            .arg("--db")
+            .arg(db)
+            .arg(origin)
+            .arg(&file),
+        RUN_TIMEOUT,
+    );
+    assert!(
+        out.status.success(),
+        "loadzone failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Creates a file at `db` that looks like a zone DB of schema `major.minor`
+/// (e.g. 1000.0, written by a "newer" program) with the 2.x tables.
+pub fn make_db_with_schema_version(db: &Path, major: i64, minor: i64) {
+    let conn = rusqlite::Connection::open(db).expect("create DB");
+    conn.execute_batch(authd_migrations_free_schema())
+        .expect("create tables");
+    conn.execute(
+        "INSERT INTO schema_version (version, minor) VALUES (?1, ?2)",
+        rusqlite::params![major, minor],
+    )
+    .expect("insert version");
+}
+
+/// A minimal copy of the 2.x tables (without the crate, so the file can claim
+/// any version).
+fn authd_migrations_free_schema() -> &'static str {
+    "CREATE TABLE schema_version (version INTEGER NOT NULL, minor INTEGER NOT NULL DEFAULT 0);
+     CREATE TABLE zones (id INTEGER PRIMARY KEY, name TEXT NOT NULL COLLATE NOCASE,
+        rdclass TEXT NOT NULL COLLATE NOCASE DEFAULT 'IN', dnssec BOOLEAN NOT NULL DEFAULT 0);
+     CREATE TABLE records (id INTEGER PRIMARY KEY, zone_id INTEGER NOT NULL, name TEXT NOT NULL
+        COLLATE NOCASE, rname TEXT NOT NULL COLLATE NOCASE, ttl INTEGER NOT NULL,
+        rdtype TEXT NOT NULL COLLATE NOCASE, sigtype TEXT COLLATE NOCASE, rdata TEXT NOT NULL);"
+}

@@ -1,0 +1,407 @@
+//! The network server: UDP and TCP sockets, framing and limits (no DNS semantics:
+//! every message goes to [`QueryProcessor::process`]).
+//!
+//! ```no_run
+//! # async fn demo(processor: std::sync::Arc<authd::query::QueryProcessor>) -> Result<(), authd::server::ServerError> {
+//! use authd::server::{Server, ServerSettings};
+//! let settings = ServerSettings { listen: vec!["127.0.0.1:0".parse().unwrap()], ..Default::default() };
+//! let server = Server::bind(&settings).await?;          // errors: address in use, …
+//! println!("bound to {:?}", server.local_addrs());      // the real ports
+//! server.serve(processor, std::future::pending()).await  // until the future resolves
+//! # }
+//! ```
+//!
+//! - UDP: per address, [`ServerSettings::udp_sockets`] sockets bound with
+//!   `SO_REUSEPORT` (the kernel spreads queries over them), each served by one
+//!   task with its own receive and reply buffers.
+//! - TCP (RFC 1035 §4.2.2, RFC 7766): one listener per address, two-byte length
+//!   framing, any number of queries per connection answered in order, an idle
+//!   timeout, a connection limit (connections above it are closed at once).
+//!
+//! Shutdown: when the `shutdown` future resolves, sockets stop receiving and the
+//! listeners close; open TCP connections get [`SHUTDOWN_GRACE`] to finish the
+//! query they are on, then are dropped.
+
+mod tcp;
+mod udp;
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::query::QueryProcessor;
+
+/// How long open TCP connections may take to finish after shutdown is asked.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Requested size of each UDP socket's kernel receive and send buffers, in bytes
+/// (the kernel caps it at `net.core.rmem_max` / `wmem_max`).
+pub const UDP_SOCKET_BUFFER: usize = 2 * 1024 * 1024;
+
+/// Largest DNS message over TCP (the two-byte length prefix), in bytes.
+pub const MAX_TCP_MESSAGE: usize = 65_535;
+
+/// Largest UDP datagram received, in bytes.
+pub const MAX_UDP_MESSAGE: usize = 65_535;
+
+/// How many times a free port is picked again when a `:0` address got a UDP port
+/// whose TCP twin is taken.
+const PORT_ZERO_ATTEMPTS: usize = 16;
+
+/// TCP listen backlog.
+const TCP_BACKLOG: i32 = 1024;
+
+/// Socket-level settings of the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSettings {
+    /// Addresses to serve UDP and TCP on. Port 0: a free port, the same for UDP and TCP.
+    pub listen: Vec<SocketAddr>,
+    /// How long a TCP connection may wait for (the rest of) its next query, and
+    /// for a reply to be written, before it is closed.
+    pub tcp_idle_timeout: Duration,
+    /// Most concurrent TCP connections over all addresses; more are closed at once.
+    pub tcp_max_connections: usize,
+    /// UDP sockets (and serving tasks) per address; at least 1.
+    pub udp_sockets: usize,
+}
+
+impl Default for ServerSettings {
+    /// `127.0.0.1:5300`, a 10 s idle timeout, 512 TCP connections, and one UDP
+    /// socket per available CPU.
+    fn default() -> Self {
+        ServerSettings {
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 5300))],
+            tcp_idle_timeout: Duration::from_secs(10),
+            tcp_max_connections: 512,
+            udp_sockets: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+        }
+    }
+}
+
+/// Why the server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// A socket could not be created or bound to `addr`.
+    #[error("cannot bind {addr}: {reason}")]
+    Bind {
+        /// The address (with the port asked for, or the one tried for port 0).
+        addr: SocketAddr,
+        /// The OS error text, e.g. "Address already in use".
+        reason: String,
+        /// The error kind, e.g. [`io::ErrorKind::AddrInUse`].
+        kind: io::ErrorKind,
+    },
+    /// No listen address was given.
+    #[error("no listen address configured")]
+    NoAddress,
+    /// A socket failed while serving, e.g. the TCP listener hit an unrecoverable error.
+    #[error("{what} on {addr}: {reason}")]
+    Io {
+        /// What was being done ("accept", "receive").
+        what: &'static str,
+        /// The local address.
+        addr: SocketAddr,
+        /// The OS error text.
+        reason: String,
+    },
+}
+
+/// The text of an I/O error without Rust's " (os error N)" suffix, as C tools print it.
+pub(crate) fn io_reason(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" (os error ") {
+        Some(i) if s.ends_with(')') => s[..i].to_string(),
+        _ => s,
+    }
+}
+
+fn bind_error(addr: SocketAddr, e: &io::Error) -> ServerError {
+    ServerError::Bind {
+        addr,
+        reason: io_reason(e),
+        kind: e.kind(),
+    }
+}
+
+/// Bound sockets for one listen address.
+struct Endpoint {
+    addr: SocketAddr,
+    udp: Vec<tokio::net::UdpSocket>,
+    tcp: tokio::net::TcpListener,
+}
+
+/// A server whose sockets are bound (so the real ports are known) but which
+/// does not serve yet.
+pub struct Server {
+    endpoints: Vec<Endpoint>,
+    settings: ServerSettings,
+}
+
+impl Server {
+    /// Binds UDP and TCP sockets on every address of `settings.listen`.
+    ///
+    /// Must run inside a tokio runtime (the sockets register with its reactor).
+    /// For port 0 the TCP listener picks a free port and the UDP sockets take
+    /// the same port, trying again with a new port a few times if that UDP
+    /// port is taken. (TCP goes first because a port-0 UDP bind with
+    /// `SO_REUSEPORT` may be handed a port another reuse-port socket of the
+    /// same user is using, e.g. a second authd; a TCP listener never shares.)
+    ///
+    /// Errors: [`ServerError::NoAddress`]; [`ServerError::Bind`] naming the
+    /// address (in use, not local, permission denied).
+    pub async fn bind(settings: &ServerSettings) -> Result<Server, ServerError> {
+        if settings.listen.is_empty() {
+            return Err(ServerError::NoAddress);
+        }
+        let mut endpoints = Vec::with_capacity(settings.listen.len());
+        for &addr in &settings.listen {
+            endpoints.push(bind_endpoint(addr, settings.udp_sockets.max(1))?);
+        }
+        Ok(Server {
+            endpoints,
+            settings: settings.clone(),
+        })
+    }
+
+    /// The bound addresses, one per listen address, in order, with the real
+    /// port (UDP and TCP share it).
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.endpoints.iter().map(|e| e.addr).collect()
+    }
+
+    /// Serves until `shutdown` resolves, then stops receiving, closes the
+    /// listeners, and gives open TCP connections [`SHUTDOWN_GRACE`] to finish.
+    ///
+    /// Errors: none today (per-packet and per-connection errors are logged and
+    /// do not stop the server); reserved for fatal socket failures.
+    pub async fn serve(
+        self,
+        processor: Arc<QueryProcessor>,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ServerError> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        let limit = Arc::new(tokio::sync::Semaphore::new(
+            self.settings.tcp_max_connections.max(1),
+        ));
+        let tcp_settings = tcp::TcpSettings {
+            idle_timeout: self.settings.tcp_idle_timeout,
+        };
+        for ep in self.endpoints {
+            for sock in ep.udp {
+                tasks.spawn(udp::serve(
+                    sock,
+                    ep.addr,
+                    Arc::clone(&processor),
+                    stop_rx.clone(),
+                ));
+            }
+            tasks.spawn(tcp::serve(
+                ep.tcp,
+                ep.addr,
+                Arc::clone(&processor),
+                Arc::clone(&limit),
+                tcp_settings,
+                stop_rx.clone(),
+            ));
+        }
+        drop(stop_rx);
+
+        let mut result = Ok(());
+        tokio::select! {
+            () = shutdown => {}
+            Some(joined) = tasks.join_next() => {
+                // A serving task ended on its own: only a fatal error does that.
+                result = task_result(joined);
+            }
+        }
+        let _ = stop_tx.send(true);
+        let drain = async {
+            while let Some(joined) = tasks.join_next().await {
+                if let Err(e) = task_result(joined) {
+                    tracing::warn!("{e}");
+                }
+            }
+        };
+        if tokio::time::timeout(SHUTDOWN_GRACE + Duration::from_millis(500), drain)
+            .await
+            .is_err()
+        {
+            tasks.abort_all();
+        }
+        result
+    }
+}
+
+fn task_result(
+    joined: Result<Result<(), ServerError>, tokio::task::JoinError>,
+) -> Result<(), ServerError> {
+    match joined {
+        Ok(r) => r,
+        Err(e) if e.is_cancelled() => Ok(()),
+        Err(e) => {
+            tracing::error!("server task failed: {e}");
+            Ok(())
+        }
+    }
+}
+
+/// Binds and serves until `shutdown` resolves: [`Server::bind`] then [`Server::serve`].
+///
+/// Errors: those of [`Server::bind`] and [`Server::serve`].
+pub async fn run(
+    processor: Arc<QueryProcessor>,
+    settings: ServerSettings,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerError> {
+    Server::bind(&settings)
+        .await?
+        .serve(processor, shutdown)
+        .await
+}
+
+fn bind_endpoint(addr: SocketAddr, udp_sockets: usize) -> Result<Endpoint, ServerError> {
+    if addr.port() != 0 {
+        let udp = bind_udp_group(addr, udp_sockets).map_err(|e| bind_error(addr, &e))?;
+        let tcp = bind_tcp(addr).map_err(|e| bind_error(addr, &e))?;
+        return Ok(Endpoint { addr, udp, tcp });
+    }
+    let mut last = None;
+    for _ in 0..PORT_ZERO_ATTEMPTS {
+        let tcp = bind_tcp(addr).map_err(|e| bind_error(addr, &e))?;
+        let bound = tcp.local_addr().map_err(|e| bind_error(addr, &e))?;
+        match bind_udp_group(bound, udp_sockets) {
+            Ok(udp) => {
+                return Ok(Endpoint {
+                    addr: bound,
+                    udp,
+                    tcp,
+                });
+            }
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                tracing::debug!("UDP port {} taken, trying another", bound.port());
+                last = Some(e);
+            }
+            Err(e) => return Err(bind_error(bound, &e)),
+        }
+    }
+    let e = last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse));
+    Err(bind_error(addr, &e))
+}
+
+/// Binds `n` reuse-port UDP sockets on `addr` (its port must not be 0 when n > 1).
+fn bind_udp_group(addr: SocketAddr, n: usize) -> io::Result<Vec<tokio::net::UdpSocket>> {
+    let mut socks = Vec::with_capacity(n);
+    for _ in 0..n {
+        socks.push(bind_udp(addr)?);
+    }
+    Ok(socks)
+}
+
+fn bind_udp(addr: SocketAddr) -> io::Result<tokio::net::UdpSocket> {
+    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        sock.set_only_v6(true)?;
+    }
+    sock.set_reuse_port(true)?;
+    if let Err(e) = sock.set_recv_buffer_size(UDP_SOCKET_BUFFER) {
+        tracing::debug!("SO_RCVBUF on {addr}: {e}");
+    }
+    if let Err(e) = sock.set_send_buffer_size(UDP_SOCKET_BUFFER) {
+        tracing::debug!("SO_SNDBUF on {addr}: {e}");
+    }
+    sock.set_nonblocking(true)?;
+    sock.bind(&SockAddr::from(addr))?;
+    tokio::net::UdpSocket::from_std(sock.into())
+}
+
+fn bind_tcp(addr: SocketAddr) -> io::Result<tokio::net::TcpListener> {
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if addr.is_ipv6() {
+        sock.set_only_v6(true)?;
+    }
+    // Rebind at once after a restart despite connections in TIME_WAIT.
+    sock.set_reuse_address(true)?;
+    sock.set_nonblocking(true)?;
+    sock.bind(&SockAddr::from(addr))?;
+    sock.listen(TCP_BACKLOG)?;
+    tokio::net::TcpListener::from_std(sock.into())
+}
+
+/// Runs [`QueryProcessor::process`], turning a panic into "no reply" so that
+/// one bad packet cannot take a serving task down.
+fn process_guarded(
+    processor: &QueryProcessor,
+    msg: &[u8],
+    transport: crate::query::Transport,
+    out: &mut Vec<u8>,
+    peer: SocketAddr,
+) -> bool {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        processor.process(msg, transport, out)
+    })) {
+        Ok(send) => send,
+        Err(_) => {
+            tracing::error!(
+                "query processing panicked on a {}-byte message from {peer}; dropped",
+                msg.len()
+            );
+            out.clear();
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_reason_strips_os_error() {
+        let e = io::Error::from_raw_os_error(98);
+        assert_eq!(io_reason(&e), "Address already in use");
+        let e = io::Error::other("plain");
+        assert_eq!(io_reason(&e), "plain");
+    }
+
+    #[tokio::test]
+    async fn port_zero_gets_same_port_for_udp_and_tcp() {
+        let settings = ServerSettings {
+            listen: vec!["127.0.0.1:0".parse().expect("addr")],
+            udp_sockets: 2,
+            ..Default::default()
+        };
+        let server = Server::bind(&settings).await.expect("bind");
+        let addrs = server.local_addrs();
+        assert_eq!(addrs.len(), 1);
+        assert_ne!(addrs[0].port(), 0);
+        let ep = &server.endpoints[0];
+        assert_eq!(ep.tcp.local_addr().expect("tcp addr"), addrs[0]);
+        for u in &ep.udp {
+            assert_eq!(u.local_addr().expect("udp addr"), addrs[0]);
+        }
+    }
+
+    #[tokio::test]
+    async fn port_in_use_is_reported() {
+        let holder = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let addr = holder.local_addr().expect("addr");
+        let settings = ServerSettings {
+            listen: vec![addr],
+            ..Default::default()
+        };
+        let e = Server::bind(&settings).await.err().expect("in use");
+        assert_eq!(
+            e.to_string(),
+            format!("cannot bind {addr}: Address already in use")
+        );
+    }
+}

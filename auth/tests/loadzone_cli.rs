@@ -1,0 +1,280 @@
+//! The `loadzone` binary: summary line, exit codes, one-line errors with
+//! `FILE:LINE`, and that a failed load leaves the zone's previous content intact.
+//!
+//! These tests live in the `authd` package because `CARGO_BIN_EXE_loadzone` is
+//! only set for the package that owns the binary. The loader itself is tested
+//! against the real root zone and BIND 10's inputs in `tests/tests/loadzone.rs`.
+//! Data comes from the workspace's `tests/data/` (provenance in its README).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use rusqlite::Connection;
+
+fn data(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data")
+        .join(rel)
+}
+
+/// Runs `loadzone --db DB ORIGIN FILE` in `dir`, so paths in messages are the
+/// relative ones given.
+fn loadzone(dir: &Path, db: &str, origin: &str, file: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loadzone"))
+        .current_dir(dir)
+        .args(["--db", db, origin, file])
+        .output()
+        .expect("run loadzone")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Every row of the tables a load may touch, as text, in id order.
+fn snapshot(db: &Path) -> Vec<String> {
+    let conn = Connection::open(db).expect("open DB");
+    let mut out = Vec::new();
+    for sql in [
+        "SELECT id, name, rdclass FROM zones ORDER BY id",
+        "SELECT id, zone_id, name, rname, ttl, rdtype, sigtype, rdata FROM records ORDER BY id",
+        "SELECT id, zone_id, hash, owner, ttl, rdtype, rdata FROM nsec3 ORDER BY id",
+        "SELECT id, zone_id, version, operation, name, rrtype, ttl, rdata FROM diffs ORDER BY id",
+    ] {
+        let mut stmt = conn.prepare(sql).expect("prepare");
+        let cols = stmt.column_count();
+        let rows = stmt
+            .query_map([], |r| {
+                let mut line = String::new();
+                for i in 0..cols {
+                    let v: rusqlite::types::Value = r.get(i)?;
+                    line.push_str(&format!("{v:?}|"));
+                }
+                Ok(line)
+            })
+            .expect("query");
+        for row in rows {
+            out.push(row.expect("row"));
+        }
+    }
+    out
+}
+
+fn setup() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for f in [
+        "example.org.zone",
+        "broken-example.org.zone",
+        "example-nosoa.org.zone",
+        "example-nons.org.zone",
+    ] {
+        std::fs::copy(
+            data(&format!("bind10/loadzone/testdata/{f}")),
+            dir.path().join(f),
+        )
+        .expect("copy test data");
+    }
+    dir
+}
+
+const HEAD: &str = "$TTL 300\n@ SOA ns hm 2 3600 1800 1814400 300\n@ NS ns\nns A 192.0.2.1\n";
+
+#[test]
+fn loads_creates_db_and_prints_summary() {
+    let dir = setup();
+    let out = loadzone(dir.path(), "z.db", "example.org", "example.org.zone");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = stdout(&out);
+    assert!(
+        line.starts_with("loaded 3 RRs for example.org. into z.db in ") && line.ends_with(" s\n"),
+        "{line:?}"
+    );
+    assert_eq!(stderr(&out), "");
+    let conn = Connection::open(dir.path().join("z.db")).expect("open");
+    let v: (i64, i64) = conn
+        .query_row("SELECT version, minor FROM schema_version", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .expect("version");
+    assert_eq!(v, (2, 2));
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .expect("mode");
+    assert_eq!(mode, "wal");
+    let zone: String = conn
+        .query_row("SELECT name FROM zones", [], |r| r.get(0))
+        .expect("zone");
+    assert_eq!(zone, "example.org.");
+    // The same origin with a trailing dot is the same zone.
+    let again = loadzone(dir.path(), "z.db", "example.org.", "example.org.zone");
+    assert!(again.status.success(), "{}", stderr(&again));
+    let zones: i64 = conn
+        .query_row("SELECT count(*) FROM zones", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(zones, 1);
+}
+
+#[test]
+fn bad_inputs_fail_with_one_line_and_keep_the_zone() {
+    let dir = setup();
+    let d = dir.path();
+    let write = |name: &str, text: &str| std::fs::write(d.join(name), text).expect("write");
+    write(
+        "syntax.zone",
+        &format!("{HEAD}\n; a comment\nw A 999.1.1.1\n"),
+    );
+    write(
+        "outside.zone",
+        &format!("{HEAD}www.example.com. A 192.0.2.2\n"),
+    );
+    write("cname.zone", &format!("{HEAD}w CNAME ns\nw A 192.0.2.2\n"));
+    write(
+        "include.zone",
+        &format!("{HEAD}$INCLUDE nothere.inc\nx A 192.0.2.3\n"),
+    );
+
+    let good = loadzone(d, "z.db", "example.org", "example.org.zone");
+    assert!(good.status.success(), "{}", stderr(&good));
+    let before = snapshot(&d.join("z.db"));
+    assert_eq!(before.len(), 4, "{before:?}");
+
+    let cases = [
+        ("syntax.zone", "syntax.zone:7: syntax error: "),
+        (
+            "broken-example.org.zone",
+            "broken-example.org.zone:11: bad owner name: malformed name in wire form",
+        ),
+        (
+            "outside.zone",
+            "outside.zone:5: name www.example.com. is outside the zone example.org.",
+        ),
+        (
+            "example-nosoa.org.zone",
+            "example-nosoa.org.zone: no SOA at the zone apex example.org.",
+        ),
+        (
+            "example-nons.org.zone",
+            "example-nons.org.zone: no NS at the zone apex example.org.",
+        ),
+        (
+            "cname.zone",
+            "cname.zone:6: CNAME and other data at w.example.org.",
+        ),
+        (
+            "missing.zone",
+            "missing.zone: cannot read: No such file or directory (os error 2)",
+        ),
+        (
+            "include.zone",
+            "include.zone:5: $INCLUDE nothere.inc: cannot read: No such file or directory (os error 2)",
+        ),
+    ];
+    for (file, want) in cases {
+        let out = loadzone(d, "z.db", "example.org", file);
+        assert_eq!(out.status.code(), Some(1), "{file}: {}", stderr(&out));
+        assert_eq!(stdout(&out), "", "{file}");
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{file}: {err:?}");
+        let line = err.trim_end();
+        let want = format!("loadzone: {want}");
+        if want.ends_with(": ") {
+            assert!(line.starts_with(&want), "{file}: {line:?}");
+        } else {
+            assert_eq!(line, want, "{file}");
+        }
+        assert_eq!(snapshot(&d.join("z.db")), before, "{file} changed the DB");
+    }
+}
+
+#[test]
+fn db_errors_name_the_file() {
+    let dir = setup();
+    let d = dir.path();
+    std::fs::write(
+        d.join("notdb"),
+        "this is not sqlite, just long enough text\n",
+    )
+    .expect("write");
+    let out = loadzone(d, "notdb", "example.org", "example.org.zone");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "loadzone: cannot read zone DB notdb: file is not a database\n"
+    );
+    let out = loadzone(d, "no/such/dir/z.db", "example.org", "example.org.zone");
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("loadzone: cannot create zone DB no/such/dir/z.db: ")
+            && err.lines().count() == 1,
+        "{err:?}"
+    );
+    let out = loadzone(d, "z.db", "bad..origin", "example.org.zone");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("loadzone: bad origin \"bad..origin\": "),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !d.join("z.db").exists(),
+        "a failed load must not create the DB"
+    );
+}
+
+#[test]
+fn reload_replaces_only_that_zone() {
+    let dir = setup();
+    let d = dir.path();
+    std::fs::write(d.join("v1.zone"), format!("{HEAD}old A 192.0.2.10\n")).expect("write");
+    std::fs::write(d.join("v2.zone"), format!("{HEAD}new A 192.0.2.11\n")).expect("write");
+    std::fs::write(d.join("other.zone"), format!("{HEAD}old A 198.51.100.1\n")).expect("write");
+    for (origin, file) in [
+        ("example.org", "v1.zone"),
+        ("example.net", "other.zone"),
+        ("example.org", "v2.zone"),
+    ] {
+        let out = loadzone(d, "z.db", origin, file);
+        assert!(out.status.success(), "{file}: {}", stderr(&out));
+    }
+    let conn = Connection::open(d.join("z.db")).expect("open");
+    let names: Vec<String> = conn
+        .prepare("SELECT r.name FROM records r JOIN zones z ON z.id=r.zone_id ORDER BY r.name")
+        .expect("prepare")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert!(names.contains(&"new.example.org.".to_string()), "{names:?}");
+    assert!(
+        !names.contains(&"old.example.org.".to_string()),
+        "{names:?}"
+    );
+    assert!(names.contains(&"old.example.net.".to_string()), "{names:?}");
+    assert_eq!(names.len(), 8);
+}
+
+/// The real root zone through the binary (timing is printed, not asserted: a
+/// debug build is several times slower than release).
+#[test]
+fn loads_the_root_zone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = data("root.zone");
+    let out = loadzone(
+        dir.path(),
+        "root.db",
+        ".",
+        root.to_str().expect("utf-8 path"),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = stdout(&out);
+    assert!(
+        line.starts_with("loaded 21591 RRs for . into root.db in "),
+        "{line}"
+    );
+    eprintln!("{line}");
+}

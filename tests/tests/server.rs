@@ -1,0 +1,689 @@
+//! End-to-end tests of the `authd` binary at the server level: start-up, the
+//! command line and configuration, signals, UDP and TCP handling and limits.
+//! Query semantics are tested in `auth/tests/semantics.rs`.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use authd_datasrc::{Name, sqlite_load, zonefile};
+use authd_tests::hickory_proto::op::{Message, MessageType, ResponseCode};
+use authd_tests::hickory_proto::rr::{DNSClass, RData, RecordType};
+use authd_tests::{
+    AuthdProcess, QueryBuilder, binary, parse_reply, query_tcp, query_udp, run_authd,
+    tcp_closed_within, tcp_connect, tcp_recv, tcp_send, tempdir, try_query_udp, write_file,
+};
+
+const ZONE: &str = "\
+$ORIGIN example.org.
+$TTL 3600
+@    IN SOA ns1 hostmaster 1 7200 3600 1209600 300
+     IN NS  ns1
+ns1  IN A   192.0.2.1
+www  IN A   192.0.2.10
+     IN A   192.0.2.11
+h1   IN A   192.0.2.21
+h2   IN A   192.0.2.22
+h3   IN A   192.0.2.23
+h4   IN A   192.0.2.24
+h5   IN A   192.0.2.25
+";
+
+/// A zone DB holding example.org (from [`ZONE`]) in `dir`.
+fn zone_db(dir: &Path) -> PathBuf {
+    let db = dir.join("zone.sqlite3");
+    let origin: Name = "example.org.".parse().expect("origin");
+    let records =
+        zonefile::parse_master_text(ZONE, Path::new("example.org.zone"), &origin).expect("parses");
+    let mut conn = authd_migrations::open_or_create(&db).expect("create DB");
+    sqlite_load::load_zone(&mut conn, &origin, &records, |_, _| {}).expect("loads");
+    db
+}
+
+/// A config file in `dir` serving [`zone_db`] with `extra` TOML appended.
+fn config_file(dir: &Path, extra: &str) -> PathBuf {
+    zone_db(dir);
+    write_file(
+        dir,
+        "authd.toml",
+        &format!("[[datasource]]\ntype = \"sqlite3\"\nfile = \"zone.sqlite3\"\n{extra}"),
+    )
+}
+
+fn start_with_config(dir: &Path, extra: &str) -> AuthdProcess {
+    let cfg = config_file(dir, extra);
+    AuthdProcess::start([PathBuf::from("--config"), cfg])
+}
+
+fn a_addrs(reply: &Message) -> Vec<String> {
+    let mut v: Vec<String> = reply
+        .answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            RData::A(a) => Some(a.0.to_string()),
+            _ => None,
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn assert_www_answer(reply: &Message, id: u16) {
+    assert_eq!(reply.metadata.id, id);
+    assert_eq!(reply.metadata.message_type, MessageType::Response);
+    assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
+    assert!(reply.metadata.authoritative);
+    assert_eq!(a_addrs(reply), vec!["192.0.2.10", "192.0.2.11"]);
+}
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs authd expecting a start-up failure; returns its whole stderr.
+fn start_failure(args: &[&std::ffi::OsStr]) -> String {
+    let out = run_authd(args);
+    assert!(
+        !out.status.success(),
+        "authd {args:?} should fail to start; stderr:\n{}",
+        stderr_of(&out)
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    stderr_of(&out)
+}
+
+fn os(s: &str) -> &std::ffi::OsStr {
+    std::ffi::OsStr::new(s)
+}
+
+// ---------------------------------------------------------------- answering
+
+#[test]
+fn answers_over_udp_and_tcp() {
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    let authd = AuthdProcess::start([os("--db"), db.as_os_str()]);
+    let q = QueryBuilder::new("www.example.org", "A").id(0x1234);
+    assert_www_answer(&parse_reply(&query_udp(authd.addr(), &q.wire())), 0x1234);
+    assert_www_answer(&parse_reply(&query_tcp(authd.addr(), &q.wire())), 0x1234);
+    let q = QueryBuilder::new("nope.example.org", "A")
+        .edns(1232, true)
+        .id(9);
+    let reply = parse_reply(&query_udp(authd.addr(), &q.wire()));
+    assert_eq!(reply.metadata.response_code, ResponseCode::NXDomain);
+    assert!(reply.edns.is_some(), "EDNS query gets an EDNS reply");
+}
+
+#[test]
+fn tcp_queries_on_one_connection_are_answered_in_order() {
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    let authd = AuthdProcess::start([os("--db"), db.as_os_str()]);
+    let mut stream = tcp_connect(authd.addr());
+    // Pipelined: all queries are written before any reply is read.
+    let names = ["h1", "h2", "h3", "h4", "h5", "www"];
+    let mut batch = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let wire = QueryBuilder::new(&format!("{n}.example.org"), "A")
+            .id(100 + i as u16)
+            .wire();
+        batch.extend_from_slice(&(wire.len() as u16).to_be_bytes());
+        batch.extend_from_slice(&wire);
+    }
+    stream.write_all(&batch).expect("write batch");
+    for (i, n) in names.iter().enumerate() {
+        let reply = parse_reply(&tcp_recv(&mut stream).expect("reply"));
+        assert_eq!(reply.metadata.id, 100 + i as u16, "reply {i} out of order");
+        assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
+        let q = reply.queries.first().expect("question echoed");
+        assert_eq!(q.name().to_ascii(), format!("{n}.example.org."));
+    }
+    // The connection stays usable for one more query after the batch.
+    let q = QueryBuilder::new("www.example.org", "A").id(7);
+    tcp_send(&mut stream, &q.wire());
+    assert_www_answer(&parse_reply(&tcp_recv(&mut stream).expect("reply")), 7);
+}
+
+#[test]
+fn tcp_message_split_across_writes_is_reassembled() {
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    let authd = AuthdProcess::start([os("--db"), db.as_os_str()]);
+    let mut stream = tcp_connect(authd.addr());
+    let wire = QueryBuilder::new("www.example.org", "A").id(55).wire();
+    let mut frame = (wire.len() as u16).to_be_bytes().to_vec();
+    frame.extend_from_slice(&wire);
+    for chunk in frame.chunks(5) {
+        stream.write_all(chunk).expect("write");
+        stream.flush().expect("flush");
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert_www_answer(&parse_reply(&tcp_recv(&mut stream).expect("reply")), 55);
+}
+
+#[test]
+fn chaos_version_and_hostname_come_from_config() {
+    let dir = tempdir();
+    let authd = start_with_config(
+        dir.path(),
+        "[chaos]\nversion = \"test-version\"\nhostname = \"test-host\"\n",
+    );
+    for (qname, text) in [
+        ("version.bind", "test-version"),
+        ("hostname.bind", "test-host"),
+    ] {
+        let q = QueryBuilder::new(qname, "TXT").class(DNSClass::CH).id(3);
+        let reply = parse_reply(&query_udp(authd.addr(), &q.wire()));
+        assert_eq!(
+            reply.metadata.response_code,
+            ResponseCode::NoError,
+            "{qname}"
+        );
+        let txt: Vec<String> = reply
+            .answers
+            .iter()
+            .filter_map(|r| match &r.data {
+                RData::TXT(t) => Some(t.to_string()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(txt, vec![text.to_string()], "{qname}");
+    }
+}
+
+#[test]
+fn ipv6_listen_address() {
+    if UdpSocket::bind("[::1]:0").is_err() {
+        eprintln!("skipped: no IPv6 loopback");
+        return;
+    }
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    let mut cmd = Command::new(binary("authd"));
+    cmd.arg("--db")
+        .arg(&db)
+        .args(["--listen", "[::1]:0", "--listen", "127.0.0.1:0"]);
+    let authd = AuthdProcess::start_command(cmd, 2);
+    let v6 = authd.addrs()[0];
+    assert!(v6.is_ipv6(), "{v6}");
+    assert!(authd.addrs()[1].is_ipv4());
+    let q = QueryBuilder::new("www.example.org", "A").id(66);
+    assert_www_answer(&parse_reply(&query_udp(v6, &q.wire())), 66);
+    assert_www_answer(&parse_reply(&query_tcp(v6, &q.wire())), 66);
+}
+
+// ---------------------------------------------------------------- limits
+
+#[test]
+fn idle_tcp_connection_is_closed_after_the_timeout() {
+    let dir = tempdir();
+    let authd = start_with_config(dir.path(), "[tcp]\nidle_timeout = 1\n");
+    let mut stream = tcp_connect(authd.addr());
+    let opened = Instant::now();
+    assert!(
+        !tcp_closed_within(&mut stream, Duration::from_millis(500)),
+        "closed before the idle timeout"
+    );
+    assert!(
+        tcp_closed_within(&mut stream, Duration::from_secs(3)),
+        "not closed within 3 s of a 1 s idle timeout"
+    );
+    let elapsed = opened.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(900),
+        "closed after {elapsed:?}"
+    );
+    // A half-sent message counts as idle too.
+    let mut stream = tcp_connect(authd.addr());
+    stream.write_all(&[0, 40, 1, 2]).expect("partial write");
+    assert!(tcp_closed_within(&mut stream, Duration::from_secs(3)));
+    // And the server still accepts new connections.
+    let mut stream = tcp_connect(authd.addr());
+    assert!(!tcp_closed_within(&mut stream, Duration::from_millis(300)));
+}
+
+#[test]
+fn tcp_connections_over_the_limit_are_closed_at_once() {
+    let dir = tempdir();
+    let authd = start_with_config(
+        dir.path(),
+        "[tcp]\nmax_connections = 2\nidle_timeout = 30\n",
+    );
+    let mut first = tcp_connect(authd.addr());
+    let mut second = tcp_connect(authd.addr());
+    std::thread::sleep(Duration::from_millis(300));
+    let mut third = tcp_connect(authd.addr());
+    assert!(
+        tcp_closed_within(&mut third, Duration::from_secs(2)),
+        "third connection over a limit of 2 was not closed"
+    );
+    assert!(!tcp_closed_within(&mut first, Duration::from_millis(200)));
+    assert!(!tcp_closed_within(&mut second, Duration::from_millis(200)));
+    // Closing one frees a slot.
+    drop(first);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut fourth = tcp_connect(authd.addr());
+    assert!(
+        !tcp_closed_within(&mut fourth, Duration::from_millis(500)),
+        "a freed slot was not reused"
+    );
+}
+
+// ---------------------------------------------------------------- robustness
+
+/// A small deterministic generator (xorshift) for reproducible junk packets.
+fn junk(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.max(1);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn malformed_packets_do_not_stop_the_server() {
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    let mut authd = AuthdProcess::start([os("--db"), db.as_os_str()]);
+    let addr = authd.addr();
+    let mut packets: Vec<Vec<u8>> = vec![vec![], vec![0x12], vec![1, 2, 3], vec![0; 12]];
+    for seed in 1..200u64 {
+        packets.push(junk(seed, (seed as usize * 7) % 600 + 1));
+    }
+    // A valid header with a question that runs past the end, and a name pointer loop.
+    packets.push(vec![0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 3, b'w', b'w']);
+    packets.push(vec![
+        0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xc0, 12, 0, 1, 0, 1,
+    ]);
+    let client = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    for p in &packets {
+        client.send_to(p, addr).expect("send junk");
+    }
+    let mut stream = tcp_connect(addr);
+    for p in packets.iter().take(50) {
+        tcp_send(&mut stream, p);
+    }
+    drop(stream);
+    // A frame claiming 65535 bytes, then the connection closes half-way.
+    let mut stream = tcp_connect(addr);
+    stream.write_all(&[0xff, 0xff, 1, 2, 3]).expect("write");
+    drop(stream);
+
+    let q = QueryBuilder::new("www.example.org", "A").id(4242);
+    assert_www_answer(&parse_reply(&query_udp(addr, &q.wire())), 4242);
+    assert_www_answer(&parse_reply(&query_tcp(addr, &q.wire())), 4242);
+    assert!(
+        authd.wait_timeout(Duration::from_millis(10)).is_none(),
+        "authd died"
+    );
+    assert!(!authd.stderr().contains("panicked"), "{}", authd.stderr());
+    assert!(authd.terminate().success());
+}
+
+#[test]
+fn a_response_is_not_answered() {
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    let authd = AuthdProcess::start([os("--db"), db.as_os_str()]);
+    let mut wire = QueryBuilder::new("www.example.org", "A").id(77).wire();
+    wire[2] |= 0x80; // QR=1
+    assert_eq!(try_query_udp(authd.addr(), &wire, 1), None);
+}
+
+// ---------------------------------------------------------------- signals
+
+#[test]
+fn sigterm_stops_with_exit_code_0() {
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    let mut authd = AuthdProcess::start([os("--db"), db.as_os_str()]);
+    let status = authd.terminate();
+    assert_eq!(status.code(), Some(0), "{}", authd.stderr());
+    let log = authd.stderr();
+    assert!(log.contains("received SIGTERM, shutting down"), "{log}");
+    assert!(log.contains("stopped"), "{log}");
+}
+
+#[test]
+fn sigint_stops_with_exit_code_0() {
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    let mut authd = AuthdProcess::start([os("--db"), db.as_os_str()]);
+    authd.signal("INT");
+    let status = authd
+        .wait_timeout(Duration::from_secs(10))
+        .expect("exits after SIGINT");
+    assert_eq!(status.code(), Some(0), "{}", authd.stderr());
+}
+
+#[test]
+fn sigterm_with_an_open_tcp_connection_still_stops() {
+    let dir = tempdir();
+    let authd_dir = dir.path();
+    let mut authd = start_with_config(authd_dir, "[tcp]\nidle_timeout = 60\n");
+    let mut stream = tcp_connect(authd.addr());
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    assert_eq!(authd.terminate().code(), Some(0));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(tcp_closed_within(&mut stream, Duration::from_secs(2)));
+}
+
+#[test]
+fn sighup_is_logged_and_serving_goes_on() {
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    let mut authd = AuthdProcess::start([os("--db"), db.as_os_str()]);
+    authd.signal("HUP");
+    assert!(
+        authd.wait_for_log("reload not yet supported", Duration::from_secs(5)),
+        "no SIGHUP log line:\n{}",
+        authd.stderr()
+    );
+    assert!(authd.wait_timeout(Duration::from_millis(100)).is_none());
+    assert_eq!(authd.terminate().code(), Some(0));
+}
+
+// ---------------------------------------------------------------- start-up
+
+#[test]
+fn listening_line_names_the_real_port() {
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    let authd = AuthdProcess::start([os("--db"), db.as_os_str()]);
+    let addr = authd.addr();
+    assert_ne!(addr.port(), 0);
+    let lines: Vec<String> = authd
+        .stderr()
+        .lines()
+        .filter(|l| l.contains("listening on"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains(&format!("listening on {addr}")),
+        "{lines:?}"
+    );
+    // UDP and TCP share the port.
+    assert!(
+        TcpListener::bind(addr).is_err(),
+        "TCP port {addr} not bound"
+    );
+}
+
+#[test]
+fn missing_db_is_one_line() {
+    let dir = tempdir();
+    let db = dir.path().join("missing.sqlite3");
+    let err = start_failure(&[
+        os("--db"),
+        db.as_os_str(),
+        os("--listen"),
+        os("127.0.0.1:0"),
+    ]);
+    assert_eq!(
+        err,
+        format!("authd: zone DB {} does not exist\n", db.display())
+    );
+    assert!(!db.exists(), "serving must not create a DB");
+}
+
+#[test]
+fn newer_schema_db_is_one_line() {
+    let dir = tempdir();
+    let db = dir.path().join("newschema.sqlite3");
+    authd_tests::make_db_with_schema_version(&db, 1000, 0);
+    let err = start_failure(&[
+        os("--db"),
+        db.as_os_str(),
+        os("--listen"),
+        os("127.0.0.1:0"),
+    ]);
+    assert_eq!(
+        err,
+        format!(
+            "authd: zone DB {} has schema version 1000.0, newer than this build supports (2.2)\n",
+            db.display()
+        )
+    );
+}
+
+#[test]
+fn corrupt_db_is_one_line() {
+    let dir = tempdir();
+    let db = write_file(
+        dir.path(),
+        "corrupt.sqlite3",
+        &"not a database ".repeat(100),
+    );
+    let err = start_failure(&[
+        os("--db"),
+        db.as_os_str(),
+        os("--listen"),
+        os("127.0.0.1:0"),
+    ]);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!("authd: cannot read zone DB {}: ", db.display())),
+        "{err}"
+    );
+}
+
+#[test]
+fn port_in_use_is_one_line() {
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    // Hold both the UDP and the TCP port.
+    let udp = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let addr: SocketAddr = udp.local_addr().expect("addr");
+    let _tcp = TcpListener::bind(addr).ok();
+    let err = start_failure(&[
+        os("--db"),
+        db.as_os_str(),
+        os("--listen"),
+        os(&addr.to_string()),
+    ]);
+    assert_eq!(
+        err,
+        format!("authd: cannot bind {addr}: Address already in use\n")
+    );
+    // Only the TCP port taken.
+    let tcp = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = tcp.local_addr().expect("addr");
+    if UdpSocket::bind(addr).is_ok() {
+        let err = start_failure(&[
+            os("--db"),
+            db.as_os_str(),
+            os("--listen"),
+            os(&addr.to_string()),
+        ]);
+        assert_eq!(
+            err,
+            format!("authd: cannot bind {addr}: Address already in use\n")
+        );
+    }
+}
+
+#[test]
+fn unknown_config_key_is_one_line() {
+    let dir = tempdir();
+    zone_db(dir.path());
+    let cfg = write_file(
+        dir.path(),
+        "authd.toml",
+        "colour = \"blue\"\n[[datasource]]\ntype = \"sqlite3\"\nfile = \"zone.sqlite3\"\n",
+    );
+    let err = start_failure(&[os("--config"), cfg.as_os_str()]);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "authd: config {}: unknown field `colour`",
+            cfg.display()
+        )),
+        "{err}"
+    );
+    // In a section, too.
+    let cfg = write_file(dir.path(), "authd2.toml", "[tcp]\nidle = 3\n");
+    let err = start_failure(&[os("--config"), cfg.as_os_str()]);
+    assert!(err.contains("unknown field `idle`"), "{err}");
+}
+
+#[test]
+fn unreadable_config_is_one_line() {
+    let dir = tempdir();
+    let cfg = dir.path().join("nope.toml");
+    let err = start_failure(&[os("--config"), cfg.as_os_str()]);
+    assert_eq!(
+        err,
+        format!(
+            "authd: cannot read config {}: No such file or directory\n",
+            cfg.display()
+        )
+    );
+}
+
+#[test]
+fn bad_listen_address_is_refused() {
+    let out = run_authd(["--listen", "localhost:53"]);
+    assert_eq!(out.status.code(), Some(2), "clap usage error");
+    assert!(
+        stderr_of(&out).contains("localhost:53"),
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+#[test]
+fn environment_overrides_config() {
+    let dir = tempdir();
+    let cfg = config_file(dir.path(), "[tcp]\nidle_timeout = 30\n");
+    let mut cmd = Command::new(binary("authd"));
+    cmd.arg("--config")
+        .arg(&cfg)
+        .env("AUTHD_LISTEN", "127.0.0.1:0")
+        .env("AUTHD_TCP__IDLE_TIMEOUT", "1");
+    let authd = AuthdProcess::start_command(cmd, 1);
+    let mut stream = tcp_connect(authd.addr());
+    assert!(
+        tcp_closed_within(&mut stream, Duration::from_secs(3)),
+        "AUTHD_TCP__IDLE_TIMEOUT=1 not applied"
+    );
+    // An unknown AUTHD_ variable is an error naming it.
+    let out = authd_tests::run_with_timeout(
+        Command::new(binary("authd"))
+            .arg("--config")
+            .arg(&cfg)
+            .env("AUTHD_TCP__IDEL_TIMEOUT", "1"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr_of(&out).contains("idel_timeout"),
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+// ---------------------------------------------------------------- defaults
+
+#[test]
+fn example_config_serves_with_relative_db_path() {
+    let dir = tempdir();
+    zone_db(dir.path());
+    let text = std::fs::read_to_string(authd_tests::workspace_dir().join("examples/authd.toml"))
+        .expect("examples/authd.toml");
+    let cfg = write_file(dir.path(), "authd.toml", &text);
+    // Started from another folder: the DB path is relative to the config file.
+    let mut cmd = Command::new(binary("authd"));
+    cmd.arg("--config")
+        .arg(&cfg)
+        .args(["--listen", "127.0.0.1:0"])
+        .current_dir(std::env::temp_dir());
+    let authd = AuthdProcess::start_command(cmd, 1);
+    let q = QueryBuilder::new("www.example.org", "A").id(31);
+    assert_www_answer(&parse_reply(&query_udp(authd.addr(), &q.wire())), 31);
+}
+
+#[test]
+fn no_arguments_serve_the_bundled_example_zone() {
+    let dir = tempdir();
+    let start = || {
+        let mut cmd = Command::new(binary("authd"));
+        cmd.args(["--listen", "127.0.0.1:0"])
+            .current_dir(dir.path());
+        AuthdProcess::start_command(cmd, 1)
+    };
+    let mut authd = start();
+    let db = dir.path().join("authd-example.sqlite3");
+    assert!(db.is_file(), "authd-example.sqlite3 not created");
+    let port = authd.addr().port();
+    let hint = format!("try: dig @127.0.0.1 -p {port} www.example.com A");
+    assert!(
+        authd.wait_for_log(&hint, Duration::from_secs(5)),
+        "{}",
+        authd.stderr()
+    );
+    let log = authd.stderr();
+    assert!(log.contains("created authd-example.sqlite3"), "{log}");
+    let q = QueryBuilder::new("www.example.com", "A").id(11);
+    let reply = parse_reply(&query_udp(authd.addr(), &q.wire()));
+    assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
+    assert_eq!(a_addrs(&reply), vec!["192.0.2.10", "192.0.2.11"]);
+    let q = QueryBuilder::new("www.lab.example.com", "A").id(12);
+    let reply = parse_reply(&query_udp(authd.addr(), &q.wire()));
+    assert!(
+        reply
+            .authorities
+            .iter()
+            .any(|r| r.record_type() == RecordType::NS),
+        "referral expected: {reply:?}"
+    );
+    assert_eq!(authd.terminate().code(), Some(0));
+    // A second start reuses the DB.
+    let authd = start();
+    assert!(!authd.stderr().contains("created"), "{}", authd.stderr());
+}
+
+#[test]
+fn zone_loaded_by_loadzone_is_served() {
+    let dir = tempdir();
+    let db = dir.path().join("lz.sqlite3");
+    authd_tests::load_zone_text(&db, "example.org.", ZONE);
+    let authd = AuthdProcess::start([os("--db"), db.as_os_str()]);
+    let q = QueryBuilder::new("www.example.org", "A").id(21);
+    assert_www_answer(&parse_reply(&query_udp(authd.addr(), &q.wire())), 21);
+}
+
+/// The README's `try: dig …` line works with the real dig (skipped without dig).
+#[test]
+fn dig_gets_answers_over_udp_and_tcp() {
+    if Command::new("dig").arg("-v").output().is_err() {
+        eprintln!("skipped: dig is not installed");
+        return;
+    }
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    let authd = AuthdProcess::start([os("--db"), db.as_os_str()]);
+    let addr = authd.addr();
+    for transport in ["+notcp", "+tcp"] {
+        let out = authd_tests::run_with_timeout(
+            Command::new("dig")
+                .args(["+short", "+tries=2", "+time=2", transport])
+                .arg(format!("@{}", addr.ip()))
+                .args(["-p", &addr.port().to_string(), "www.example.org", "A"]),
+            Duration::from_secs(20),
+        );
+        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        lines.sort();
+        assert_eq!(lines, vec!["192.0.2.10", "192.0.2.11"], "dig {transport}");
+    }
+}
