@@ -225,11 +225,12 @@ impl QueryProcessor {
         zone: &ZoneRef,
         qname: &Name,
         qtype: RType,
-        lookup: Lookup,
+        mut lookup: Lookup,
         opts: LookupOptions,
         ans: &mut Answer,
         depth: usize,
     ) -> Result<(), DataSourceError> {
+        let proof = std::mem::take(&mut lookup.proof);
         let synth_owner = |rrset: &Arc<RRset>| {
             (lookup.wildcard && !rrset.owner.eq_case(qname)).then(|| qname.clone())
         };
@@ -299,12 +300,6 @@ impl QueryProcessor {
                     owner,
                     ttl: None,
                 });
-                if opts.dnssec {
-                    let ds = source.lookup(zone, &ns.owner, RType::DS, opts)?;
-                    if let Outcome::Answer(ds) = ds.outcome {
-                        ans.authority.push(Placed::plain(ds));
-                    }
-                }
                 self.glue_for(source, zone, &ns, opts, ans)?;
             }
             Outcome::NxDomain => {
@@ -312,6 +307,12 @@ impl QueryProcessor {
                 self.negative_soa(source, zone, opts, ans)?;
             }
             Outcome::NoData => self.negative_soa(source, zone, opts, ans)?,
+        }
+        // RFC 4035 §3.1.3 / RFC 5155 §7.2 proofs, and DS or its denial at a cut.
+        for set in proof {
+            if !ans.contains(&set.owner, set.rtype) {
+                ans.authority.push(Placed::plain(set));
+            }
         }
         Ok(())
     }

@@ -111,9 +111,18 @@ fn show(r: &Record) -> String {
             hickory_proto::serialize::binary::BinEncodable::emit(&r.data, &mut enc).expect("emit");
             format!(" {}", Name::from_wire(&wire).expect("DNAME target"))
         }
-        RecordType::RRSIG | RecordType::NSEC | RecordType::DS | RecordType::Unknown(_) => {
-            String::new()
+        // NSEC: the next owner name (RFC 4034 §4.1.1), the first field.
+        RecordType::NSEC => {
+            let mut wire = Vec::new();
+            let mut enc = hickory_proto::serialize::binary::BinEncoder::new(&mut wire);
+            hickory_proto::serialize::binary::BinEncodable::emit(&r.data, &mut enc).expect("emit");
+            let mut end = 0;
+            while wire[end] != 0 {
+                end += usize::from(wire[end]) + 1;
+            }
+            format!(" {}", Name::from_wire(&wire[..=end]).expect("NSEC next"))
         }
+        RecordType::RRSIG | RecordType::DS | RecordType::Unknown(_) => String::new(),
         _ => format!(" {}", r.data),
     };
     format!("{} {} {}{}", r.name, r.ttl, r.record_type(), data)
@@ -151,7 +160,12 @@ impl<'a> Ask<'a> {
     }
     fn wire(&self) -> Vec<u8> {
         let mut m = Message::new(0x4242, MessageType::Query, OpCode::Query);
-        let name = hickory_proto::rr::Name::from_ascii(self.qname).expect("qname");
+        // Labels built as raw bytes: hickory's text parser rejects names such
+        // as `!.no.example.com.` that are valid in DNS.
+        let ours: Name = self.qname.parse().expect("qname");
+        let mut name =
+            hickory_proto::rr::Name::from_labels(ours.labels().map(<[u8]>::to_vec)).expect("qname");
+        name.set_fqdn(true);
         let mut q = Query::query(name, self.qtype);
         q.query_class = self.class;
         m.add_query(q);
@@ -273,7 +287,7 @@ fn positive_answers() {
             &r,
             &[
                 "noglue.example.com. 3600 A 192.0.2.53",
-                "noglue.example.com. 3600 NSEC",
+                "noglue.example.com. 3600 NSEC nonsec.example.com.",
             ],
         );
 
@@ -581,4 +595,207 @@ fn truncation() {
         assert!(!r.tc());
         assert_eq!(r.answer().len(), 60);
     }
+}
+
+/// DNSSEC denial (RFC 4035 §3.1.3) on BIND 10's NSEC-signed query zone: the
+/// cases of its `query_unittest.cc` with the DO bit (numbers from
+/// research/bind10.md §b.5), with authd's minimal authority section (no apex NS
+/// beside positive answers).
+#[test]
+fn nsec_proofs() {
+    const SOA: &str = "example.com. 0 SOA . . 1 0 0 0 0";
+    const SIG: &str = "example.com. 0 RRSIG";
+    for_each_backend("example.com.", ZONE, |backend, s| {
+        let ask = |q: &str, t: RecordType| s.ask(Ask::new(q, t).dnssec());
+        // #16: NXDOMAIN: the NSEC covering qname and the one denying *.example.com.
+        let r = ask("nxdomain.example.com.", RecordType::A);
+        assert_eq!(r.rcode(), ResponseCode::NXDomain, "{backend}");
+        assert_eq!(
+            r.authority(),
+            [
+                SOA,
+                SIG,
+                "noglue.example.com. 3600 NSEC nonsec.example.com.",
+                "noglue.example.com. 3600 RRSIG",
+                "example.com. 3600 NSEC cname.example.com.",
+                "example.com. 3600 RRSIG"
+            ],
+            "{backend}"
+        );
+        // #17: the closest encloser is the empty non-terminal no.example.com.
+        let r = ask("!.no.example.com.", RecordType::A);
+        assert_eq!(
+            r.authority(),
+            [
+                SOA,
+                SIG,
+                "mx.example.com. 3600 NSEC &.no.example.com.",
+                "mx.example.com. 3600 RRSIG",
+                "\\&.no.example.com. 3600 NSEC nz.no.example.com.",
+                "\\&.no.example.com. 3600 RRSIG"
+            ],
+            "{backend}"
+        );
+        // #18: one NSEC proves both the name and the wildcard absent.
+        let r = ask("nx.no.example.com.", RecordType::A);
+        assert_eq!(
+            r.authority(),
+            [
+                SOA,
+                SIG,
+                "\\&.no.example.com. 3600 NSEC nz.no.example.com.",
+                "\\&.no.example.com. 3600 RRSIG"
+            ],
+            "{backend}"
+        );
+        // #20: NODATA: the name's own NSEC.
+        let r = ask("www.example.com.", RecordType::TXT);
+        assert_eq!(
+            r.authority(),
+            [
+                SOA,
+                SIG,
+                "www.example.com. 3600 NSEC example.com.",
+                "www.example.com. 3600 RRSIG"
+            ]
+        );
+        // #21: empty non-terminal: the NSEC whose span covers it.
+        let r = ask("no.example.com.", RecordType::A);
+        assert_eq!(
+            r.authority(),
+            [
+                SOA,
+                SIG,
+                "mx.example.com. 3600 NSEC &.no.example.com.",
+                "mx.example.com. 3600 RRSIG"
+            ]
+        );
+        // #22: a name without an NSEC: nothing to prove with.
+        assert_eq!(
+            ask("nonsec.example.com.", RecordType::TXT).authority(),
+            [SOA, SIG]
+        );
+        // #23: wildcard answer: the NSEC proving qname itself absent.
+        let r = ask("www.wild.example.com.", RecordType::A);
+        assert_eq!(
+            r.answer(),
+            [
+                "www.wild.example.com. 3600 A 192.0.2.7",
+                "www.wild.example.com. 3600 RRSIG"
+            ]
+        );
+        assert_eq!(
+            r.authority(),
+            [
+                "*.wild.example.com. 3600 NSEC www.example.com.",
+                "*.wild.example.com. 3600 RRSIG"
+            ]
+        );
+        // #24: wildcard CNAME.
+        let r = ask("www.cnamewild.example.com.", RecordType::A);
+        assert_eq!(
+            r.answer(),
+            [
+                "www.cnamewild.example.com. 3600 CNAME www.example.org.",
+                "www.cnamewild.example.com. 3600 RRSIG"
+            ]
+        );
+        assert_eq!(
+            r.authority(),
+            [
+                "*.cnamewild.example.com. 3600 NSEC delegation.example.com.",
+                "*.cnamewild.example.com. 3600 RRSIG"
+            ]
+        );
+        // #25: wildcard NODATA, one NSEC for both facts.
+        let r = ask("www.wild.example.com.", RecordType::TXT);
+        assert_eq!(
+            r.authority(),
+            [
+                SOA,
+                SIG,
+                "*.wild.example.com. 3600 NSEC www.example.com.",
+                "*.wild.example.com. 3600 RRSIG"
+            ]
+        );
+        // #26: wildcard NODATA with two NSECs.
+        let r = ask("www1.uwild.example.com.", RecordType::TXT);
+        assert_eq!(
+            r.authority(),
+            [
+                SOA,
+                SIG,
+                "www.uwild.example.com. 3600 NSEC *.wild.example.com.",
+                "www.uwild.example.com. 3600 RRSIG",
+                "*.uwild.example.com. 3600 NSEC www.uwild.example.com.",
+                "*.uwild.example.com. 3600 RRSIG"
+            ]
+        );
+        // #27: `*.t` is an empty non-terminal wildcard.
+        let r = ask("a.t.example.com.", RecordType::A);
+        assert_eq!(
+            r.authority(),
+            [
+                SOA,
+                SIG,
+                "b.*.t.example.com. 3600 NSEC *.uwild.example.com.",
+                "b.*.t.example.com. 3600 RRSIG",
+                "t.example.com. 3600 NSEC b.*.t.example.com.",
+                "t.example.com. 3600 RRSIG"
+            ]
+        );
+        // #12-#14: referrals: no DS and no NSEC; signed DS; NSEC at the cut.
+        let r = ask("www.nosec-delegation.example.com.", RecordType::A);
+        assert!(!r.aa());
+        assert_eq!(
+            r.authority(),
+            ["nosec-delegation.example.com. 3600 NS ns.nosec.example.net."]
+        );
+        let r = ask("foo.signed-delegation.example.com.", RecordType::A);
+        assert_eq!(
+            r.authority(),
+            [
+                "signed-delegation.example.com. 3600 NS ns.example.net.",
+                "signed-delegation.example.com. 3600 DS",
+                "signed-delegation.example.com. 3600 RRSIG"
+            ]
+        );
+        let r = ask("foo.unsigned-delegation.example.com.", RecordType::A);
+        assert_eq!(
+            r.authority(),
+            [
+                "unsigned-delegation.example.com. 3600 NS ns.example.net.",
+                "unsigned-delegation.example.com. 3600 NSEC unsigned-delegation-optout.example.com.",
+                "unsigned-delegation.example.com. 3600 RRSIG"
+            ]
+        );
+        // #39: DS at an unsigned delegation, parent side: NODATA with the cut's NSEC.
+        let r = ask("unsigned-delegation.example.com.", RecordType::DS);
+        assert!(r.aa());
+        assert_eq!(
+            r.authority(),
+            [
+                SOA,
+                SIG,
+                "unsigned-delegation.example.com. 3600 NSEC unsigned-delegation-optout.example.com.",
+                "unsigned-delegation.example.com. 3600 RRSIG"
+            ]
+        );
+        // #40: DS at the apex with no parent served: the apex NSEC.
+        let r = ask("example.com.", RecordType::DS);
+        assert_eq!(
+            r.authority(),
+            [
+                SOA,
+                SIG,
+                "example.com. 3600 NSEC cname.example.com.",
+                "example.com. 3600 RRSIG"
+            ]
+        );
+        // Without DO: no proofs at all.
+        assert_eq!(
+            s.q("nxdomain.example.com.", RecordType::A).authority(),
+            [SOA_NEG]
+        );
+    });
 }

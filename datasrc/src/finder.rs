@@ -32,6 +32,17 @@ pub trait NodeStore {
 
     /// True when some name strictly below `name` owns records.
     fn has_descendants(&self, name: &Name) -> Result<bool, DataSourceError>;
+
+    /// The NSEC RRset (RRSIGs attached) of the greatest owner name ≤ `name` in
+    /// canonical order (RFC 4034 §6.1) that owns an NSEC, wrapping round to the
+    /// last one: the NSEC that matches or covers `name` (RFC 4035 §3.1.3).
+    /// `None` when the zone has no NSEC.
+    fn covering_nsec(&self, name: &Name) -> Result<Option<Arc<RRset>>, DataSourceError>;
+
+    /// The NSEC3 RRset (RRSIGs attached) whose owner hash is the greatest ≤
+    /// `hash` (base32hex, lower-case ASCII, RFC 5155 §3.3), wrapping round to the
+    /// last one, and whether it matches `hash` exactly. `None` without NSEC3.
+    fn covering_nsec3(&self, hash: &[u8]) -> Result<Option<(Arc<RRset>, bool)>, DataSourceError>;
 }
 
 /// Looks up (`qname`, `qtype`) in the zone at `origin`. `qname` must be at or
@@ -51,6 +62,24 @@ pub fn find<S: NodeStore + ?Sized>(
     qtype: RType,
     opts: LookupOptions,
 ) -> Result<Lookup, DataSourceError> {
+    let (mut lookup, encloser) = find_outcome(store, origin, qname, qtype, opts)?;
+    if opts.dnssec {
+        lookup.proof = crate::dnssec::prove(store, origin, qname, &lookup, encloser.as_ref())?;
+    }
+    Ok(lookup)
+}
+
+/// The closest encloser (RFC 5155 §1.3) where the proof needs it: for NXDOMAIN
+/// and wildcard outcomes.
+type Encloser = Option<Name>;
+
+fn find_outcome<S: NodeStore + ?Sized>(
+    store: &S,
+    origin: &Name,
+    qname: &Name,
+    qtype: RType,
+    opts: LookupOptions,
+) -> Result<(Lookup, Encloser), DataSourceError> {
     let qlabels = qname.label_count();
     let olabels = origin.label_count();
     let mut first_ns: Option<Arc<RRset>> = None;
@@ -69,29 +98,28 @@ pub fn find<S: NodeStore + ?Sized>(
             && let Some(ns) = node.get(RType::NS)
         {
             if !opts.glue_ok {
-                return Ok(Lookup::plain(Outcome::Delegation(ns.clone())));
+                return Ok((Lookup::plain(Outcome::Delegation(ns.clone())), None));
             }
             first_ns.get_or_insert_with(|| ns.clone());
         }
         if let Some(dname) = node.get(RType::DNAME) {
-            return Ok(Lookup::plain(Outcome::Dname(dname.clone())));
+            return Ok((Lookup::plain(Outcome::Dname(dname.clone())), None));
         }
     }
 
     // (2) The name itself.
     if let Some(node) = store.node(qname, opts.dnssec)? {
         let at_apex = qlabels == olabels;
-        return Ok(Lookup::plain(at_node(&node, qtype, at_apex, opts)));
+        return Ok((Lookup::plain(at_node(&node, qtype, at_apex, opts)), None));
     }
 
     // (3) No data at qname.
     if store.has_descendants(qname)? {
-        return Ok(Lookup {
-            outcome: Outcome::NoData,
-            wildcard: false,
-            empty_nonterminal: true,
-        });
+        let mut l = Lookup::plain(Outcome::NoData);
+        l.empty_nonterminal = true;
+        return Ok((l, None));
     }
+    let mut encloser: Option<Name> = None;
     if !opts.no_wildcard {
         for i in 1..=(qlabels - last_known) {
             // A closer encloser that exists only as an empty non-terminal cancels
@@ -101,18 +129,19 @@ pub fn find<S: NodeStore + ?Sized>(
                 && let Some(closer) = qname.strip_left(i - 1)
                 && store.has_descendants(&closer)?
             {
+                encloser = Some(closer);
                 break;
             }
-            let Some(encloser) = qname.strip_left(i) else {
+            let Some(parent) = qname.strip_left(i) else {
                 break;
             };
-            let Ok(wild) = encloser.wildcard_child() else {
+            let Ok(wild) = parent.wildcard_child() else {
                 break;
             };
             if let Some(node) = store.node(&wild, opts.dnssec)? {
                 if let Some(ns) = first_ns {
                     // A glue lookup below a cut never matches through a wildcard.
-                    return Ok(Lookup::plain(Outcome::Delegation(ns)));
+                    return Ok((Lookup::plain(Outcome::Delegation(ns)), None));
                 }
                 let outcome = match at_node(&node, qtype, false, opts) {
                     // RFC 6672 §3.3: a wildcard DNAME does not redirect.
@@ -121,25 +150,45 @@ pub fn find<S: NodeStore + ?Sized>(
                     }
                     other => other,
                 };
-                return Ok(Lookup {
-                    outcome,
-                    wildcard: true,
-                    empty_nonterminal: false,
-                });
+                let mut l = Lookup::plain(outcome);
+                l.wildcard = true;
+                return Ok((l, Some(parent)));
             }
             if store.has_descendants(&wild)? {
-                return Ok(Lookup {
-                    outcome: Outcome::NoData,
-                    wildcard: true,
-                    empty_nonterminal: false,
-                });
+                let mut l = Lookup::plain(Outcome::NoData);
+                l.wildcard = true;
+                return Ok((l, Some(parent)));
             }
         }
     }
     if let Some(ns) = first_ns {
-        return Ok(Lookup::plain(Outcome::Delegation(ns)));
+        return Ok((Lookup::plain(Outcome::Delegation(ns)), None));
     }
-    Ok(Lookup::plain(Outcome::NxDomain))
+    if encloser.is_none() && opts.dnssec {
+        encloser = Some(closest_encloser(store, qname, last_known)?);
+    }
+    Ok((Lookup::plain(Outcome::NxDomain), encloser))
+}
+
+/// The deepest existing ancestor of a non-existent `qname`: an empty
+/// non-terminal below the deepest ancestor with data (`last_known` labels), or
+/// that ancestor.
+fn closest_encloser<S: NodeStore + ?Sized>(
+    store: &S,
+    qname: &Name,
+    last_known: usize,
+) -> Result<Name, DataSourceError> {
+    let qlabels = qname.label_count();
+    for labels in ((last_known + 1)..qlabels).rev() {
+        if let Some(ancestor) = qname.strip_left(qlabels - labels)
+            && store.has_descendants(&ancestor)?
+        {
+            return Ok(ancestor);
+        }
+    }
+    Ok(qname
+        .strip_left(qlabels - last_known)
+        .unwrap_or_else(Name::root))
 }
 
 fn at_node(node: &Node, qtype: RType, at_apex: bool, opts: LookupOptions) -> Outcome {

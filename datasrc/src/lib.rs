@@ -2,12 +2,14 @@
 //! implements, the shared lookup algorithm ([`finder`]), master-file reading
 //! ([`zonefile`]) and the backends ([`sqlite`]).
 
+pub mod dnssec;
 pub mod finder;
 pub mod memory;
 pub mod name;
 pub mod rr;
 pub mod source;
 pub mod sqlite;
+pub mod sqlite_admin;
 pub mod sqlite_load;
 pub mod zonefile;
 

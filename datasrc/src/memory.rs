@@ -31,7 +31,8 @@ pub struct MemoryZone {
     /// NSEC3 RRsets: kept out of the name tree, since their owners are not
     /// names of the zone (RFC 5155 §7.2.9), as BIND 10 and the sqlite3 backend
     /// (the separate `nsec3` table) keep them.
-    nsec3: Vec<RRset>,
+    /// Sorted by the owner's first label (the hash), lower-cased.
+    nsec3: Vec<(Vec<u8>, Arc<RRset>)>,
     serial: u32,
     rrset_count: usize,
 }
@@ -83,6 +84,19 @@ impl MemoryZone {
         }
         let mut ordered: Vec<Name> = nodes.keys().cloned().collect();
         ordered.sort();
+        let mut nsec3: Vec<(Vec<u8>, Arc<RRset>)> = nsec3
+            .into_iter()
+            .map(|set: RRset| {
+                let hash = set
+                    .owner
+                    .labels()
+                    .next()
+                    .unwrap_or_default()
+                    .to_ascii_lowercase();
+                (hash, Arc::new(set))
+            })
+            .collect();
+        nsec3.sort_by(|a, b| a.0.cmp(&b.0));
         let serial = nodes
             .get(&origin)
             .and_then(|n| n.get(RType::SOA))
@@ -109,6 +123,30 @@ impl MemoryZone {
             origin.clone(),
             records.iter().map(|r: &SourcedRecord| &r.record),
         ))
+    }
+
+    /// Copies zone `zone` of `source` (e.g. an sqlite3 DB) into a snapshot,
+    /// checking what a master file must pass too: an SOA and NS RRset at the apex.
+    ///
+    /// Errors: storage or bad-data errors of `source`; [`DataSourceError::BadData`]
+    /// when the apex has no SOA or no NS.
+    pub fn from_source(
+        source: &dyn DataSource,
+        zone: &ZoneRef,
+    ) -> Result<MemoryZone, DataSourceError> {
+        let rrsets = source.zone_rrsets(zone)?;
+        let built = MemoryZone::from_rrsets(zone.origin.clone(), rrsets);
+        let apex = built.nodes.get(&built.origin);
+        for rtype in [RType::SOA, RType::NS] {
+            if apex.and_then(|n| n.get(rtype)).is_none() {
+                return Err(DataSourceError::BadData {
+                    zone: zone.origin.to_string(),
+                    name: zone.origin.to_string(),
+                    reason: format!("no {rtype} at the zone apex (in {})", source.describe()),
+                });
+            }
+        }
+        Ok(built)
     }
 
     /// The zone apex.
@@ -143,6 +181,32 @@ impl NodeStore for MemoryZone {
             .get(next)
             .is_some_and(|n| n.is_subdomain_of(name)))
     }
+
+    fn covering_nsec(&self, name: &Name) -> Result<Option<Arc<RRset>>, DataSourceError> {
+        // The greatest owner <= name that has an NSEC; glue and occluded names
+        // (no NSEC) are stepped over; before the apex wraps to the last owner.
+        let end = match self.ordered.binary_search(name) {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        };
+        let before = self.ordered[..end].iter().rev();
+        let wrapped = self.ordered[end..].iter().rev();
+        Ok(before.chain(wrapped).find_map(|n| {
+            self.nodes
+                .get(n)
+                .and_then(|node| node.get(RType::NSEC))
+                .cloned()
+        }))
+    }
+
+    fn covering_nsec3(&self, hash: &[u8]) -> Result<Option<(Arc<RRset>, bool)>, DataSourceError> {
+        let found = match self.nsec3.binary_search_by(|(h, _)| h.as_slice().cmp(hash)) {
+            Ok(i) => Some((i, true)),
+            Err(0) => self.nsec3.len().checked_sub(1).map(|i| (i, false)),
+            Err(i) => Some((i - 1, false)),
+        };
+        Ok(found.map(|(i, exact)| (self.nsec3[i].1.clone(), exact)))
+    }
 }
 
 /// Where a memory zone's content comes from, so it can be reloaded.
@@ -152,6 +216,15 @@ pub enum ZoneOrigin {
     MasterFile(PathBuf),
     /// A zone of another data source (e.g. an sqlite3 DB), copied in.
     Source(String),
+}
+
+/// Source of [`MemorySource`] generations: process-wide, so a source built by a
+/// reload never reuses a number an earlier source handed out (a cache keyed by
+/// generation cannot confuse the two).
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    NEXT_GENERATION.fetch_add(1, Ordering::Relaxed)
 }
 
 /// A data source serving zone snapshots from memory.
@@ -164,23 +237,41 @@ pub struct MemorySource {
 impl MemorySource {
     /// An empty source; `label` names it in logs.
     pub fn new(label: &str) -> MemorySource {
+        Self::with_zones(label, Vec::new())
+    }
+
+    /// A source holding `zones` (snapshots may be shared with other sources, e.g.
+    /// the previous configuration's, without copying). A later zone with the same
+    /// origin replaces an earlier one.
+    pub fn with_zones(
+        label: &str,
+        zones: impl IntoIterator<Item = Arc<MemoryZone>>,
+    ) -> MemorySource {
+        let table: HashMap<Name, Arc<MemoryZone>> =
+            zones.into_iter().map(|z| (z.origin.clone(), z)).collect();
         MemorySource {
             label: label.to_string(),
-            zones: ArcSwap::from_pointee(HashMap::new()),
-            generation: AtomicU64::new(1),
+            zones: ArcSwap::from_pointee(table),
+            generation: AtomicU64::new(next_generation()),
         }
     }
 
-    /// Adds or replaces one zone, atomically: queries see the old snapshot or the
-    /// new one, never a mix.
+    /// Adds or replaces one zone, atomically: each lookup sees the old snapshot
+    /// or the new one, never a mix. (A query makes several lookups; to swap
+    /// zones under whole queries, build a new source and swap the query
+    /// processor, as authd's reload does.)
     pub fn insert_zone(&self, zone: MemoryZone) {
-        let zone = Arc::new(zone);
+        self.insert_zone_arc(Arc::new(zone));
+    }
+
+    /// As [`MemorySource::insert_zone`], for a shared snapshot.
+    pub fn insert_zone_arc(&self, zone: Arc<MemoryZone>) {
         self.zones.rcu(|old| {
             let mut map = HashMap::clone(old);
             map.insert(zone.origin.clone(), zone.clone());
             map
         });
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.generation.store(next_generation(), Ordering::Release);
     }
 
     /// Removes a zone; returns whether it was there.
@@ -191,7 +282,7 @@ impl MemorySource {
             removed = map.remove(origin).is_some();
             map
         });
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.generation.store(next_generation(), Ordering::Release);
         removed
     }
 
@@ -206,11 +297,24 @@ impl MemorySource {
     /// Errors: storage errors of `source`.
     pub fn load_from_source(&self, source: &dyn DataSource) -> Result<Vec<Name>, DataSourceError> {
         let mut loaded = Vec::new();
+        let mut built = Vec::new();
         for zone in source.zones()? {
             let rrsets = source.zone_rrsets(&zone)?;
-            self.insert_zone(MemoryZone::from_rrsets(zone.origin.clone(), rrsets));
+            built.push(Arc::new(MemoryZone::from_rrsets(
+                zone.origin.clone(),
+                rrsets,
+            )));
             loaded.push(zone.origin);
         }
+        // One swap for all of them (not one table copy per zone).
+        self.zones.rcu(|old| {
+            let mut map = HashMap::clone(old);
+            for z in &built {
+                map.insert(z.origin.clone(), Arc::clone(z));
+            }
+            map
+        });
+        self.generation.store(next_generation(), Ordering::Release);
         Ok(loaded)
     }
 }
@@ -271,7 +375,7 @@ impl DataSource for MemorySource {
             .iter()
             .filter_map(|n| z.nodes.get(n))
             .flat_map(|node| node.rrsets.iter().map(|s| RRset::clone(s)))
-            .chain(z.nsec3.iter().cloned())
+            .chain(z.nsec3.iter().map(|(_, s)| RRset::clone(s)))
             .collect())
     }
 

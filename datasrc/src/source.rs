@@ -58,6 +58,10 @@ pub struct Lookup {
     pub wildcard: bool,
     /// qname is an empty non-terminal (RFC 4592 §2.2.2): NODATA.
     pub empty_nonterminal: bool,
+    /// With [`LookupOptions::dnssec`] on a signed zone: the NSEC or NSEC3 RRsets
+    /// (RRSIGs attached) that prove the outcome (RFC 4035 §3.1.3, RFC 5155 §7.2),
+    /// for the authority section. Empty otherwise.
+    pub proof: Vec<Arc<RRset>>,
 }
 
 impl Lookup {
@@ -67,6 +71,7 @@ impl Lookup {
             outcome,
             wildcard: false,
             empty_nonterminal: false,
+            proof: Vec::new(),
         }
     }
 }

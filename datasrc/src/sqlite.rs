@@ -260,6 +260,108 @@ impl NodeStore for ZoneView<'_> {
         stmt.exists(rusqlite::params![self.zone.id, lower, upper])
             .map_err(|e| storage(self.path, e))
     }
+
+    fn covering_nsec(&self, name: &Name) -> Result<Option<Arc<RRset>>, DataSourceError> {
+        // BIND 10's FIND_PREVIOUS over the reversed names (an approximation of
+        // canonical order: `-` sorts before the label separator), wrapping round.
+        let mut owner: Option<String> = None;
+        for sql in [
+            "SELECT name FROM records WHERE zone_id=?1 AND rdtype='NSEC' AND rname <= ?2 \
+             ORDER BY rname DESC LIMIT 1",
+            "SELECT name FROM records WHERE zone_id=?1 AND rdtype='NSEC' AND ?2 <> '' \
+             ORDER BY rname DESC LIMIT 1",
+        ] {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql)
+                .map_err(|e| storage(self.path, e))?;
+            let mut rows = stmt
+                .query(rusqlite::params![self.zone.id, name.reversed_text()])
+                .map_err(|e| storage(self.path, e))?;
+            if let Some(row) = rows.next().map_err(|e| storage(self.path, e))? {
+                owner = row.get_ref(0).ok().and_then(text);
+                break;
+            }
+        }
+        let Some(owner) = owner else {
+            return Ok(None);
+        };
+        let owner =
+            Name::parse(&owner, Some(&self.zone.origin)).map_err(|e| DataSourceError::BadData {
+                zone: self.zone.origin.to_string(),
+                name: owner.clone(),
+                reason: e.to_string(),
+            })?;
+        Ok(self
+            .node(&owner, true)?
+            .and_then(|n| n.get(RType::NSEC).cloned()))
+    }
+
+    fn covering_nsec3(&self, hash: &[u8]) -> Result<Option<(Arc<RRset>, bool)>, DataSourceError> {
+        let hash = String::from_utf8_lossy(hash).into_owned();
+        let mut found: Option<String> = None;
+        for sql in [
+            "SELECT DISTINCT hash FROM nsec3 WHERE zone_id=?1 AND hash <= ?2 ORDER BY hash DESC LIMIT 1",
+            "SELECT DISTINCT hash FROM nsec3 WHERE zone_id=?1 AND ?2 <> '' ORDER BY hash DESC LIMIT 1",
+        ] {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql)
+                .map_err(|e| storage(self.path, e))?;
+            let mut rows = stmt
+                .query(rusqlite::params![self.zone.id, hash])
+                .map_err(|e| storage(self.path, e))?;
+            if let Some(row) = rows.next().map_err(|e| storage(self.path, e))? {
+                found = row.get_ref(0).ok().and_then(text);
+                break;
+            }
+        }
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT rdtype, ttl, rdata, owner FROM nsec3 WHERE zone_id=?1 AND hash=?2",
+            )
+            .map_err(|e| storage(self.path, e))?;
+        let mut rows = stmt
+            .query(rusqlite::params![self.zone.id, found])
+            .map_err(|e| storage(self.path, e))?;
+        let mut builder: Option<NodeBuilder<'_>> = None;
+        while let Some(row) = rows.next().map_err(|e| storage(self.path, e))? {
+            let (Some(rdtype), Some(ttl), Some(rdata), Some(owner)) = (
+                row.get_ref(0).ok().and_then(text),
+                row.get_ref(1).ok().and_then(int),
+                row.get_ref(2).ok().and_then(text),
+                row.get_ref(3).ok().and_then(text),
+            ) else {
+                return Err(storage(self.path, "nsec3 row with a NULL column"));
+            };
+            if builder.is_none() {
+                let owner = Name::parse(&owner, Some(&self.zone.origin)).map_err(|e| {
+                    DataSourceError::BadData {
+                        zone: self.zone.origin.to_string(),
+                        name: owner.clone(),
+                        reason: e.to_string(),
+                    }
+                })?;
+                builder = Some(NodeBuilder::new(self.zone, owner));
+            }
+            if let Some(b) = builder.as_mut() {
+                b.add_row(&rdtype, ttl, &rdata)?;
+            }
+        }
+        let Some(builder) = builder else {
+            return Ok(None);
+        };
+        let exact = found.eq_ignore_ascii_case(&hash);
+        Ok(builder
+            .finish()?
+            .into_iter()
+            .find(|s| s.rtype == RType::NSEC3)
+            .map(|s| (Arc::new(s), exact)))
+    }
 }
 
 impl DataSource for SqliteSource {
