@@ -9,7 +9,6 @@ pub mod name;
 pub mod rr;
 pub mod source;
 pub mod sqlite;
-pub mod sqlite_admin;
 pub mod sqlite_load;
 pub mod zonefile;
 
