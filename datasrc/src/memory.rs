@@ -379,6 +379,15 @@ impl DataSource for MemorySource {
             .collect())
     }
 
+    fn with_node_store(
+        &self,
+        zone: &ZoneRef,
+        f: &mut dyn FnMut(&dyn NodeStore) -> Result<Lookup, DataSourceError>,
+    ) -> Option<Result<Lookup, DataSourceError>> {
+        let z = self.zone(&zone.origin)?;
+        Some(f(z.as_ref()))
+    }
+
     fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }

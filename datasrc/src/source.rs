@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use crate::finder::NodeStore;
 use crate::name::Name;
 use crate::rr::{RRset, RType};
 
@@ -136,6 +137,22 @@ pub trait DataSource: Send + Sync {
     /// changed; caches key their entries by it. Sources that never change return 0.
     fn generation(&self) -> u64 {
         0
+    }
+
+    /// Runs `f` over the node-level view of `zone` (the storage primitives the
+    /// shared lookup algorithm walks), for wrappers such as the hot-spot cache
+    /// that run [`crate::finder::find`] themselves and cache what repeats: zone
+    /// cuts, closest enclosers, the apex. `None` when the source offers no such
+    /// view; callers then use [`DataSource::lookup`].
+    ///
+    /// Errors: storage failure, or whatever `f` returns.
+    fn with_node_store(
+        &self,
+        zone: &ZoneRef,
+        f: &mut dyn FnMut(&dyn NodeStore) -> Result<Lookup, DataSourceError>,
+    ) -> Option<Result<Lookup, DataSourceError>> {
+        let _ = (zone, f);
+        None
     }
 }
 

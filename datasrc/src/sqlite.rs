@@ -478,6 +478,20 @@ impl DataSource for SqliteSource {
         })
     }
 
+    fn with_node_store(
+        &self,
+        zone: &ZoneRef,
+        f: &mut dyn FnMut(&dyn NodeStore) -> Result<Lookup, DataSourceError>,
+    ) -> Option<Result<Lookup, DataSourceError>> {
+        Some(self.with_conn(|conn| {
+            f(&ZoneView {
+                conn,
+                zone,
+                path: &self.path,
+            })
+        }))
+    }
+
     fn generation(&self) -> u64 {
         // Poll PRAGMA data_version at most every CHANGE_POLL: it changes when any
         // other connection (loadzone, an sqlite3 shell) commits to the file.

@@ -1,0 +1,298 @@
+//! `query-bench`: in-process query throughput, after BIND 10's `query_bench`.
+//!
+//! Every query of a dnsperf-format file (`name type` per line, `#` comments)
+//! is rendered to wire form once (id 0, no RD, no EDNS, as BIND 10 did) and run
+//! through the real path — wire query → query processing → wire response — with
+//! no sockets, for each hot-spot cache variant: unlimited slots, 10 × #queries,
+//! #queries / 2, and disabled. Each variant starts cold. Before timing, every
+//! variant's responses are checked to be identical.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use authd::query::{ChaosOptions, QueryProcessor, Transport};
+use authd_cache::{HotSpotCache, Slots};
+use authd_datasrc::memory::{MemorySource, MemoryZone};
+use authd_datasrc::sqlite::SqliteSource;
+use authd_datasrc::{DataSource, Name, RType, SourceList};
+use clap::{Parser, ValueEnum};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    Sqlite3,
+    Memory,
+}
+
+impl Backend {
+    fn label(self) -> &'static str {
+        match self {
+            Backend::Sqlite3 => "sqlite3",
+            Backend::Memory => "memory",
+        }
+    }
+}
+
+/// Measure query processing throughput in process, with and without the hot-spot cache.
+#[derive(Parser, Debug)]
+#[command(name = "query-bench", version)]
+struct Args {
+    /// Iterations over the whole query file per variant.
+    #[arg(short = 'n', default_value_t = 1)]
+    iterations: usize,
+    /// Data source type.
+    #[arg(short = 't', value_enum, default_value = "sqlite3")]
+    backend: Backend,
+    /// Zone origin (required for memory: the master file's zone).
+    #[arg(short = 'o')]
+    origin: Option<String>,
+    /// Print one JSON array instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Only these variants (comma-separated: unlimited,10x,half,disabled).
+    #[arg(long, value_delimiter = ',')]
+    variants: Option<Vec<String>>,
+    /// The sqlite3 zone DB, or the master file for memory.
+    datasource: PathBuf,
+    /// Queries in dnsperf format.
+    queryfile: PathBuf,
+}
+
+struct Variant {
+    name: &'static str,
+    slots: Slots,
+    slot_count: Option<usize>,
+}
+
+struct Row {
+    variant: &'static str,
+    slots: Option<usize>,
+    queries: usize,
+    seconds: f64,
+    hit_rate: f64,
+}
+
+/// One query per line: `qname qtype`; returns the wire queries and the number of
+/// lines skipped as unparsable.
+fn read_queries(path: &PathBuf) -> Result<(Vec<Vec<u8>>, usize)> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut fields = line.split_whitespace();
+        let (Some(qname), Some(qtype)) = (fields.next(), fields.next()) else {
+            skipped += 1;
+            continue;
+        };
+        let (Ok(name), Ok(rtype)) = (
+            Name::parse(qname, Some(&Name::root())),
+            qtype.parse::<RType>(),
+        ) else {
+            skipped += 1;
+            continue;
+        };
+        let mut wire = vec![0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+        wire.extend_from_slice(name.as_wire());
+        wire.extend_from_slice(&rtype.0.to_be_bytes());
+        wire.extend_from_slice(&1u16.to_be_bytes());
+        out.push(wire);
+    }
+    Ok((out, skipped))
+}
+
+fn open_source(args: &Args) -> Result<Arc<dyn DataSource>> {
+    Ok(match args.backend {
+        Backend::Sqlite3 => Arc::new(SqliteSource::open(&args.datasource)?),
+        Backend::Memory => {
+            let Some(origin) = &args.origin else {
+                bail!("-o ORIGIN is required with -t memory");
+            };
+            let origin: Name = Name::parse(origin, Some(&Name::root()))
+                .map_err(|e| anyhow::anyhow!("bad origin {origin:?}: {e}"))?;
+            let source = MemorySource::new("query-bench");
+            source.insert_zone(MemoryZone::from_master_file(&origin, &args.datasource)?);
+            Arc::new(source)
+        }
+    })
+}
+
+fn processor(
+    source: Arc<dyn DataSource>,
+    slots: Slots,
+) -> (QueryProcessor, Option<Arc<HotSpotCache>>) {
+    if slots == Slots::Disabled {
+        return (
+            QueryProcessor::new(SourceList::new(vec![source]), ChaosOptions::default()),
+            None,
+        );
+    }
+    let cache = Arc::new(HotSpotCache::new(source, slots));
+    let list = SourceList::new(vec![cache.clone() as Arc<dyn DataSource>]);
+    (
+        QueryProcessor::new(list, ChaosOptions::default()),
+        Some(cache),
+    )
+}
+
+fn run() -> Result<()> {
+    let args = Args::parse();
+    if args.iterations == 0 {
+        bail!("-n must be at least 1");
+    }
+    let (queries, skipped) = read_queries(&args.queryfile)?;
+    if queries.is_empty() {
+        bail!("no queries in {}", args.queryfile.display());
+    }
+    let q = queries.len();
+    let all = [
+        Variant {
+            name: "unlimited",
+            slots: Slots::Unlimited,
+            slot_count: None,
+        },
+        Variant {
+            name: "10x",
+            slots: Slots::from_count(10 * q),
+            slot_count: Some(10 * q),
+        },
+        Variant {
+            name: "half",
+            slots: Slots::from_count((q / 2).max(1)),
+            slot_count: Some((q / 2).max(1)),
+        },
+        Variant {
+            name: "disabled",
+            slots: Slots::Disabled,
+            slot_count: Some(0),
+        },
+    ];
+    let variants: Vec<&Variant> = match &args.variants {
+        None => all.iter().collect(),
+        Some(names) => {
+            let picked: Vec<&Variant> = all
+                .iter()
+                .filter(|v| names.iter().any(|n| n == v.name))
+                .collect();
+            if picked.len() != names.len() {
+                bail!("unknown variant in {names:?} (unlimited, 10x, half, disabled)");
+            }
+            picked
+        }
+    };
+    let source = open_source(&args)?;
+
+    // Every variant must answer every query identically.
+    let mut reference: Option<Vec<Vec<u8>>> = None;
+    for v in &variants {
+        let (p, _) = processor(source.clone(), v.slots);
+        let mut out = Vec::with_capacity(4096);
+        let replies: Vec<Vec<u8>> = queries
+            .iter()
+            .map(|wire| {
+                p.process(wire, Transport::Udp, &mut out);
+                out.clone()
+            })
+            .collect();
+        match &reference {
+            None => reference = Some(replies),
+            Some(r) => {
+                if let Some(i) = r.iter().zip(&replies).position(|(a, b)| a != b) {
+                    bail!(
+                        "variant {} answers query #{} differently from {}",
+                        v.name,
+                        i + 1,
+                        variants[0].name
+                    );
+                }
+            }
+        }
+    }
+
+    let mut rows = Vec::new();
+    for v in &variants {
+        let (p, cache) = processor(source.clone(), v.slots);
+        let mut out = Vec::with_capacity(4096);
+        let start = Instant::now();
+        for _ in 0..args.iterations {
+            for wire in &queries {
+                p.process(wire, Transport::Udp, &mut out);
+            }
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        rows.push(Row {
+            variant: v.name,
+            slots: v.slot_count,
+            queries: q * args.iterations,
+            seconds,
+            hit_rate: cache.map_or(0.0, |c| c.stats().hit_rate()),
+        });
+    }
+
+    let backend = args.backend.label();
+    if args.json {
+        let items: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{{\"backend\":\"{backend}\",\"variant\":\"{}\",\"slots\":{},\"queries\":{},\"seconds\":{:.6},\"qps\":{:.2},\"hit_rate\":{:.4}}}",
+                    r.variant,
+                    r.slots.map_or("null".to_string(), |s| s.to_string()),
+                    r.queries,
+                    r.seconds,
+                    r.queries as f64 / r.seconds,
+                    r.hit_rate
+                )
+            })
+            .collect();
+        println!("[{}]", items.join(","));
+    } else {
+        println!("Parameters:");
+        println!("  Iterations: {}", args.iterations);
+        println!(
+            "  Data source: type={backend}, file={}",
+            args.datasource.display()
+        );
+        if let Some(o) = &args.origin {
+            println!("  Origin: {o}");
+        }
+        println!(
+            "  Query data: file={} ({q} queries, {skipped} lines skipped)",
+            args.queryfile.display()
+        );
+        println!();
+        println!(
+            "{:<8} {:<10} {:>10} {:>12} {:>10} {:>14} {:>9}",
+            "backend", "variant", "slots", "queries", "seconds", "queries/s", "hit rate"
+        );
+        for r in &rows {
+            println!(
+                "{:<8} {:<10} {:>10} {:>12} {:>10.3} {:>14.0} {:>8.1}%",
+                backend,
+                r.variant,
+                r.slots.map_or("unlimited".to_string(), |s| s.to_string()),
+                r.queries,
+                r.seconds,
+                r.queries as f64 / r.seconds,
+                r.hit_rate * 100.0
+            );
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("query-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

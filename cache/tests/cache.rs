@@ -1,0 +1,226 @@
+//! The hot-spot cache against real sqlite3 zone DBs: it must return exactly
+//! what the wrapped source returns, honour its slot count, and never outlive a
+//! committed change by more than a second.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use authd_cache::{HotSpotCache, Slots};
+use authd_datasrc::sqlite::SqliteSource;
+use authd_datasrc::{DataSource, Lookup, LookupOptions, Name, Outcome, RType, ZoneRef, zonefile};
+use proptest::prelude::*;
+
+/// BIND 10's query-test zone: wildcards, DNAME, CNAMEs, delegations, NSEC.
+fn zone_file() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../auth/tests/data/example-base-inc.zone")
+}
+
+fn make_db(dir: &Path) -> PathBuf {
+    let db = dir.join("zone.sqlite3");
+    let origin: Name = "example.com.".parse().expect("origin");
+    let records = zonefile::read_master_file(&zone_file(), &origin).expect("parses");
+    let mut conn = authd_migrations::open_or_create(&db).expect("db");
+    authd_datasrc::sqlite_load::load_zone(&mut conn, &origin, &records, |_, _| {}).expect("loads");
+    db
+}
+
+fn lookup(
+    src: &dyn DataSource,
+    qname: &Name,
+    qtype: RType,
+    opts: LookupOptions,
+) -> Option<(ZoneRef, Lookup)> {
+    let zone = src.find_zone(qname).expect("find_zone")?;
+    let l = src.lookup(&zone, qname, qtype, opts).expect("lookup");
+    Some((zone, l))
+}
+
+const LABELS: &[&str] = &[
+    "www",
+    "wild",
+    "*",
+    "cname",
+    "dname",
+    "delegation",
+    "glue",
+    "noglue",
+    "mx",
+    "t",
+    "b",
+    "no",
+    "&",
+    "nz",
+    "nx",
+    "uwild",
+    "cnamewild",
+    "unsigned-delegation",
+    "signed-delegation",
+    "zz",
+    "a",
+    "nonsec",
+    "cnamenxdom",
+    "cnameout",
+];
+const TYPES: &[RType] = &[
+    RType::A,
+    RType::AAAA,
+    RType::NS,
+    RType::MX,
+    RType::TXT,
+    RType::CNAME,
+    RType::DNAME,
+    RType::DS,
+    RType::NSEC,
+    RType::SOA,
+    RType::ANY,
+];
+
+fn arb_query() -> impl Strategy<Value = (Name, RType, LookupOptions)> {
+    (
+        proptest::collection::vec(0..LABELS.len(), 0..4),
+        0..TYPES.len(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(labels, t, dnssec, upper)| {
+            let mut text: String = labels.iter().map(|&i| format!("{}.", LABELS[i])).collect();
+            text.push_str("example.com.");
+            if upper {
+                text = text.to_ascii_uppercase();
+            }
+            let opts = LookupOptions {
+                dnssec,
+                ..LookupOptions::default()
+            };
+            (Name::parse(&text, None).expect("name"), TYPES[t], opts)
+        })
+}
+
+/// One DB for every property case (loading it per case would dominate).
+fn shared_db() -> &'static Path {
+    static DB: std::sync::OnceLock<(tempfile::TempDir, PathBuf)> = std::sync::OnceLock::new();
+    let (_, db) = DB.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = make_db(dir.path());
+        (dir, db)
+    });
+    db
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// Whatever the sequence of queries, the cache answers exactly as the source.
+    #[test]
+    fn cache_returns_what_the_source_returns(queries in proptest::collection::vec(arb_query(), 1..40)) {
+        let db = shared_db();
+        let plain: Arc<dyn DataSource> = Arc::new(SqliteSource::open(db).expect("open"));
+        let cached = HotSpotCache::new(Arc::new(SqliteSource::open(db).expect("open")), Slots::from_count(16));
+        // Each query twice: the second one is served from the cache.
+        for (qname, qtype, opts) in queries.iter().chain(queries.iter()) {
+            prop_assert_eq!(
+                lookup(plain.as_ref(), qname, *qtype, *opts),
+                lookup(&cached, qname, *qtype, *opts),
+                "{} {}", qname, qtype
+            );
+        }
+    }
+}
+
+#[test]
+fn repeated_queries_hit_and_zero_slots_disable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = make_db(dir.path());
+    let www: Name = "www.example.com.".parse().expect("name");
+    let opts = LookupOptions::default();
+
+    let cached = HotSpotCache::new(
+        Arc::new(SqliteSource::open(&db).expect("open")),
+        Slots::Unlimited,
+    );
+    let first = lookup(&cached, &www, RType::A, opts);
+    let misses = cached.stats().misses;
+    assert!(misses > 0);
+    let second = lookup(&cached, &www, RType::A, opts);
+    assert_eq!(first, second);
+    assert_eq!(cached.stats().misses, misses, "the repeat is all hits");
+    assert!(cached.stats().hits >= 2, "zone table and lookup");
+
+    // A unique name under a known cut costs no new node probes for the cut.
+    let under: Name = "a.b.c.delegation.example.com.".parse().expect("name");
+    let (_, l) = lookup(&cached, &under, RType::A, opts).expect("zone");
+    assert!(matches!(l.outcome, Outcome::Delegation(_)));
+
+    let off = HotSpotCache::new(
+        Arc::new(SqliteSource::open(&db).expect("open")),
+        Slots::from_count(0),
+    );
+    assert_eq!(off.slots(), Slots::Disabled);
+    assert_eq!(lookup(&off, &www, RType::A, opts), first);
+    lookup(&off, &www, RType::A, opts);
+    assert_eq!(
+        off.stats().hits + off.stats().misses,
+        0,
+        "disabled: never probed"
+    );
+    assert!(off.is_empty());
+}
+
+#[test]
+fn eviction_at_the_slot_count() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = make_db(dir.path());
+    let cached = HotSpotCache::new(
+        Arc::new(SqliteSource::open(&db).expect("open")),
+        Slots::from_count(10),
+    );
+    for i in 0..50 {
+        let q: Name = format!("n{i}.example.com.").parse().expect("name");
+        lookup(&cached, &q, RType::A, LookupOptions::default());
+        assert!(cached.len() <= 10, "{} entries", cached.len());
+    }
+    assert_eq!(cached.len(), 10);
+    assert!(cached.stats().evictions > 0);
+}
+
+#[test]
+fn direct_sql_change_is_seen_within_a_second() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = make_db(dir.path());
+    let cached = HotSpotCache::new(
+        Arc::new(SqliteSource::open(&db).expect("open")),
+        Slots::Unlimited,
+    );
+    let www: Name = "www.example.com.".parse().expect("name");
+    let addr = |c: &HotSpotCache| match lookup(c, &www, RType::A, LookupOptions::default())
+        .map(|(_, l)| l.outcome)
+    {
+        Some(Outcome::Answer(set)) => set.rdatas[0].as_wire().to_vec(),
+        other => panic!("unexpected {other:?}"),
+    };
+    assert_eq!(addr(&cached), [192, 0, 2, 80]);
+    assert_eq!(addr(&cached), [192, 0, 2, 80]);
+    assert!(cached.stats().hits > 0);
+
+    // Another client (as the sqlite3 shell would) commits a change.
+    let conn = rusqlite::Connection::open(&db).expect("writer");
+    let changed = conn
+        .execute(
+            "UPDATE records SET rdata='192.0.2.99' WHERE name='www.example.com.' AND rdtype='A'",
+            [],
+        )
+        .expect("update");
+    assert_eq!(changed, 1);
+    let committed = Instant::now();
+    loop {
+        if addr(&cached) == [192, 0, 2, 99] {
+            break;
+        }
+        assert!(
+            committed.elapsed() < Duration::from_secs(1),
+            "stale answer after 1 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(cached.stats().flushes >= 1);
+}
