@@ -14,12 +14,34 @@
 //! version = "authd 0.1.0"  # CH TXT version.bind; default "authd <version>"; "" = REFUSED
 //! hostname = "ns1"         # CH TXT hostname.bind; default unset = REFUSED
 //!
+//! [transfer]               # AXFR/IXFR over TCP (docs/ZONE-ADMIN.md)
+//! allow = ["127.0.0.1", "::1", "192.0.2.0/24"]  # default [] = every transfer REFUSED
+//!
+//! [notify]                 # NOTIFY when an sqlite3 zone's serial changes (RFC 1996)
+//! targets = ["127.0.0.1:5353"]   # every zone; ADDR without a port = 53
+//! [[notify.zone]]
+//! origin = "example.org."
+//! targets = ["192.0.2.53"]       # this zone, in addition to the global targets
+//!
 //! [[datasource]]           # searched in this order, the longest zone match wins
-//! type = "sqlite3"         # a BIND 10 sqlite3 zone DB (schema 2.x), every zone in it
+//! type = "sqlite3"         # a BIND 10 sqlite3 zone DB (schema 2.x), served live
 //! file = "zone.sqlite3"    # relative paths are relative to the config file's folder
+//! zones = ["example.org."] # optional: serve only these zones of the DB
+//!
+//! [[datasource]]
+//! type = "memory"          # zones parsed once into immutable in-memory snapshots
+//! zones = [
+//!   { origin = "example.com.", file = "example.com.zone" },  # a master file
+//!   "example.net.",        # (needs `db`) copied from the DB
+//! ]
+//! db = "zones.sqlite3"     # optional: copy this DB's zones (those listed without a
+//!                          # file, or all of them when none is) into memory
 //! ```
 //!
-//! Unknown keys anywhere are an error that names the key.
+//! Unknown keys anywhere are an error that names the key. A zone may be served
+//! by one data source only: two sources claiming the same zone are an error
+//! naming the zone and both sources (found at start-up and on reload, after
+//! the sqlite3 DBs are opened). The full reference is `docs/CONFIG.md`.
 //!
 //! # Environment variables
 //!
@@ -33,6 +55,8 @@
 //! | `AUTHD_TCP__MAX_CONNECTIONS` | `tcp.max_connections` | `AUTHD_TCP__MAX_CONNECTIONS=100` |
 //! | `AUTHD_CHAOS__VERSION` | `chaos.version` | `AUTHD_CHAOS__VERSION=` (refuse) |
 //! | `AUTHD_CHAOS__HOSTNAME` | `chaos.hostname` | `AUTHD_CHAOS__HOSTNAME=ns1` |
+//! | `AUTHD_TRANSFER__ALLOW` | `transfer.allow` (comma-separated) | `AUTHD_TRANSFER__ALLOW=127.0.0.1,::1` |
+//! | `AUTHD_NOTIFY__TARGETS` | `notify.targets` (comma-separated) | `AUTHD_NOTIFY__TARGETS=127.0.0.1:5353` |
 //!
 //! `[[datasource]]` entries can only come from the file. Any other `AUTHD_*`
 //! variable is an unknown key, hence an error (so a typo is not silently ignored).
@@ -44,9 +68,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use authd_datasrc::sqlite::SqliteSource;
-use authd_datasrc::{DataSource, SourceList};
+use authd_datasrc::{DataSource, Name, SourceList};
 use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
 
 use crate::query::ChaosOptions;
 use crate::server::ServerSettings;
@@ -99,6 +123,18 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: String,
     },
+    /// Two data sources (or one source twice) claim the same zone.
+    #[error(
+        "zone {zone} is claimed by both {first} and {second}; a zone may be served by one data source only"
+    )]
+    DuplicateZone {
+        /// The zone apex.
+        zone: String,
+        /// The first claimant, e.g. `datasource[0] (sqlite3:/etc/authd/zones.sqlite3)`.
+        first: String,
+        /// The second claimant.
+        second: String,
+    },
 }
 
 /// The configuration file as written: every key optional, unknown keys rejected.
@@ -113,6 +149,10 @@ struct RawConfig {
     chaos: RawChaos,
     #[serde(default)]
     datasource: Vec<RawDataSource>,
+    #[serde(default)]
+    transfer: RawTransfer,
+    #[serde(default)]
+    notify: RawNotify,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -138,6 +178,56 @@ struct RawDataSource {
     #[serde(rename = "type")]
     kind: Option<String>,
     file: Option<PathBuf>,
+    zones: Option<Vec<RawZone>>,
+    db: Option<PathBuf>,
+}
+
+/// One `zones` item: an origin string, or a table `{ origin, file }`.
+#[derive(Debug, Default)]
+struct RawZone {
+    origin: Option<String>,
+    file: Option<PathBuf>,
+}
+
+impl<'de> Deserialize<'de> for RawZone {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RawZone, D::Error> {
+        raw_zone(d)
+    }
+}
+
+/// Deserializes a [`RawZone`] from a string or a table (keeping the table's
+/// unknown-key messages, which `#[serde(untagged)]` would lose).
+fn raw_zone<'de, D>(d: D) -> Result<RawZone, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = RawZone;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a zone origin or a table { origin = ..., file = ... }")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<RawZone, E> {
+            Ok(RawZone {
+                origin: Some(v.to_string()),
+                file: None,
+            })
+        }
+        fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<RawZone, A::Error> {
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Table {
+                origin: Option<String>,
+                file: Option<PathBuf>,
+            }
+            let t = Table::deserialize(de::value::MapAccessDeserializer::new(m))?;
+            Ok(RawZone {
+                origin: t.origin,
+                file: t.file,
+            })
+        }
+    }
+    d.deserialize_any(V)
 }
 
 /// `listen` as a TOML list, or (from `AUTHD_LISTEN`) one comma-separated string.
@@ -203,12 +293,35 @@ impl ChaosConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DataSourceKind {
-    /// `type = "sqlite3"`: a BIND 10 sqlite3 zone DB, every zone in it served.
+    /// `type = "sqlite3"`: a BIND 10 sqlite3 zone DB, served live (every SQL
+    /// commit is visible at once).
     Sqlite3 {
         /// The DB file (absolute, or relative to the working directory when it
         /// came from the command line).
         file: PathBuf,
+        /// Serve only these zones of the DB (`None`: every zone in it). A listed
+        /// zone missing from the DB is logged and served once it appears.
+        zones: Option<Vec<Name>>,
     },
+    /// `type = "memory"`: zones parsed once into immutable snapshots, rebuilt on
+    /// reload (SIGHUP).
+    Memory {
+        /// Zones from master files, and zones picked from `db` (no file).
+        zones: Vec<MemoryZoneConfig>,
+        /// A zone DB to copy zones from: those of `zones` without a file, or
+        /// every zone of the DB when no entry lacks a file.
+        db: Option<PathBuf>,
+    },
+}
+
+/// One zone of a memory data source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryZoneConfig {
+    /// The zone apex.
+    pub origin: Name,
+    /// Its master file (RFC 1035 §5), or `None` to copy the zone from the
+    /// source's `db`.
+    pub file: Option<PathBuf>,
 }
 
 /// One configured data source (`[[datasource]]`). Settings shared by every kind
@@ -221,28 +334,61 @@ pub struct DataSourceConfig {
 }
 
 impl DataSourceConfig {
-    /// An sqlite3 source over `file`.
+    /// An sqlite3 source serving every zone of `file`.
     pub fn sqlite3(file: impl Into<PathBuf>) -> DataSourceConfig {
         DataSourceConfig {
-            kind: DataSourceKind::Sqlite3 { file: file.into() },
+            kind: DataSourceKind::Sqlite3 {
+                file: file.into(),
+                zones: None,
+            },
         }
     }
 
-    /// Opens the source.
+    /// A memory source with `zones` (master files, or copies from `db`) and
+    /// optionally every zone of `db`.
+    pub fn memory(zones: Vec<MemoryZoneConfig>, db: Option<PathBuf>) -> DataSourceConfig {
+        DataSourceConfig {
+            kind: DataSourceKind::Memory { zones, db },
+        }
+    }
+
+    /// Opens the source (for a memory source: loads every zone).
     ///
     /// Errors: the backend's (a missing DB, not a zone DB, an unsupported schema
-    /// version); the message names the file.
+    /// version; for memory, the first zone that fails to load, with file and
+    /// line); the message names the file.
     pub fn open(&self) -> Result<Arc<dyn DataSource>, authd_datasrc::DataSourceError> {
-        match &self.kind {
-            DataSourceKind::Sqlite3 { file } => Ok(Arc::new(SqliteSource::open(file)?)),
-        }
+        let config = Config {
+            datasources: vec![self.clone()],
+            ..Config::default()
+        };
+        let sources = config.open_sources()?;
+        sources.sources().first().cloned().ok_or_else(|| {
+            authd_datasrc::DataSourceError::Storage(format!("{self}: nothing opened"))
+        })
     }
 }
 
 impl fmt::Display for DataSourceConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            DataSourceKind::Sqlite3 { file } => write!(f, "sqlite3:{}", file.display()),
+            DataSourceKind::Sqlite3 { file, .. } => write!(f, "sqlite3:{}", file.display()),
+            DataSourceKind::Memory { zones, db } => {
+                f.write_str("memory:")?;
+                let mut items: Vec<String> = zones
+                    .iter()
+                    .filter_map(|z| z.file.as_ref().map(|p| p.display().to_string()))
+                    .collect();
+                if let Some(db) = db {
+                    items.push(format!("db={}", db.display()));
+                }
+                if items.len() > 3 {
+                    let more = items.len() - 3;
+                    items.truncate(3);
+                    items.push(format!("{more} more"));
+                }
+                f.write_str(&items.join(","))
+            }
         }
     }
 }
@@ -258,6 +404,10 @@ pub struct Config {
     pub chaos: ChaosConfig,
     /// Data sources, in search order (may be empty: every query is then REFUSED).
     pub datasources: Vec<DataSourceConfig>,
+    /// Outgoing zone transfers (`[transfer]`).
+    pub transfer: TransferConfig,
+    /// NOTIFY to secondaries (`[notify]`).
+    pub notify: NotifyConfig,
 }
 
 impl Default for Config {
@@ -272,6 +422,8 @@ impl Default for Config {
                 hostname: None,
             },
             datasources: Vec::new(),
+            transfer: TransferConfig::default(),
+            notify: NotifyConfig::default(),
         }
     }
 }
@@ -402,10 +554,19 @@ impl Config {
         let mut datasources = Vec::with_capacity(raw.datasource.len());
         for (i, ds) in raw.datasource.into_iter().enumerate() {
             let key = |k: &str| format!("datasource[{i}].{k}");
+            let resolve = |k: &str, file: PathBuf| -> Result<PathBuf, ConfigError> {
+                if file.as_os_str().is_empty() {
+                    return Err(invalid(k, "is empty".into()));
+                }
+                Ok(match base {
+                    Some(base) if file.is_relative() => base.join(file),
+                    _ => file,
+                })
+            };
             let Some(kind) = ds.kind else {
                 return Err(invalid(
                     &key("type"),
-                    "missing (known types: sqlite3)".into(),
+                    "missing (known types: sqlite3, memory)".into(),
                 ));
             };
             let kind = match kind.as_str() {
@@ -416,24 +577,88 @@ impl Config {
                             "missing (type sqlite3 needs it)".into(),
                         ));
                     };
-                    if file.as_os_str().is_empty() {
-                        return Err(invalid(&key("file"), "is empty".into()));
+                    if ds.db.is_some() {
+                        return Err(invalid(
+                            &key("db"),
+                            "not a key of type sqlite3 (use file)".into(),
+                        ));
                     }
-                    let file = match base {
-                        Some(base) if file.is_relative() => base.join(file),
-                        _ => file,
+                    let zones = match ds.zones {
+                        None => None,
+                        Some(list) if list.is_empty() => {
+                            return Err(invalid(
+                                &key("zones"),
+                                "is empty (leave it out to serve every zone of the DB)".into(),
+                            ));
+                        }
+                        Some(list) => {
+                            let mut zones = Vec::with_capacity(list.len());
+                            for (j, z) in list.into_iter().enumerate() {
+                                let zkey = format!("datasource[{i}].zones[{j}]");
+                                if z.file.is_some() {
+                                    return Err(invalid(
+                                        &format!("{zkey}.file"),
+                                        "an sqlite3 source serves zones of its DB; master files need type memory".into(),
+                                    ));
+                                }
+                                zones.push(zone_origin(&zkey, z.origin, &invalid)?);
+                            }
+                            Some(zones)
+                        }
                     };
-                    DataSourceKind::Sqlite3 { file }
+                    DataSourceKind::Sqlite3 {
+                        file: resolve(&key("file"), file)?,
+                        zones,
+                    }
+                }
+                "memory" => {
+                    if ds.file.is_some() {
+                        return Err(invalid(
+                            &key("file"),
+                            "not a key of type memory (use zones = [{ origin = ..., file = ... }] or db)".into(),
+                        ));
+                    }
+                    let db = match ds.db {
+                        Some(db) => Some(resolve(&key("db"), db)?),
+                        None => None,
+                    };
+                    let list = ds.zones.unwrap_or_default();
+                    if list.is_empty() && db.is_none() {
+                        return Err(invalid(
+                            &key("zones"),
+                            "missing (type memory needs zones, db, or both)".into(),
+                        ));
+                    }
+                    let mut zones = Vec::with_capacity(list.len());
+                    for (j, z) in list.into_iter().enumerate() {
+                        let zkey = format!("datasource[{i}].zones[{j}]");
+                        let origin = zone_origin(&zkey, z.origin, &invalid)?;
+                        let file = match z.file {
+                            Some(f) => Some(resolve(&format!("{zkey}.file"), f)?),
+                            None if db.is_none() => {
+                                return Err(invalid(
+                                    &format!("{zkey}.file"),
+                                    format!(
+                                        "missing: zone {origin} needs a master file, or a db on its source to copy it from"
+                                    ),
+                                ));
+                            }
+                            None => None,
+                        };
+                        zones.push(MemoryZoneConfig { origin, file });
+                    }
+                    DataSourceKind::Memory { zones, db }
                 }
                 other => {
                     return Err(invalid(
                         &key("type"),
-                        format!("unknown type {other:?} (known types: sqlite3)"),
+                        format!("unknown type {other:?} (known types: sqlite3, memory)"),
                     ));
                 }
             };
             datasources.push(DataSourceConfig { kind });
         }
+        check_explicit_duplicates(&datasources)?;
 
         Ok(Config {
             listen,
@@ -443,18 +668,24 @@ impl Config {
             },
             chaos,
             datasources,
+            transfer: transfer_config(raw.transfer, &invalid)?,
+            notify: notify_config(raw.notify, &invalid)?,
         })
     }
 
-    /// Opens every data source, in order, into the list the query processor searches.
+    /// Opens every data source, in order, into the list the query processor
+    /// searches, loading memory zones (see [`crate::server::reload`] for
+    /// reloading with reuse of unchanged zones).
     ///
-    /// Errors: the first source that fails to open; the message names its file.
+    /// Errors: the first source that fails to open or zone that fails to load,
+    /// or two sources claiming one zone; the message names the file (and line).
     pub fn open_sources(&self) -> Result<SourceList, authd_datasrc::DataSourceError> {
-        let mut sources = Vec::with_capacity(self.datasources.len());
-        for ds in &self.datasources {
-            sources.push(ds.open()?);
+        let loaded = crate::server::reload::load(self, None)
+            .map_err(|e| authd_datasrc::DataSourceError::Storage(e.to_string()))?;
+        if let Some(f) = loaded.report.failed.first() {
+            return Err(authd_datasrc::DataSourceError::Storage(f.to_string()));
         }
-        Ok(SourceList::new(sources))
+        Ok(loaded.sources)
     }
 
     /// The socket-level settings for [`crate::server`].
@@ -463,8 +694,30 @@ impl Config {
             listen: self.listen.clone(),
             tcp_idle_timeout: self.tcp.idle_timeout,
             tcp_max_connections: self.tcp.max_connections,
+            transfer: self.transfer_policy(),
             ..ServerSettings::default()
         }
+    }
+
+    /// Who may transfer zones, and the sqlite3 DBs whose `diffs` journals answer
+    /// IXFR (every `sqlite3` data source, in order).
+    pub fn transfer_policy(&self) -> crate::xfr::TransferPolicy {
+        crate::xfr::TransferPolicy {
+            allow: self.transfer.allow.clone(),
+            journal_dbs: self.sqlite_dbs(),
+        }
+    }
+
+    /// The files of the `sqlite3` data sources, in order (the DBs whose zones
+    /// are polled for serial changes to NOTIFY, and whose journals answer IXFR).
+    pub fn sqlite_dbs(&self) -> Vec<PathBuf> {
+        self.datasources
+            .iter()
+            .filter_map(|ds| match &ds.kind {
+                DataSourceKind::Sqlite3 { file, .. } => Some(file.clone()),
+                _ => None,
+            })
+            .collect()
     }
 }
 
@@ -496,9 +749,189 @@ fn check_txt(
     Ok(value)
 }
 
+/// Parses a zone origin (`example.com.`; a missing final dot is added).
+fn zone_origin(
+    key: &str,
+    origin: Option<String>,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<Name, ConfigError> {
+    let Some(text) = origin else {
+        return Err(invalid(&format!("{key}.origin"), "missing".into()));
+    };
+    parse_origin(&text).map_err(|r| invalid(&format!("{key}.origin"), r))
+}
+
+/// Parses a zone origin given as text: `example.com.`, `example.com` (made
+/// absolute) or `.` for the root.
+///
+/// Errors: an empty or malformed name, as a message.
+pub fn parse_origin(text: &str) -> Result<Name, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("empty zone origin".into());
+    }
+    Name::parse(t, Some(&Name::root())).map_err(|e| format!("bad zone origin {text:?}: {e}"))
+}
+
+/// A label for data source `index` in messages: `datasource[1] (memory:a.zone)`.
+pub fn source_label(index: usize, ds: &DataSourceConfig) -> String {
+    format!("datasource[{index}] ({ds})")
+}
+
+/// Rejects a zone named twice in the configuration itself (before any DB is
+/// opened): in two `zones` lists, or twice in one.
+fn check_explicit_duplicates(datasources: &[DataSourceConfig]) -> Result<(), ConfigError> {
+    let mut claims: HashMap<Name, usize> = HashMap::new();
+    for (i, ds) in datasources.iter().enumerate() {
+        let listed: Vec<&Name> = match &ds.kind {
+            DataSourceKind::Sqlite3 { zones, .. } => zones.iter().flatten().collect(),
+            DataSourceKind::Memory { zones, .. } => zones.iter().map(|z| &z.origin).collect(),
+        };
+        for origin in listed {
+            if let Some(&first) = claims.get(origin) {
+                return Err(ConfigError::DuplicateZone {
+                    zone: origin.to_string(),
+                    first: source_label(first, &datasources[first]),
+                    second: source_label(i, ds),
+                });
+            }
+            claims.insert(origin.clone(), i);
+        }
+    }
+    Ok(())
+}
+
 /// Folds a possibly multi-line parser message into one line.
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+// ---- [transfer] and [notify] ------------------------------------------------
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTransfer {
+    #[serde(default, deserialize_with = "string_or_list")]
+    allow: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNotify {
+    #[serde(default, deserialize_with = "string_or_list")]
+    targets: Option<Vec<String>>,
+    #[serde(default)]
+    zone: Vec<RawNotifyZone>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNotifyZone {
+    origin: Option<String>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    targets: Option<Vec<String>>,
+}
+
+/// Outgoing zone transfers (`[transfer]`, RFC 5936 §6: access must be controlled).
+///
+/// ```toml
+/// [transfer]
+/// allow = ["127.0.0.1", "::1", "192.0.2.0/24"]   # default [] = every AXFR/IXFR is REFUSED
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransferConfig {
+    /// Client addresses (single addresses or CIDR blocks) allowed to AXFR/IXFR
+    /// over TCP; empty: nobody.
+    pub allow: Vec<crate::xfr::Cidr>,
+}
+
+/// NOTIFY to secondaries when a zone's SOA serial changes (`[notify]`, RFC 1996).
+///
+/// ```toml
+/// [notify]
+/// targets = ["127.0.0.1:5353"]      # every zone; a missing port is 53
+/// [[notify.zone]]
+/// origin = "example.com."
+/// targets = ["[::1]:5354"]          # this zone, in addition to the global targets
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NotifyConfig {
+    /// Targets notified for every zone.
+    pub targets: Vec<SocketAddr>,
+    /// Extra targets for single zones (apex, targets).
+    pub zones: Vec<(Name, Vec<SocketAddr>)>,
+}
+
+impl NotifyConfig {
+    /// The targets for zone `origin`: the global ones, then the zone's own,
+    /// without duplicates.
+    pub fn targets_for(&self, origin: &Name) -> Vec<SocketAddr> {
+        let mut out = self.targets.clone();
+        for (zone, targets) in &self.zones {
+            if zone == origin {
+                for t in targets {
+                    if !out.contains(t) {
+                        out.push(*t);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// True when no target is configured at all (NOTIFY is off).
+    pub fn is_empty(&self) -> bool {
+        self.targets.is_empty() && self.zones.iter().all(|(_, t)| t.is_empty())
+    }
+}
+
+fn transfer_config(
+    raw: RawTransfer,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<TransferConfig, ConfigError> {
+    let mut allow = Vec::new();
+    for (i, a) in raw.allow.unwrap_or_default().iter().enumerate() {
+        allow.push(
+            a.parse::<crate::xfr::Cidr>()
+                .map_err(|r| invalid(&format!("transfer.allow[{i}]"), r))?,
+        );
+    }
+    Ok(TransferConfig { allow })
+}
+
+/// Parses a NOTIFY target: `ADDR:PORT`, or a bare address (port 53).
+fn parse_target(s: &str) -> Result<SocketAddr, String> {
+    let t = s.trim();
+    if let Ok(a) = t.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    t.parse::<std::net::IpAddr>()
+        .map(|ip| SocketAddr::new(ip, 53))
+        .map_err(|_| format!("{s:?} is not ADDR:PORT or ADDR (e.g. 127.0.0.1:5353, [::1]:53)"))
+}
+
+fn notify_config(
+    raw: RawNotify,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<NotifyConfig, ConfigError> {
+    let list = |key: &str, v: Option<Vec<String>>| -> Result<Vec<SocketAddr>, ConfigError> {
+        let mut out = Vec::new();
+        for (i, t) in v.unwrap_or_default().iter().enumerate() {
+            let a = parse_target(t).map_err(|r| invalid(&format!("{key}[{i}]"), r))?;
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        }
+        Ok(out)
+    };
+    let targets = list("notify.targets", raw.targets)?;
+    let mut zones = Vec::new();
+    for (i, z) in raw.zone.into_iter().enumerate() {
+        let key = format!("notify.zone[{i}]");
+        let origin = zone_origin(&key, z.origin, invalid)?;
+        zones.push((origin, list(&format!("{key}.targets"), z.targets)?));
+    }
+    Ok(NotifyConfig { targets, zones })
 }
 
 #[cfg(test)]
@@ -569,6 +1002,10 @@ mod tests {
                 DataSourceConfig::sqlite3("/etc/authd/zones/a.sqlite3"),
                 DataSourceConfig::sqlite3("/var/b.sqlite3"),
             ]
+        );
+        assert_eq!(
+            c.datasources[0].to_string(),
+            "sqlite3:/etc/authd/zones/a.sqlite3"
         );
         let s = c.server_settings();
         assert_eq!(s.listen, c.listen);
@@ -680,9 +1117,149 @@ mod tests {
         ));
         let text = std::fs::read_to_string(path).expect("examples/authd.toml");
         let c = Config::from_parts(Some((&text, path)), env(&[])).expect("valid example");
-        assert_eq!(c.datasources.len(), 1);
-        let DataSourceKind::Sqlite3 { file } = &c.datasources[0].kind;
+        assert_eq!(c.datasources.len(), 2);
+        let DataSourceKind::Sqlite3 { file, .. } = &c.datasources[0].kind else {
+            panic!("first example source is sqlite3: {:?}", c.datasources[0]);
+        };
         assert!(file.is_absolute(), "{}", file.display());
+        let DataSourceKind::Memory { zones, .. } = &c.datasources[1].kind else {
+            panic!("second example source is memory: {:?}", c.datasources[1]);
+        };
+        assert!(!zones.is_empty());
+        for z in zones {
+            let f = z.file.as_ref().expect("example memory zones have files");
+            assert!(f.is_absolute() && f.is_file(), "{}", f.display());
+        }
         assert!(!c.listen.is_empty());
+    }
+
+    #[test]
+    fn memory_and_sqlite3_sources() {
+        let c = from_toml(
+            r#"
+            [[datasource]]
+            type = "sqlite3"
+            file = "a.sqlite3"
+            zones = ["example.org", "Example.NET."]
+            [[datasource]]
+            type = "memory"
+            db = "/var/b.sqlite3"
+            zones = [{ origin = "example.com.", file = "zones/example.com.zone" }, "example.info."]
+            [[datasource]]
+            type = "memory"
+            zones = [{ origin = ".", file = "/srv/root.zone" }]
+            "#,
+        )
+        .expect("valid");
+        let name = |s: &str| -> Name { s.parse().expect("name") };
+        assert_eq!(
+            c.datasources[0].kind,
+            DataSourceKind::Sqlite3 {
+                file: "/etc/authd/a.sqlite3".into(),
+                zones: Some(vec![name("example.org."), name("example.net.")]),
+            }
+        );
+        assert_eq!(
+            c.datasources[1],
+            DataSourceConfig::memory(
+                vec![
+                    MemoryZoneConfig {
+                        origin: name("example.com."),
+                        file: Some("/etc/authd/zones/example.com.zone".into()),
+                    },
+                    MemoryZoneConfig {
+                        origin: name("example.info."),
+                        file: None,
+                    },
+                ],
+                Some("/var/b.sqlite3".into()),
+            )
+        );
+        assert_eq!(
+            c.datasources[1].to_string(),
+            "memory:/etc/authd/zones/example.com.zone,db=/var/b.sqlite3"
+        );
+        let DataSourceKind::Memory { zones, db: None } = &c.datasources[2].kind else {
+            panic!("{:?}", c.datasources[2]);
+        };
+        assert!(zones[0].origin.is_root());
+    }
+
+    #[test]
+    fn invalid_datasources_are_named() {
+        for (text, key) in [
+            ("[[datasource]]\ntype = \"memory\"", "datasource[0].zones"),
+            (
+                "[[datasource]]\ntype = \"memory\"\nfile = \"x.zone\"",
+                "datasource[0].file",
+            ),
+            (
+                "[[datasource]]\ntype = \"memory\"\nzones = [\"example.com.\"]",
+                "datasource[0].zones[0].file",
+            ),
+            (
+                "[[datasource]]\ntype = \"memory\"\nzones = [{ file = \"x\" }]",
+                "datasource[0].zones[0].origin",
+            ),
+            (
+                "[[datasource]]\ntype = \"memory\"\nzones = [{ origin = \"a..b\", file = \"x\" }]",
+                "datasource[0].zones[0].origin",
+            ),
+            (
+                "[[datasource]]\ntype = \"memory\"\nzones = [{ origin = \"a.\", file = \"x\", colour = 1 }]",
+                "colour",
+            ),
+            (
+                "[[datasource]]\ntype = \"sqlite3\"\nfile = \"a\"\nzones = []",
+                "datasource[0].zones",
+            ),
+            (
+                "[[datasource]]\ntype = \"sqlite3\"\nfile = \"a\"\nzones = [{ origin = \"a.\", file = \"x\" }]",
+                "datasource[0].zones[0].file",
+            ),
+            (
+                "[[datasource]]\ntype = \"sqlite3\"\nfile = \"a\"\ndb = \"b\"",
+                "datasource[0].db",
+            ),
+        ] {
+            let e = from_toml(text).expect_err(text).to_string();
+            assert!(e.contains(key), "{text:?}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn zone_listed_by_two_sources_is_an_error() {
+        let e = from_toml(
+            r#"
+            [[datasource]]
+            type = "sqlite3"
+            file = "a.sqlite3"
+            zones = ["example.com."]
+            [[datasource]]
+            type = "memory"
+            zones = [{ origin = "EXAMPLE.com", file = "example.com.zone" }]
+            "#,
+        )
+        .expect_err("duplicate")
+        .to_string();
+        assert!(e.contains("zone EXAMPLE.com. is claimed by both"), "{e}");
+        assert!(
+            e.contains("datasource[0] (sqlite3:/etc/authd/a.sqlite3)"),
+            "{e}"
+        );
+        assert!(
+            e.contains("datasource[1] (memory:/etc/authd/example.com.zone)"),
+            "{e}"
+        );
+        let e = from_toml(
+            "[[datasource]]\ntype = \"memory\"\nzones = [{ origin = \"a.\", file = \"x\" }, { origin = \"a.\", file = \"y\" }]",
+        )
+        .expect_err("twice in one source")
+        .to_string();
+        assert!(
+            e.contains("zone a. is claimed by both datasource[0]"),
+            "{e}"
+        );
     }
 }

@@ -5,6 +5,8 @@
 //! sources of `authd-datasrc` → rendered reply ([`wire`]) → socket.
 
 pub mod config;
+pub mod notify;
 pub mod query;
 pub mod server;
 pub mod wire;
+pub mod xfr;

@@ -495,18 +495,20 @@ impl QueryProcessor {
                 return Ok(ans);
             }
         };
-        let mut sigs: Option<RRset> = None;
+        // One group per covered RRset: each RRSIG keeps the TTL of the set it
+        // covers (RFC 4034 §3, an exception to RFC 2181 §5.2's one TTL per RRset).
         for set in &sets {
-            for sig in &set.sigs {
-                sigs.get_or_insert_with(|| {
-                    RRset::new(qname.clone(), RType::RRSIG, Class::IN, set.sig_ttl)
-                })
-                .push(set.sig_ttl, sig.clone());
+            if set.sigs.is_empty() {
+                continue;
             }
+            let mut sigs = RRset::new(qname.clone(), RType::RRSIG, Class::IN, set.sig_ttl);
+            for sig in &set.sigs {
+                sigs.push(set.sig_ttl, sig.clone());
+            }
+            ans.answer.push(Placed::plain(Arc::new(sigs)));
         }
-        match sigs {
-            Some(s) => ans.answer.push(Placed::plain(Arc::new(s))),
-            None => self.negative_soa(source, zone, opts, &mut ans)?,
+        if ans.answer.is_empty() {
+            self.negative_soa(source, zone, opts, &mut ans)?;
         }
         Ok(ans)
     }

@@ -799,3 +799,419 @@ fn nsec_proofs() {
         );
     });
 }
+
+const RFC5155_ZONE: &str = "tests/data/rfc5155-example.zone.signed";
+
+/// `owner TYPE` for a record, `owner RRSIG COVERED labels=N` for a signature and
+/// `owner TYPE rdata` for address and name records: enough to tell the RFC 5155
+/// Appendix B sections apart by owner hash and type.
+fn rr_key(r: &Record) -> String {
+    let mut wire = Vec::new();
+    let mut enc = hickory_proto::serialize::binary::BinEncoder::new(&mut wire);
+    hickory_proto::serialize::binary::BinEncodable::emit(&r.data, &mut enc).expect("emit");
+    let owner = r.name.to_string().to_ascii_lowercase();
+    match r.record_type() {
+        RecordType::RRSIG => {
+            let covered = RecordType::from(u16::from_be_bytes([wire[0], wire[1]]));
+            format!("{owner} RRSIG {covered} labels={}", wire[3])
+        }
+        RecordType::A | RecordType::AAAA | RecordType::NS | RecordType::MX => {
+            format!("{owner} {} {}", r.record_type(), r.data)
+        }
+        t => format!("{owner} {t}"),
+    }
+}
+
+fn keys(records: &[Record]) -> Vec<String> {
+    let mut v: Vec<String> = records.iter().map(rr_key).collect();
+    v.sort();
+    v
+}
+
+fn sorted(items: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = items.iter().map(|s| s.to_string()).collect();
+    v.sort();
+    v
+}
+
+const H_APEX: &str = "0p9mhaveqvm6t7vbl5lop2u3t2rp3tom.example.";
+const H_NS1: &str = "2t7b4g4vsa5smi47k61mv5bv1a22bojr.example.";
+const H_A: &str = "35mthgpgcu1qg68fab165klnsnk3dpvl.example.";
+const H_XW: &str = "b4um86eghhds6nea196smvmlo4ors995.example.";
+const H_YW: &str = "ji6neoaepv8b5o6k4ev33abha8ht9fgc.example.";
+const H_W: &str = "k8udemvp1j2f7eg6jebps17vp3n8i58h.example.";
+const H_XXW: &str = "q04jkcevqvmu85r014c7dkba38o0ji5r.example.";
+const H_STAR_W: &str = "r53bq7cc2uvmubfu5ocmm6pers9tk9en.example.";
+
+/// An NSEC3 RR and its signature, as [`rr_key`] shows them.
+fn nsec3(owner: &str) -> [String; 2] {
+    [
+        format!("{owner} NSEC3"),
+        format!("{owner} RRSIG NSEC3 labels=2"),
+    ]
+}
+
+fn with_soa(mut v: Vec<String>) -> Vec<String> {
+    v.push("example. SOA".into());
+    v.push("example. RRSIG SOA labels=1".into());
+    v.sort();
+    v
+}
+
+fn nsec3s(owners: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = owners.iter().flat_map(|o| nsec3(o)).collect();
+    v.sort();
+    v
+}
+
+/// RFC 5155 Appendix B on its Appendix A zone (real SHA-1 hashes, opt-out set on
+/// every NSEC3): each response's authority section holds exactly the NSEC3 RRs
+/// the RFC lists (compared as sets: the RFC does not fix their order), with
+/// their RRSIGs. authd's one policy difference from the RFC's responses: no
+/// apex NS RRset beside a positive answer (B.4).
+#[test]
+fn nsec3_rfc5155_appendix_b() {
+    for_each_backend("example.", RFC5155_ZONE, |backend, s| {
+        let ask = |q: &str, t: RecordType| s.ask(Ask::new(q, t).dnssec());
+
+        // B.1 Name Error: a.c.x.w.example. Closest encloser x.w.example (match
+        // b4um…), next closer c.x.w.example (covered by 0p9m…), wildcard
+        // *.x.w.example (covered by 35mt…).
+        let r = ask("a.c.x.w.example.", RecordType::A);
+        assert_eq!(r.rcode(), ResponseCode::NXDomain, "{backend}");
+        assert!(r.aa(), "{backend}");
+        assert!(r.answer().is_empty(), "{backend}");
+        assert_eq!(
+            keys(&r.msg.authorities),
+            with_soa(nsec3s(&[H_APEX, H_XW, H_A])),
+            "B.1 {backend}"
+        );
+
+        // B.2 No Data: ns1.example. MX; the NSEC3 matching ns1.example.
+        let r = ask("ns1.example.", RecordType::MX);
+        assert_eq!(r.rcode(), ResponseCode::NoError, "{backend}");
+        assert!(r.answer().is_empty(), "{backend}");
+        assert_eq!(
+            keys(&r.msg.authorities),
+            with_soa(nsec3s(&[H_NS1])),
+            "B.2 {backend}"
+        );
+
+        // B.2.1 No Data, empty non-terminal y.w.example: its own NSEC3 (empty
+        // type bitmap).
+        let r = ask("y.w.example.", RecordType::A);
+        assert_eq!(r.rcode(), ResponseCode::NoError, "{backend}");
+        assert_eq!(
+            keys(&r.msg.authorities),
+            with_soa(nsec3s(&[H_YW])),
+            "B.2.1 {backend}"
+        );
+
+        // B.3 Referral to the opt-out unsigned zone c.example: NS, the NSEC3
+        // matching the closest provable encloser (example.) and the opt-out
+        // NSEC3 covering the next closer c.example; glue in additional.
+        let r = ask("mc.c.example.", RecordType::MX);
+        assert_eq!(r.rcode(), ResponseCode::NoError, "{backend}");
+        assert!(!r.aa(), "{backend}");
+        assert!(r.answer().is_empty(), "{backend}");
+        let mut want = nsec3s(&[H_APEX, H_A]);
+        want.push("c.example. NS ns1.c.example.".into());
+        want.push("c.example. NS ns2.c.example.".into());
+        want.sort();
+        assert_eq!(keys(&r.msg.authorities), want, "B.3 {backend}");
+        assert_eq!(
+            keys(&r.msg.additionals),
+            sorted(&["ns1.c.example. A 192.0.2.7", "ns2.c.example. A 192.0.2.8"]),
+            "B.3 {backend}"
+        );
+
+        // B.4 Wildcard expansion: a.z.w.example. MX from *.w.example; the RRSIG
+        // keeps labels=2 (the wildcard's), and the NSEC3 covering the next
+        // closer z.w.example proves no closer match.
+        let r = ask("a.z.w.example.", RecordType::MX);
+        assert_eq!(r.rcode(), ResponseCode::NoError, "{backend}");
+        assert!(r.aa(), "{backend}");
+        assert_eq!(
+            keys(&r.msg.answers),
+            sorted(&[
+                "a.z.w.example. MX 1 ai.example.",
+                "a.z.w.example. RRSIG MX labels=2"
+            ]),
+            "B.4 {backend}"
+        );
+        assert_eq!(keys(&r.msg.authorities), nsec3s(&[H_XXW]), "B.4 {backend}");
+        assert_eq!(
+            keys(&r.msg.additionals),
+            sorted(&[
+                "ai.example. A 192.0.2.9",
+                "ai.example. RRSIG A labels=2",
+                "ai.example. AAAA 2001:db8::f00:baa9",
+                "ai.example. RRSIG AAAA labels=2"
+            ]),
+            "B.4 {backend}"
+        );
+
+        // B.5 Wildcard No Data: a.z.w.example. AAAA: closest encloser w.example
+        // (match k8ud…), next closer z.w.example (cover q04j…), the wildcard
+        // *.w.example (match r53b…, no AAAA in its bitmap).
+        let r = ask("a.z.w.example.", RecordType::AAAA);
+        assert_eq!(r.rcode(), ResponseCode::NoError, "{backend}");
+        assert!(r.answer().is_empty(), "{backend}");
+        assert_eq!(
+            keys(&r.msg.authorities),
+            with_soa(nsec3s(&[H_W, H_XXW, H_STAR_W])),
+            "B.5 {backend}"
+        );
+
+        // B.6 DS Child Zone No Data: example. DS (no parent served): the apex
+        // NSEC3, whose bitmap has SOA and no DS.
+        let r = ask("example.", RecordType::DS);
+        assert_eq!(r.rcode(), ResponseCode::NoError, "{backend}");
+        assert!(r.aa(), "{backend}");
+        assert_eq!(
+            keys(&r.msg.authorities),
+            with_soa(nsec3s(&[H_APEX])),
+            "B.6 {backend}"
+        );
+    });
+}
+
+/// More NSEC3 cases on the RFC 5155 zone: a signed referral (DS), DS at a cut
+/// answered from the parent, an ordinary name that looks like a hash, and a
+/// query for an NSEC3 owner name (RFC 5155 §7.2.9: as if it did not exist).
+#[test]
+fn nsec3_referrals_and_owner_names() {
+    for_each_backend("example.", RFC5155_ZONE, |backend, s| {
+        let ask = |q: &str, t: RecordType| s.ask(Ask::new(q, t).dnssec());
+
+        // Referral to the signed child a.example: NS plus DS and its RRSIG.
+        let r = ask("ns1.a.example.", RecordType::A);
+        assert!(!r.aa(), "{backend}");
+        assert_eq!(
+            keys(&r.msg.authorities),
+            sorted(&[
+                "a.example. NS ns1.a.example.",
+                "a.example. NS ns2.a.example.",
+                "a.example. DS",
+                "a.example. RRSIG DS labels=2"
+            ]),
+            "{backend}"
+        );
+
+        // DS at the cut: an authoritative answer from the parent side.
+        let r = ask("a.example.", RecordType::DS);
+        assert!(r.aa(), "{backend}");
+        assert_eq!(
+            keys(&r.msg.answers),
+            sorted(&["a.example. DS", "a.example. RRSIG DS labels=2"]),
+            "{backend}"
+        );
+
+        // DS at the opt-out unsigned cut c.example: NODATA with the closest
+        // provable encloser proof (RFC 5155 §7.2.4).
+        let r = ask("c.example.", RecordType::DS);
+        assert!(r.aa(), "{backend}");
+        assert_eq!(r.rcode(), ResponseCode::NoError, "{backend}");
+        assert_eq!(
+            keys(&r.msg.authorities),
+            with_soa(nsec3s(&[H_APEX, H_A])),
+            "{backend}"
+        );
+
+        // An ordinary A record whose owner label looks like an NSEC3 hash.
+        let r = ask(H_NS1, RecordType::A);
+        assert_eq!(r.rcode(), ResponseCode::NoError, "{backend}");
+        assert_eq!(
+            keys(&r.msg.answers),
+            sorted(&[
+                &format!("{H_NS1} A 192.0.2.127"),
+                &format!("{H_NS1} RRSIG A labels=2")
+            ]),
+            "{backend}"
+        );
+
+        // The NSEC3 owner of the apex: no such name (§7.2.9), proven like any
+        // other name error.
+        let r = ask(H_APEX, RecordType::NSEC3);
+        assert_eq!(r.rcode(), ResponseCode::NXDomain, "{backend}");
+        assert!(r.answer().is_empty(), "{backend}");
+        assert!(
+            keys(&r.msg.authorities).contains(&"example. SOA".to_string()),
+            "{backend}"
+        );
+        assert!(
+            r.msg
+                .authorities
+                .iter()
+                .all(|a| !a.name.to_string().eq_ignore_ascii_case(H_APEX)
+                    || a.record_type() != RecordType::A),
+            "{backend}"
+        );
+    });
+}
+
+/// A tiny signed-looking root zone (fake signatures: only the proofs' shape is
+/// checked here): RRsets whose RRSIGs have different TTLs, and an NSEC chain
+/// `.` → `aaa.` → `zz.` → `.`.
+const TINY_ROOT: &str = "\
+. 86400 IN SOA a.root-servers.net. nstld.verisign-grs.com. 1 1800 900 604800 86400
+. 86400 IN RRSIG SOA 8 0 86400 20201101190000 20201019180000 26116 . AAAA
+. 518400 IN NS a.root-servers.net.
+. 518400 IN RRSIG NS 8 0 518400 20201101190000 20201019180000 26116 . AAAA
+. 86400 IN NSEC aaa. NS SOA RRSIG NSEC
+. 86400 IN RRSIG NSEC 8 0 86400 20201101190000 20201019180000 26116 . AAAA
+aaa. 3600 IN TXT \"a\"
+aaa. 3600 IN RRSIG TXT 8 1 3600 20201101190000 20201019180000 26116 . AAAA
+aaa. 86400 IN NSEC zz. TXT RRSIG NSEC
+aaa. 86400 IN RRSIG NSEC 8 1 86400 20201101190000 20201019180000 26116 . AAAA
+zz. 3600 IN TXT \"z\"
+zz. 3600 IN RRSIG TXT 8 1 3600 20201101190000 20201019180000 26116 . AAAA
+zz. 86400 IN NSEC . TXT RRSIG NSEC
+zz. 86400 IN RRSIG NSEC 8 1 86400 20201101190000 20201019180000 26116 . AAAA
+";
+
+/// Regression (found against Knot DNS and Unbound on the IANA root zone): the
+/// sqlite3 backend's reversed-name order puts "*." before ".", so the NSEC
+/// denying the wildcard `*.` of an NXDOMAIN at the root was the last NSEC of
+/// the zone (`zz.`, which does not cover `*.`) instead of the apex NSEC, and
+/// validators rejected the name error as bogus.
+#[test]
+fn root_wildcard_nsec_sqlite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("root.zone");
+    std::fs::write(&file, TINY_ROOT).expect("write");
+    let path = file.to_str().expect("utf-8 path");
+    for_each_backend(".", path, |backend, s| {
+        let r = s.ask(Ask::new("nx.", RecordType::A).dnssec());
+        assert_eq!(r.rcode(), ResponseCode::NXDomain, "{backend}");
+        assert_eq!(
+            r.authority(),
+            [
+                ". 86400 SOA a.root-servers.net. nstld.verisign-grs.com. 1 1800 900 604800 86400",
+                ". 86400 RRSIG",
+                "aaa. 86400 NSEC zz.",
+                "aaa. 86400 RRSIG",
+                ". 86400 NSEC aaa.",
+                ". 86400 RRSIG"
+            ],
+            "{backend}"
+        );
+        // After the last name: zz.'s NSEC (wrapping to the apex) covers it,
+        // the apex NSEC covers `*.`.
+        let r = s.ask(Ask::new("zzz.", RecordType::A).dnssec());
+        assert_eq!(
+            r.authority()[2..],
+            [
+                "zz. 86400 NSEC .",
+                "zz. 86400 RRSIG",
+                ". 86400 NSEC aaa.",
+                ". 86400 RRSIG"
+            ],
+            "{backend}"
+        );
+    });
+}
+
+/// Regression (found against Knot DNS): a qtype RRSIG answer gave every RRSIG
+/// at the name one TTL, the first covered set's; each RRSIG keeps the TTL of
+/// the RRset it covers (RFC 4034 §3).
+#[test]
+fn rrsig_query_keeps_each_signature_ttl() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("root.zone");
+    std::fs::write(&file, TINY_ROOT).expect("write");
+    let path = file.to_str().expect("utf-8 path");
+    for_each_backend(".", path, |backend, s| {
+        let r = s.ask(Ask::new(".", RecordType::RRSIG).dnssec());
+        assert_eq!(r.rcode(), ResponseCode::NoError, "{backend}");
+        let mut got: Vec<(String, u32)> =
+            r.msg.answers.iter().map(|a| (rr_key(a), a.ttl)).collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                (". RRSIG NS labels=0".to_string(), 518400),
+                (". RRSIG NSEC labels=0".to_string(), 86400),
+                (". RRSIG SOA labels=0".to_string(), 86400),
+            ],
+            "{backend}"
+        );
+    });
+}
+
+/// The DNSSEC cases above through authd's hot-spot cache (`authd-cache`, which
+/// runs the shared lookup and proof code over its cached node view): every
+/// reply, cold and warm, is byte-identical to the uncached backend's.
+#[test]
+fn dnssec_through_hot_spot_cache() {
+    use authd_cache::{HotSpotCache, Slots};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("root.zone");
+    std::fs::write(&root, TINY_ROOT).expect("write");
+    let root = root.to_str().expect("utf-8 path").to_string();
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, RecordType)]);
+    let cases: [Case<'_>; 3] = [
+        (
+            "example.",
+            RFC5155_ZONE,
+            &[
+                ("a.c.x.w.example.", RecordType::A),
+                ("ns1.example.", RecordType::MX),
+                ("y.w.example.", RecordType::A),
+                ("mc.c.example.", RecordType::MX),
+                ("a.z.w.example.", RecordType::MX),
+                ("a.z.w.example.", RecordType::AAAA),
+                ("example.", RecordType::DS),
+                ("a.example.", RecordType::DS),
+                ("c.example.", RecordType::DS),
+                ("ns1.a.example.", RecordType::A),
+                ("ai.example.", RecordType::RRSIG),
+                (H_APEX, RecordType::NSEC3),
+            ],
+        ),
+        (
+            "example.com.",
+            ZONE,
+            &[
+                ("nxdomain.example.com.", RecordType::A),
+                ("!.no.example.com.", RecordType::A),
+                ("no.example.com.", RecordType::A),
+                ("www.wild.example.com.", RecordType::A),
+                ("www1.uwild.example.com.", RecordType::TXT),
+                ("a.t.example.com.", RecordType::A),
+                ("foo.unsigned-delegation.example.com.", RecordType::A),
+                ("unsigned-delegation.example.com.", RecordType::DS),
+            ],
+        ),
+        (
+            ".",
+            &root,
+            &[
+                ("nx.", RecordType::A),
+                ("zzz.", RecordType::A),
+                (".", RecordType::RRSIG),
+            ],
+        ),
+    ];
+    for (origin, file, queries) in cases {
+        for (name, make) in BACKENDS {
+            let sub = tempfile::tempdir().expect("tempdir");
+            let plain = make(sub.path(), origin, Path::new(file));
+            let cached: Arc<dyn DataSource> =
+                Arc::new(HotSpotCache::new(plain.clone(), Slots::from_count(64)));
+            let server = |s: Arc<dyn DataSource>| Server {
+                p: QueryProcessor::new(SourceList::new(vec![s]), ChaosOptions::default()),
+            };
+            let (plain, cached) = (server(plain), server(cached));
+            for round in ["cold", "warm"] {
+                for &(qname, qtype) in queries {
+                    let wire = Ask::new(qname, qtype).dnssec().wire();
+                    let (mut a, mut b) = (Vec::new(), Vec::new());
+                    assert!(plain.p.process(&wire, Transport::Udp, &mut a));
+                    assert!(cached.p.process(&wire, Transport::Udp, &mut b));
+                    assert_eq!(a, b, "{qname} {qtype} {name} {round}");
+                }
+            }
+        }
+    }
+}

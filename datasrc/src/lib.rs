@@ -9,6 +9,7 @@ pub mod name;
 pub mod rr;
 pub mod source;
 pub mod sqlite;
+pub mod sqlite_admin;
 pub mod sqlite_load;
 pub mod zonefile;
 

@@ -382,7 +382,7 @@ fn sighup_is_logged_and_serving_goes_on() {
     let mut authd = AuthdProcess::start([os("--db"), db.as_os_str()]);
     authd.signal("HUP");
     assert!(
-        authd.wait_for_log("reload not yet supported", Duration::from_secs(5)),
+        authd.wait_for_log("reload: 0 zones reloaded", Duration::from_secs(5)),
         "no SIGHUP log line:\n{}",
         authd.stderr()
     );
@@ -599,6 +599,12 @@ fn example_config_serves_with_relative_db_path() {
     let text = std::fs::read_to_string(authd_tests::workspace_dir().join("examples/authd.toml"))
         .expect("examples/authd.toml");
     let cfg = write_file(dir.path(), "authd.toml", &text);
+    // Its memory source's master file, also relative to the config file.
+    std::fs::copy(
+        authd_tests::workspace_dir().join("examples/example.com.zone"),
+        dir.path().join("example.com.zone"),
+    )
+    .expect("copy examples/example.com.zone");
     // Started from another folder: the DB path is relative to the config file.
     let mut cmd = Command::new(binary("authd"));
     cmd.arg("--config")

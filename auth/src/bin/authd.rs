@@ -1,21 +1,29 @@
 //! `authd`: the authoritative DNS server.
 //!
 //! ```text
-//! authd --config PATH [--listen ADDR:PORT]... [--db PATH]... [--log-level FILTER]
+//! authd --config PATH [--listen ADDR:PORT]... [--db PATH]... [--zone ORIGIN=FILE]... [--log-level FILTER]
+//! authd --zone ORIGIN=MASTERFILE... [--db PATH]... [--listen ADDR:PORT]...
 //! authd --db PATH [--listen ADDR:PORT]...
 //! authd                      # the bundled example zone on 127.0.0.1:5300
 //! ```
 //!
-//! Settings come from the config file (see `authd::config`), then `AUTHD_*`
-//! environment variables, then the command line: `--listen` replaces `listen`,
-//! `--db` replaces the `[[datasource]]` list with one sqlite3 source per DB.
-//! With neither `--config` nor `--db` it serves the bundled example zone from
-//! `authd-example.sqlite3` in the current folder, creating it on first start.
+//! Settings come from the config file (see `authd::config` and
+//! `docs/CONFIG.md`), then `AUTHD_*` environment variables, then the command
+//! line: `--listen` replaces `listen`; `--zone` and `--db` replace the
+//! `[[datasource]]` list with one memory source holding every `--zone` master
+//! file and one sqlite3 source per `--db`. With none of `--config`, `--db`,
+//! `--zone` it serves the bundled example zone from `authd-example.sqlite3` in
+//! the current folder, creating it on first start.
 //!
 //! It logs to stderr (`--log-level`, else `RUST_LOG`, else `info`), one line
 //! `listening on ADDR:PORT` per bound address. SIGTERM and SIGINT stop it
-//! (exit 0); SIGHUP is logged (reload is not supported yet). A start-up error
-//! prints one line `authd: <message>` and exits 1.
+//! (exit 0). SIGHUP reloads: the configuration is read again (file,
+//! environment, then the same command line) and the zones are reloaded off the
+//! query path, then swapped in atomically; a zone that fails keeps its previous
+//! version; one line `reload: N zones reloaded, M unchanged, K failed` follows.
+//! Listen-address and `[tcp]` changes need a restart (a warning says so). A
+//! start-up error (including a zone that fails to load) prints one line
+//! `authd: <message>` and exits 1.
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -23,14 +31,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Context, anyhow};
-use authd::config::{self, Config, DataSourceConfig};
+use anyhow::{Context, anyhow, bail};
+use authd::config::{self, Config, DataSourceConfig, MemoryZoneConfig};
 use authd::query::QueryProcessor;
-use authd::server::Server;
+use authd::server::reload::{self, LoadState};
+use authd::server::{ProcessorHandle, Server};
 use authd_datasrc::sqlite::SqliteSource;
 use authd_datasrc::{DataSource, Name};
 use clap::Parser;
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 
 /// The bundled example zone (see `auth/src/default/README.md`).
@@ -41,7 +50,7 @@ const EXAMPLE_ORIGIN: &str = "example.com.";
 const EXAMPLE_DB: &str = "authd-example.sqlite3";
 
 /// Authoritative DNS server.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(name = "authd", version, about)]
 struct Cli {
     /// TOML configuration file (keys can be overridden by AUTHD_* variables).
@@ -51,6 +60,11 @@ struct Cli {
     /// configured data sources).
     #[arg(long, value_name = "PATH")]
     db: Vec<PathBuf>,
+    /// Serve zone ORIGIN from the master file FILE, in memory, e.g.
+    /// `--zone example.com.=example.com.zone` or `--zone .=root.zone`
+    /// (repeatable; with --db, replaces the configured data sources).
+    #[arg(long, value_name = "ORIGIN=FILE", value_parser = parse_zone_arg)]
+    zone: Vec<(Name, PathBuf)>,
     /// Address to serve UDP and TCP on, e.g. 127.0.0.1:53 or [::1]:53; port 0
     /// picks a free port (repeatable; replaces the configured `listen`).
     #[arg(short, long, value_name = "ADDR:PORT", value_parser = parse_listen)]
@@ -63,6 +77,19 @@ struct Cli {
 
 fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     config::parse_listen(s)
+}
+
+/// Parses `ORIGIN=FILE` (`example.com=example.com.zone`, `.=root.zone`).
+fn parse_zone_arg(s: &str) -> Result<(Name, PathBuf), String> {
+    let Some((origin, file)) = s.split_once('=') else {
+        return Err(format!(
+            "{s:?} is not ORIGIN=FILE (e.g. example.com.=example.com.zone)"
+        ));
+    };
+    if file.is_empty() {
+        return Err(format!("{s:?}: the master file is missing"));
+    }
+    Ok((config::parse_origin(origin)?, PathBuf::from(file)))
 }
 
 fn main() -> ExitCode {
@@ -108,34 +135,72 @@ fn init_logging(level: Option<&str>) -> anyhow::Result<()> {
         .map_err(|e| anyhow!("cannot set up logging: {e}"))
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
-    // Signals first, so a SIGTERM right after "listening on" is handled.
-    let shutdown = shutdown_signal().context("cannot install signal handlers")?;
+/// True when authd serves the bundled example zone (no data source given).
+fn example_mode(cli: &Cli) -> bool {
+    cli.config.is_none() && cli.db.is_empty() && cli.zone.is_empty()
+}
 
+/// The configuration: the file (if any), `AUTHD_*` variables, then `cli`.
+fn effective_config(cli: &Cli) -> anyhow::Result<Config> {
     let mut config = match &cli.config {
         Some(path) => Config::load(path)?,
         None => Config::from_env()?,
     };
     if !cli.listen.is_empty() {
         let mut listen = Vec::with_capacity(cli.listen.len());
-        for addr in cli.listen {
-            if !listen.contains(&addr) {
-                listen.push(addr);
+        for addr in &cli.listen {
+            if !listen.contains(addr) {
+                listen.push(*addr);
             }
         }
         config.listen = listen;
     }
-    let example = cli.config.is_none() && cli.db.is_empty();
-    if !cli.db.is_empty() {
-        config.datasources = cli.db.iter().map(DataSourceConfig::sqlite3).collect();
-    } else if example {
-        let path = PathBuf::from(EXAMPLE_DB);
-        prepare_example_db(&path)?;
-        config.datasources = vec![DataSourceConfig::sqlite3(path)];
+    if !cli.zone.is_empty() || !cli.db.is_empty() {
+        let mut datasources = Vec::with_capacity(cli.db.len() + 1);
+        if !cli.zone.is_empty() {
+            let mut zones: Vec<MemoryZoneConfig> = Vec::with_capacity(cli.zone.len());
+            for (origin, file) in &cli.zone {
+                if zones.iter().any(|z| z.origin == *origin) {
+                    bail!("--zone {origin} is given twice");
+                }
+                zones.push(MemoryZoneConfig {
+                    origin: origin.clone(),
+                    file: Some(file.clone()),
+                });
+            }
+            datasources.push(DataSourceConfig::memory(zones, None));
+        }
+        datasources.extend(cli.db.iter().map(DataSourceConfig::sqlite3));
+        config.datasources = datasources;
+    } else if example_mode(cli) {
+        config.datasources = vec![DataSourceConfig::sqlite3(EXAMPLE_DB)];
+    }
+    Ok(config)
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    // Signals first, so a SIGTERM or SIGHUP right after "listening on" is handled.
+    let shutdown = shutdown_signal().context("cannot install signal handlers")?;
+    let hup = signal(SignalKind::hangup()).context("cannot install signal handlers")?;
+
+    let config = effective_config(&cli)?;
+    let example = example_mode(&cli);
+    if example {
+        prepare_example_db(Path::new(EXAMPLE_DB))?;
     }
 
-    let sources = config.open_sources().map_err(|e| anyhow!("{e}"))?;
+    let load_config = config.clone();
+    let loaded = tokio::task::spawn_blocking(move || reload::load(&load_config, None))
+        .await
+        .map_err(|e| anyhow!("loading zones failed: {e}"))??;
+    if let Some(first) = loaded.report.failed.first() {
+        for f in loaded.report.failed.iter().skip(1) {
+            tracing::error!("zone {} ({}): {}", f.zone, f.source, f.error);
+        }
+        bail!("zone {} ({}): {}", first.zone, first.source, first.error);
+    }
     let server = Server::bind(&config.server_settings()).await?;
+    let sources = loaded.sources;
 
     if sources.sources().is_empty() {
         tracing::warn!("no data source configured: every query will be refused");
@@ -161,32 +226,101 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 
     let processor = Arc::new(QueryProcessor::new(sources, config.chaos.options()));
-    server.serve(processor, shutdown).await?;
+    let handle = ProcessorHandle::new(processor);
+    // NOTIFY secondaries when a served sqlite3 zone's serial changes (RFC 1996).
+    let _notifier = authd::notify::spawn(config.sqlite_dbs(), config.notify.clone());
+    let reloader = tokio::spawn(reload_loop(cli, config, loaded.state, handle.clone(), hup));
+    let served = server.serve(handle, shutdown).await;
+    reloader.abort();
+    served?;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// A future that resolves on SIGTERM or SIGINT (after logging it); SIGHUP is
-/// logged and otherwise ignored until reload is implemented.
+/// Reloads on every SIGHUP, one reload at a time (signals arriving during a
+/// reload are merged into one more reload). The new sources are built on a
+/// blocking thread while the current processor keeps answering, then swapped in.
+async fn reload_loop(
+    cli: Cli,
+    mut running: Config,
+    state: LoadState,
+    handle: ProcessorHandle,
+    mut hup: Signal,
+) {
+    let cli = Arc::new(cli);
+    let mut state = Some(state);
+    while hup.recv().await.is_some() {
+        tracing::info!("received SIGHUP, reloading the configuration and zones");
+        let prev = state.take().unwrap_or_default();
+        let cli2 = Arc::clone(&cli);
+        let joined = tokio::task::spawn_blocking(move || {
+            let result = effective_config(&cli2).and_then(|config| {
+                let loaded = reload::load(&config, Some(&prev))?;
+                Ok((config, loaded))
+            });
+            (prev, result)
+        })
+        .await;
+        match joined {
+            Err(e) => {
+                // The previous state went down with the task: the next reload
+                // rebuilds every zone.
+                tracing::error!(
+                    "reload failed: {e}; still serving the previous configuration and zones"
+                );
+                state = Some(LoadState::default());
+            }
+            Ok((prev, Err(e))) => {
+                tracing::error!(
+                    "reload failed: {e}; still serving the previous configuration and zones"
+                );
+                state = Some(prev);
+            }
+            Ok((_, Ok((config, loaded)))) => {
+                for f in &loaded.report.failed {
+                    tracing::error!("reload: {f}");
+                }
+                let processor = QueryProcessor::new(loaded.sources, config.chaos.options());
+                handle.store(Arc::new(processor));
+                if config.listen != running.listen {
+                    tracing::warn!(
+                        "reload: listen addresses changed ({} -> {}); restart authd to apply the change",
+                        addr_list(&running.listen),
+                        addr_list(&config.listen)
+                    );
+                }
+                if config.tcp != running.tcp {
+                    tracing::warn!("reload: [tcp] settings changed; restart authd to apply them");
+                }
+                tracing::info!("reload: {}", loaded.report);
+                // Listen and TCP settings stay those of the running sockets.
+                running = Config {
+                    listen: running.listen,
+                    tcp: running.tcp,
+                    ..config
+                };
+                state = Some(loaded.state);
+            }
+        }
+    }
+}
+
+fn addr_list(addrs: &[SocketAddr]) -> String {
+    addrs
+        .iter()
+        .map(SocketAddr::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A future that resolves on SIGTERM or SIGINT (after logging it).
 fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let mut hup = signal(SignalKind::hangup())?;
     Ok(async move {
-        loop {
-            tokio::select! {
-                _ = term.recv() => {
-                    tracing::info!("received SIGTERM, shutting down");
-                    return;
-                }
-                _ = int.recv() => {
-                    tracing::info!("received SIGINT, shutting down");
-                    return;
-                }
-                _ = hup.recv() => {
-                    tracing::warn!("received SIGHUP: reload not yet supported");
-                }
-            }
+        tokio::select! {
+            _ = term.recv() => tracing::info!("received SIGTERM, shutting down"),
+            _ = int.recv() => tracing::info!("received SIGINT, shutting down"),
         }
     })
 }

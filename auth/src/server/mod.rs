@@ -18,10 +18,16 @@
 //!   framing, any number of queries per connection answered in order, an idle
 //!   timeout, a connection limit (connections above it are closed at once).
 //!
+//! Reload: the server answers with the processor held by a [`ProcessorHandle`];
+//! [`ProcessorHandle::store`] swaps in a new one (built off the query path, see
+//! [`reload`]) atomically. Each query is answered by one processor from start to
+//! end, old or new; no lock is taken on the query path (an `ArcSwap` load).
+//!
 //! Shutdown: when the `shutdown` future resolves, sockets stop receiving and the
 //! listeners close; open TCP connections get [`SHUTDOWN_GRACE`] to finish the
 //! query they are on, then are dropped.
 
+pub mod reload;
 mod tcp;
 mod udp;
 
@@ -31,6 +37,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -57,6 +64,36 @@ const PORT_ZERO_ATTEMPTS: usize = 16;
 /// TCP listen backlog.
 const TCP_BACKLOG: i32 = 1024;
 
+/// The query processor the server answers with, shared by every serving task
+/// and replaceable while serving (reload). Cloning it clones the handle.
+#[derive(Clone)]
+pub struct ProcessorHandle(Arc<ArcSwap<QueryProcessor>>);
+
+impl ProcessorHandle {
+    /// A handle holding `processor`.
+    pub fn new(processor: Arc<QueryProcessor>) -> ProcessorHandle {
+        ProcessorHandle(Arc::new(ArcSwap::new(processor)))
+    }
+
+    /// Replaces the processor: queries that already started finish with the old
+    /// one (which is dropped after them), later queries use `processor`.
+    pub fn store(&self, processor: Arc<QueryProcessor>) {
+        self.0.store(processor);
+    }
+
+    /// The current processor, for one query (lock-free; do not hold it across
+    /// an `.await`).
+    pub fn load(&self) -> arc_swap::Guard<Arc<QueryProcessor>> {
+        self.0.load()
+    }
+}
+
+impl From<Arc<QueryProcessor>> for ProcessorHandle {
+    fn from(processor: Arc<QueryProcessor>) -> ProcessorHandle {
+        ProcessorHandle::new(processor)
+    }
+}
+
 /// Socket-level settings of the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerSettings {
@@ -69,6 +106,8 @@ pub struct ServerSettings {
     pub tcp_max_connections: usize,
     /// UDP sockets (and serving tasks) per address; at least 1.
     pub udp_sockets: usize,
+    /// Who may AXFR/IXFR over TCP and where IXFR journals are (default: nobody).
+    pub transfer: crate::xfr::TransferPolicy,
 }
 
 impl Default for ServerSettings {
@@ -82,6 +121,7 @@ impl Default for ServerSettings {
             udp_sockets: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
+            transfer: crate::xfr::TransferPolicy::default(),
         }
     }
 }
@@ -179,14 +219,17 @@ impl Server {
 
     /// Serves until `shutdown` resolves, then stops receiving, closes the
     /// listeners, and gives open TCP connections [`SHUTDOWN_GRACE`] to finish.
+    /// `processor` is an `Arc<QueryProcessor>` or a [`ProcessorHandle`] (keep a
+    /// clone of the handle to swap the processor while serving).
     ///
     /// Errors: none today (per-packet and per-connection errors are logged and
     /// do not stop the server); reserved for fatal socket failures.
     pub async fn serve(
         self,
-        processor: Arc<QueryProcessor>,
+        processor: impl Into<ProcessorHandle>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServerError> {
+        let processor: ProcessorHandle = processor.into();
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let limit = Arc::new(tokio::sync::Semaphore::new(
@@ -194,22 +237,23 @@ impl Server {
         ));
         let tcp_settings = tcp::TcpSettings {
             idle_timeout: self.settings.tcp_idle_timeout,
+            transfer: Arc::new(self.settings.transfer.clone()),
         };
         for ep in self.endpoints {
             for sock in ep.udp {
                 tasks.spawn(udp::serve(
                     sock,
                     ep.addr,
-                    Arc::clone(&processor),
+                    processor.clone(),
                     stop_rx.clone(),
                 ));
             }
             tasks.spawn(tcp::serve(
                 ep.tcp,
                 ep.addr,
-                Arc::clone(&processor),
+                processor.clone(),
                 Arc::clone(&limit),
-                tcp_settings,
+                tcp_settings.clone(),
                 stop_rx.clone(),
             ));
         }
@@ -258,7 +302,7 @@ fn task_result(
 ///
 /// Errors: those of [`Server::bind`] and [`Server::serve`].
 pub async fn run(
-    processor: Arc<QueryProcessor>,
+    processor: impl Into<ProcessorHandle>,
     settings: ServerSettings,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {

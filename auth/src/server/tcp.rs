@@ -11,14 +11,16 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use super::{MAX_TCP_MESSAGE, SHUTDOWN_GRACE, ServerError, process_guarded};
-use crate::query::{QueryProcessor, Transport};
+use super::{MAX_TCP_MESSAGE, ProcessorHandle, SHUTDOWN_GRACE, ServerError, process_guarded};
+use crate::query::Transport;
 
 /// Per-connection settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct TcpSettings {
     /// Longest wait for the next query (or the rest of one), or for a reply write.
     pub idle_timeout: Duration,
+    /// Zone transfer access and journals ([`crate::xfr`]).
+    pub transfer: Arc<crate::xfr::TransferPolicy>,
 }
 
 /// Pause after an accept error such as EMFILE, so the loop does not spin.
@@ -31,7 +33,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 pub(super) async fn serve(
     listener: TcpListener,
     local: SocketAddr,
-    processor: Arc<QueryProcessor>,
+    processor: ProcessorHandle,
     limit: Arc<Semaphore>,
     settings: TcpSettings,
     mut stop: watch::Receiver<bool>,
@@ -58,8 +60,9 @@ pub(super) async fn serve(
             drop(stream);
             continue;
         };
-        let processor = Arc::clone(&processor);
+        let processor = processor.clone();
         let stop = stop.clone();
+        let settings = settings.clone();
         conns.spawn(async move {
             if let Err(e) = connection(stream, peer, &processor, settings, stop).await {
                 tracing::debug!("TCP connection from {peer}: {e}");
@@ -104,7 +107,7 @@ async fn read_full(stream: &mut TcpStream, buf: &mut [u8], eof_ok: bool) -> io::
 async fn connection(
     mut stream: TcpStream,
     peer: SocketAddr,
-    processor: &QueryProcessor,
+    processor: &ProcessorHandle,
     settings: TcpSettings,
     mut stop: watch::Receiver<bool>,
 ) -> io::Result<()> {
@@ -139,7 +142,32 @@ async fn connection(
         if !more {
             return Ok(());
         }
-        if !process_guarded(processor, &msg, Transport::Tcp, &mut out, peer) {
+        // AXFR/IXFR are answered by `xfr`, in as many messages as needed.
+        let transfer = crate::xfr::handle_tcp(
+            processor.load().sources(),
+            &settings.transfer,
+            &msg,
+            peer.ip(),
+        );
+        if let Some(replies) = transfer {
+            for reply in &replies {
+                let Ok(len) = u16::try_from(reply.len()) else {
+                    continue;
+                };
+                frame.clear();
+                frame.extend_from_slice(&len.to_be_bytes());
+                frame.extend_from_slice(reply);
+                match tokio::time::timeout(settings.idle_timeout, stream.write_all(&frame)).await {
+                    Ok(r) => r?,
+                    Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+                }
+            }
+            continue;
+        }
+        // The current processor for this query: a long-lived connection sees
+        // reloaded data from its next query on.
+        let reply = process_guarded(&processor.load(), &msg, Transport::Tcp, &mut out, peer);
+        if !reply {
             continue;
         }
         let Ok(len) = u16::try_from(out.len()) else {

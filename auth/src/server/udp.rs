@@ -1,13 +1,12 @@
 //! UDP serving: receive a datagram, process it, send the reply (RFC 1035 §4.2.1).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use tokio::net::UdpSocket;
 use tokio::sync::watch;
 
-use super::{MAX_UDP_MESSAGE, ServerError, process_guarded};
-use crate::query::{QueryProcessor, Transport};
+use super::{MAX_UDP_MESSAGE, ProcessorHandle, ServerError, process_guarded};
+use crate::query::Transport;
 
 /// Serves one UDP socket until `stop` turns true. One receive buffer and one
 /// reply buffer, reused for every datagram.
@@ -17,7 +16,7 @@ use crate::query::{QueryProcessor, Transport};
 pub(super) async fn serve(
     sock: UdpSocket,
     local: SocketAddr,
-    processor: Arc<QueryProcessor>,
+    processor: ProcessorHandle,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), ServerError> {
     let mut buf = vec![0u8; MAX_UDP_MESSAGE];
@@ -37,7 +36,9 @@ pub(super) async fn serve(
         let Some(msg) = buf.get(..len) else {
             continue;
         };
-        if !process_guarded(&processor, msg, Transport::Udp, &mut out, peer) {
+        // One processor per query (a reload may swap it in between queries).
+        let reply = process_guarded(&processor.load(), msg, Transport::Udp, &mut out, peer);
+        if !reply {
             continue;
         }
         if let Err(e) = sock.send_to(&out, peer).await {

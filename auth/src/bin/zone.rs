@@ -1,0 +1,297 @@
+//! `zone`: administers zones in a BIND 10 sqlite3 zone DB (see docs/ZONE-ADMIN.md).
+//!
+//! ```text
+//! zone list   --db DB
+//! zone create --db DB ORIGIN --ns NAME [--ns NAME]... [--email MAILBOX] [--serial N] [--ttl SECONDS]
+//! zone create --db DB ORIGIN --file MASTERFILE
+//! zone delete --db DB ORIGIN
+//! zone dump   --db DB ORIGIN [FILE]
+//! zone check  --db DB ORIGIN
+//! zone update --db DB ORIGIN [--add RR]... [--delete RR]... [--ttl SECONDS]
+//! ```
+//!
+//! ORIGIN is taken as absolute whether or not it ends in a dot. Every change is
+//! one transaction: on error nothing is changed. Output goes to stdout; errors
+//! are one line `zone: message` on stderr with exit status 1 (for `check`: the
+//! first problem found, with the offending name and row).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use authd_datasrc::sqlite_admin::{self, AdminError};
+use authd_datasrc::sqlite_load::located;
+use authd_datasrc::zonefile::{self, SourcedRecord};
+use authd_datasrc::{Name, Record};
+use clap::{Parser, Subcommand};
+use rusqlite::Connection;
+
+/// Administers zones in a BIND 10 sqlite3 zone DB.
+#[derive(Parser, Debug)]
+#[command(name = "zone", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Lists the zones with their SOA serial, RR count and journal rows.
+    List {
+        /// The zone DB.
+        #[arg(long, value_name = "DB")]
+        db: PathBuf,
+    },
+    /// Creates a zone: a minimal SOA and NS from flags, or a master file.
+    Create {
+        /// The zone DB (created at the newest schema if missing).
+        #[arg(long, value_name = "DB")]
+        db: PathBuf,
+        /// The zone apex, e.g. example.org.
+        origin: String,
+        /// Name server(s) for the apex NS RRset; the first is the SOA MNAME.
+        #[arg(long, value_name = "NAME", required_unless_present = "file")]
+        ns: Vec<String>,
+        /// SOA RNAME (the zone contact as a domain name).
+        #[arg(long, value_name = "MAILBOX", default_value = "hostmaster")]
+        email: String,
+        /// First SOA serial.
+        #[arg(long, default_value_t = 1)]
+        serial: u32,
+        /// TTL of the SOA and NS records, seconds.
+        #[arg(long, default_value_t = 3600)]
+        ttl: u32,
+        /// A master file with the zone's content instead of --ns.
+        #[arg(long, value_name = "MASTERFILE", conflicts_with = "ns")]
+        file: Option<PathBuf>,
+    },
+    /// Deletes a zone with its records and journal.
+    Delete {
+        /// The zone DB.
+        #[arg(long, value_name = "DB")]
+        db: PathBuf,
+        /// The zone apex.
+        origin: String,
+    },
+    /// Writes a zone as a master file (stdout when FILE is not given).
+    Dump {
+        /// The zone DB.
+        #[arg(long, value_name = "DB")]
+        db: PathBuf,
+        /// The zone apex.
+        origin: String,
+        /// The output file.
+        file: Option<PathBuf>,
+    },
+    /// Checks a zone's stored content (SOA, apex NS, CNAME rules, readable rows).
+    Check {
+        /// The zone DB.
+        #[arg(long, value_name = "DB")]
+        db: PathBuf,
+        /// The zone apex.
+        origin: String,
+    },
+    /// Adds and deletes RRs, bumps the SOA serial and journals the change for IXFR.
+    Update {
+        /// The zone DB.
+        #[arg(long, value_name = "DB")]
+        db: PathBuf,
+        /// The zone apex.
+        origin: String,
+        /// An RR to add, in master-file form relative to ORIGIN: "www 300 IN A 192.0.2.1".
+        #[arg(long, value_name = "RR")]
+        add: Vec<String>,
+        /// An RR to delete (matched on name, type and data; the TTL is ignored).
+        #[arg(long, value_name = "RR")]
+        delete: Vec<String>,
+        /// TTL for RRs given without one, seconds.
+        #[arg(long, default_value_t = 3600)]
+        ttl: u32,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("zone: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Parses ORIGIN, adding the trailing dot when it is missing.
+fn parse_origin(text: &str) -> Result<Name, String> {
+    let absolute = if text.ends_with('.') && !text.ends_with("\\.") {
+        text.to_string()
+    } else {
+        format!("{text}.")
+    };
+    Name::parse(&absolute, None).map_err(|e| format!("bad origin {text:?}: {e}"))
+}
+
+/// Opens an existing zone DB read-write.
+fn open_existing(db: &Path) -> Result<Connection, String> {
+    if !db.exists() {
+        return Err(format!("zone DB {}: no such file", db.display()));
+    }
+    authd_migrations::open_or_create(db).map_err(|e| e.to_string())
+}
+
+fn open_read(db: &Path) -> Result<Connection, String> {
+    authd_migrations::open_for_serving(db)
+        .map(|(c, _)| c)
+        .map_err(|e| e.to_string())
+}
+
+fn admin(db: &Path) -> impl Fn(AdminError) -> String + '_ {
+    move |e| format!("zone DB {}: {e}", db.display())
+}
+
+/// Parses RRs given on the command line (one master-file entry each).
+fn parse_rrs(origin: &Name, what: &str, rrs: &[String], ttl: u32) -> Result<Vec<Record>, String> {
+    let mut out = Vec::with_capacity(rrs.len());
+    for text in rrs {
+        let recs =
+            zonefile::parse_master_text(&format!("$TTL {ttl}\n{text}\n"), Path::new(what), origin)
+                .map_err(|e| format!("{what} {text:?}: {}", e.message))?;
+        match &recs[..] {
+            [one] => out.push(one.record.clone()),
+            _ => return Err(format!("{what} {text:?}: give exactly one RR")),
+        }
+    }
+    Ok(out)
+}
+
+fn run(command: Command) -> Result<(), String> {
+    match command {
+        Command::List { db } => {
+            let conn = open_read(&db)?;
+            let zones = sqlite_admin::list_zones(&conn).map_err(admin(&db))?;
+            println!(
+                "{:<40} {:>10} {:>8} {:>8}",
+                "ZONE", "SERIAL", "RRS", "JOURNAL"
+            );
+            for z in zones {
+                let serial = z.serial.map_or_else(|| "-".to_string(), |s| s.to_string());
+                println!(
+                    "{:<40} {:>10} {:>8} {:>8}",
+                    z.origin, serial, z.records, z.journal
+                );
+            }
+            Ok(())
+        }
+        Command::Create {
+            db,
+            origin,
+            ns,
+            email,
+            serial,
+            ttl,
+            file,
+        } => {
+            let origin = parse_origin(&origin)?;
+            let records: Vec<SourcedRecord> = match &file {
+                Some(path) => {
+                    let recs =
+                        zonefile::read_master_file(path, &origin).map_err(|e| located(&e))?;
+                    zonefile::check_zone(&origin, &recs).map_err(|e| located(&e))?;
+                    recs
+                }
+                None => {
+                    let mname = ns.first().ok_or("--ns or --file is required")?;
+                    let mut text = format!(
+                        "$TTL {ttl}\n@ IN SOA {mname} {email} {serial} 3600 900 1209600 300\n"
+                    );
+                    for n in &ns {
+                        text.push_str(&format!("@ IN NS {n}\n"));
+                    }
+                    zonefile::parse_master_text(&text, Path::new("command line"), &origin)
+                        .map_err(|e| e.message)?
+                }
+            };
+            let mut conn = authd_migrations::open_or_create(&db).map_err(|e| e.to_string())?;
+            let report =
+                sqlite_admin::create_zone(&mut conn, &origin, &records).map_err(admin(&db))?;
+            println!(
+                "created zone {origin} in {} ({} RRs)",
+                db.display(),
+                report.total()
+            );
+            Ok(())
+        }
+        Command::Delete { db, origin } => {
+            let origin = parse_origin(&origin)?;
+            let mut conn = open_existing(&db)?;
+            let rows = sqlite_admin::delete_zone(&mut conn, &origin).map_err(admin(&db))?;
+            println!("deleted zone {origin} from {} ({rows} rows)", db.display());
+            Ok(())
+        }
+        Command::Dump { db, origin, file } => {
+            let origin = parse_origin(&origin)?;
+            let conn = open_read(&db)?;
+            match file {
+                Some(path) => {
+                    // Written to a temporary file first, so a failed dump leaves no half file.
+                    let tmp = path.with_extension("zone-dump-tmp");
+                    let f = std::fs::File::create(&tmp)
+                        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+                    let mut w = std::io::BufWriter::new(f);
+                    let result = sqlite_admin::dump_zone(&conn, &origin, &mut w)
+                        .map_err(admin(&db))
+                        .and_then(|n| {
+                            w.flush().map_err(|e| format!("{}: {e}", tmp.display()))?;
+                            Ok(n)
+                        });
+                    drop(w);
+                    match result {
+                        Ok(n) => {
+                            std::fs::rename(&tmp, &path)
+                                .map_err(|e| format!("{}: {e}", path.display()))?;
+                            eprintln!("dumped {n} RRs of {origin} to {}", path.display());
+                            Ok(())
+                        }
+                        Err(e) => {
+                            let _ = std::fs::remove_file(&tmp);
+                            Err(e)
+                        }
+                    }
+                }
+                None => {
+                    let stdout = std::io::stdout();
+                    let mut w = std::io::BufWriter::new(stdout.lock());
+                    sqlite_admin::dump_zone(&conn, &origin, &mut w).map_err(admin(&db))?;
+                    w.flush().map_err(|e| format!("stdout: {e}"))
+                }
+            }
+        }
+        Command::Check { db, origin } => {
+            let origin = parse_origin(&origin)?;
+            let conn = open_read(&db)?;
+            let n = sqlite_admin::check_stored_zone(&conn, &origin)
+                .map_err(|e| format!("zone {origin} in {}: {e}", db.display()))?;
+            println!("zone {origin}: {n} RRs, OK");
+            Ok(())
+        }
+        Command::Update {
+            db,
+            origin,
+            add,
+            delete,
+            ttl,
+        } => {
+            let origin = parse_origin(&origin)?;
+            let adds = parse_rrs(&origin, "--add", &add, ttl)?;
+            let deletes = parse_rrs(&origin, "--delete", &delete, ttl)?;
+            let mut conn = open_existing(&db)?;
+            let r = sqlite_admin::update_zone(&mut conn, &origin, &adds, &deletes)
+                .map_err(admin(&db))?;
+            println!(
+                "updated zone {origin}: serial {} -> {}, {} added, {} deleted, {} journal rows",
+                r.old_serial, r.new_serial, r.added, r.deleted, r.journal_rows
+            );
+            Ok(())
+        }
+    }
+}

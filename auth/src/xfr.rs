@@ -1,0 +1,496 @@
+//! Outgoing zone transfers over TCP: AXFR (RFC 5936) and IXFR (RFC 1995).
+//!
+//! The TCP server hands every message to [`handle_tcp`] before query processing;
+//! it answers AXFR and IXFR queries itself and returns `None` for everything
+//! else. Over UDP, [`crate::query`] answers both types with REFUSED (an IXFR
+//! over UDP is allowed to be refused, RFC 1995 §2, and the client then retries
+//! over TCP).
+//!
+//! Checks, in BIND 10 xfrout's order (research/bind10.md §f):
+//! 1. the client address must match [`TransferPolicy::allow`] (default: nobody),
+//!    else REFUSED;
+//! 2. the question must name a zone served as an exact match, class IN, else
+//!    NOTAUTH;
+//! 3. the zone must have exactly one SOA RR at the apex, else SERVFAIL;
+//! 4. an IXFR must carry exactly one SOA in its authority section, else FORMERR.
+//!
+//! AXFR answers SOA, every other RR of the zone (RRSIGs after the RRset they
+//! cover, the SOA's own RRSIGs included), SOA, packed into as many messages of
+//! at most 65535 bytes as needed, names compressed within each message; only
+//! the first message carries the question (RFC 5936 §2.2).
+//!
+//! IXFR answers a single SOA when the client's serial is not older than ours
+//! (RFC 1982 arithmetic). Otherwise it reads the `diffs` journal of the sqlite3
+//! DB that holds the zone ([`TransferPolicy::journal_dbs`], the first one with
+//! the zone as an exact match) as BIND 10 did, and answers: current SOA, the
+//! journal rows in order (old SOA, deletions, new SOA, additions, repeated),
+//! current SOA. When the journal cannot bridge the client's serial to ours, or
+//! the zone comes from a source without a journal (memory), the answer is a
+//! full zone between two SOAs (RFC 1995 §4, "AXFR-style IXFR").
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use authd_datasrc::sqlite_admin::{self, DiffRow, serial_gt};
+use authd_datasrc::{Class, DataSource, Name, RRset, RType, Rdata, SourceList, ZoneRef};
+
+use crate::wire::{
+    self, HEADER_LEN, MAX_TCP_MESSAGE, MessageWriter, RecordMeta, Request, Section, flags, rcode,
+};
+
+/// An address block in CIDR notation (`192.0.2.0/24`, `2001:db8::/32`), or one
+/// address (a /32 or /128).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    /// The network address (host bits cleared).
+    pub addr: IpAddr,
+    /// Prefix length in bits (0..=32 for IPv4, 0..=128 for IPv6).
+    pub prefix: u8,
+}
+
+impl FromStr for Cidr {
+    type Err = String;
+
+    /// Parses `ADDR` or `ADDR/LEN`.
+    ///
+    /// Errors: a text that is not an IP address, or a prefix longer than the
+    /// address, as a message naming the text.
+    fn from_str(s: &str) -> Result<Cidr, String> {
+        let s = s.trim();
+        let (a, p) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let bad =
+            || format!("{s:?} is not an address or ADDR/LEN (e.g. 127.0.0.1, 10.0.0.0/8, ::1)");
+        let addr: IpAddr = a.parse().map_err(|_| bad())?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            Some(p) => p.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(bad)?,
+            None => max,
+        };
+        Ok(Cidr {
+            addr: mask(addr, prefix),
+            prefix,
+        })
+    }
+}
+
+fn mask(addr: IpAddr, prefix: u8) -> IpAddr {
+    match addr {
+        IpAddr::V4(a) => {
+            let m = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+            IpAddr::V4((u32::from(a) & m).into())
+        }
+        IpAddr::V6(a) => {
+            let m = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+            IpAddr::V6((u128::from(a) & m).into())
+        }
+    }
+}
+
+impl Cidr {
+    /// True when `ip` is inside the block. An IPv4-mapped IPv6 address
+    /// (`::ffff:192.0.2.1`) is taken as the IPv4 address.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        ip.is_ipv4() == self.addr.is_ipv4() && mask(ip, self.prefix) == self.addr
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// Who may transfer zones, and where IXFR journals are read from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransferPolicy {
+    /// Client addresses allowed to AXFR/IXFR (`[transfer] allow`); empty: nobody
+    /// (every transfer is REFUSED).
+    pub allow: Vec<Cidr>,
+    /// sqlite3 zone DBs whose `diffs` journal answers IXFR, in data-source order.
+    pub journal_dbs: Vec<PathBuf>,
+}
+
+impl TransferPolicy {
+    /// True when `ip` may transfer zones.
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        self.allow.iter().any(|c| c.contains(ip))
+    }
+}
+
+/// One RR to write.
+#[derive(Clone, Copy)]
+struct Rr<'a> {
+    owner: &'a Name,
+    rtype: RType,
+    class: Class,
+    ttl: u32,
+    rdata: &'a Rdata,
+}
+
+/// Answers `msg` if it is an AXFR or IXFR query received over TCP from `peer`;
+/// returns the reply messages in order (each without the TCP length prefix), or
+/// `None` for any other message (the caller processes it as usual). A panic
+/// inside is caught, logged, and answered with SERVFAIL.
+pub fn handle_tcp(
+    sources: &SourceList,
+    policy: &TransferPolicy,
+    msg: &[u8],
+    peer: IpAddr,
+) -> Option<Vec<Vec<u8>>> {
+    let req = wire::parse_query(msg).ok()?;
+    if req.qtype != RType::AXFR && req.qtype != RType::IXFR {
+        return None;
+    }
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        transfer(sources, policy, msg, &req, peer)
+    }));
+    Some(result.unwrap_or_else(|_| {
+        tracing::error!("{} of {} for {peer} panicked", req.qtype, req.qname);
+        vec![error_reply(&req, rcode::SERVFAIL)]
+    }))
+}
+
+fn error_reply(req: &Request<'_>, code: u16) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut w = MessageWriter::new(
+        &mut buf,
+        req.id,
+        req.flags & (flags::RD | flags::CD),
+        code,
+        MAX_TCP_MESSAGE,
+    );
+    w.push_question(req.question);
+    w.finish();
+    buf
+}
+
+fn transfer(
+    sources: &SourceList,
+    policy: &TransferPolicy,
+    msg: &[u8],
+    req: &Request<'_>,
+    peer: IpAddr,
+) -> Vec<Vec<u8>> {
+    let kind = req.qtype;
+    if !policy.allows(peer) {
+        tracing::info!(
+            "{kind} of {} refused for {peer} (not in [transfer] allow)",
+            req.qname
+        );
+        return vec![error_reply(req, rcode::REFUSED)];
+    }
+    if req.qclass != Class::IN {
+        return vec![error_reply(req, rcode::NOTAUTH)];
+    }
+    let (source, zone) = match sources.find_zone(&req.qname) {
+        Ok(Some((s, z))) if z.origin == req.qname => (s, z),
+        Ok(_) => {
+            tracing::info!("{kind} of {} for {peer}: not a zone served here", req.qname);
+            return vec![error_reply(req, rcode::NOTAUTH)];
+        }
+        Err(e) => {
+            tracing::warn!("{kind} of {} for {peer}: {e}", req.qname);
+            return vec![error_reply(req, rcode::SERVFAIL)];
+        }
+    };
+    let client_serial = if kind == RType::IXFR {
+        match ixfr_client_serial(msg) {
+            Some(s) => Some(s),
+            None => return vec![error_reply(req, rcode::FORMERR)],
+        }
+    } else {
+        None
+    };
+    let rrsets = match source.zone_rrsets(&zone) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("{kind} of {} for {peer}: {e}", zone.origin);
+            return vec![error_reply(req, rcode::SERVFAIL)];
+        }
+    };
+    let soa = rrsets
+        .iter()
+        .filter(|s| s.rtype == RType::SOA && s.owner == zone.origin)
+        .collect::<Vec<_>>();
+    let (soa, serial) = match soa[..] {
+        [s] if s.rdatas.len() == 1 => match s.rdatas[0].soa_serial() {
+            Some(serial) => (s, serial),
+            None => return vec![error_reply(req, rcode::SERVFAIL)],
+        },
+        _ => {
+            tracing::warn!(
+                "{kind} of {}: the zone does not have exactly one SOA",
+                zone.origin
+            );
+            return vec![error_reply(req, rcode::SERVFAIL)];
+        }
+    };
+    let soa_rr = Rr {
+        owner: &soa.owner,
+        rtype: RType::SOA,
+        class: soa.class,
+        ttl: soa.ttl,
+        rdata: &soa.rdatas[0],
+    };
+    if let Some(client) = client_serial {
+        if !serial_gt(serial, client) {
+            tracing::info!(
+                "IXFR of {} for {peer}: client serial {client} is current (ours {serial})",
+                zone.origin
+            );
+            return pack(req, vec![soa_rr]);
+        }
+        match journal(policy, source.as_ref(), &zone, client, serial) {
+            Some(rows) => {
+                let mut rrs = Vec::with_capacity(rows.len() + 2);
+                rrs.push(soa_rr);
+                rrs.extend(rows.iter().map(|d| Rr {
+                    owner: &d.record.owner,
+                    rtype: d.record.rtype,
+                    class: d.record.class,
+                    ttl: d.record.ttl,
+                    rdata: &d.record.rdata,
+                }));
+                rrs.push(soa_rr);
+                tracing::info!(
+                    "IXFR of {} for {peer}: serial {client} -> {serial}, {} journal RRs",
+                    zone.origin,
+                    rows.len()
+                );
+                return pack(req, rrs);
+            }
+            None => tracing::info!(
+                "IXFR of {} for {peer}: journal cannot bridge {client} -> {serial}; full transfer",
+                zone.origin
+            ),
+        }
+    }
+    let mut rrs = vec![soa_rr];
+    for set in &rrsets {
+        if set.rtype != RType::SOA || set.owner != zone.origin {
+            push_set(&mut rrs, set);
+        }
+        push_sigs(&mut rrs, set);
+    }
+    rrs.push(soa_rr);
+    let messages = pack(req, rrs);
+    tracing::info!(
+        "{kind} of {} serial {serial} for {peer}: full zone in {} message(s)",
+        zone.origin,
+        messages.len()
+    );
+    messages
+}
+
+fn push_set<'a>(rrs: &mut Vec<Rr<'a>>, set: &'a RRset) {
+    rrs.extend(set.rdatas.iter().map(|rdata| Rr {
+        owner: &set.owner,
+        rtype: set.rtype,
+        class: set.class,
+        ttl: set.ttl,
+        rdata,
+    }));
+}
+
+fn push_sigs<'a>(rrs: &mut Vec<Rr<'a>>, set: &'a RRset) {
+    rrs.extend(set.sigs.iter().map(|rdata| Rr {
+        owner: &set.owner,
+        rtype: RType::RRSIG,
+        class: set.class,
+        ttl: set.sig_ttl,
+        rdata,
+    }));
+}
+
+/// The journal from `begin` to `end` for `zone`, from the first journal DB that
+/// holds it as an exact match, checked to start with the deletion of SOA
+/// `begin` and end with the addition of SOA `end`.
+fn journal(
+    policy: &TransferPolicy,
+    source: &dyn DataSource,
+    zone: &ZoneRef,
+    begin: u32,
+    end: u32,
+) -> Option<Vec<DiffRow>> {
+    for db in &policy.journal_dbs {
+        let conn = match authd_migrations::open_for_serving(db) {
+            Ok((c, _)) => c,
+            Err(e) => {
+                tracing::debug!("journal DB {}: {e}", db.display());
+                continue;
+            }
+        };
+        let id = match sqlite_admin::find_zone_id(&conn, &zone.origin) {
+            Ok(Some(id)) => id,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!("journal DB {}: {e}", db.display());
+                return None;
+            }
+        };
+        let rows = match sqlite_admin::read_journal(&conn, id, &zone.origin, begin, end) {
+            Ok(rows) => rows?,
+            Err(e) => {
+                tracing::warn!("journal of {} in {}: {e}", zone.origin, db.display());
+                return None;
+            }
+        };
+        let first_ok = rows.first().is_some_and(|d| {
+            !d.add && d.record.rtype == RType::SOA && d.record.rdata.soa_serial() == Some(begin)
+        });
+        let last_soa = rows.iter().rev().find(|d| d.record.rtype == RType::SOA);
+        let last_ok = last_soa.is_some_and(|d| d.add && d.record.rdata.soa_serial() == Some(end));
+        if !(first_ok && last_ok) {
+            tracing::warn!(
+                "journal of {} in {} from {begin} to {end} is malformed",
+                zone.origin,
+                db.display()
+            );
+            return None;
+        }
+        return Some(rows);
+    }
+    tracing::debug!("no journal for {} ({})", zone.origin, source.describe());
+    None
+}
+
+/// Packs `rrs` into answer messages of at most [`MAX_TCP_MESSAGE`] bytes; the
+/// first carries the question.
+fn pack(req: &Request<'_>, rrs: Vec<Rr<'_>>) -> Vec<Vec<u8>> {
+    let hdr = flags::AA | (req.flags & (flags::RD | flags::CD));
+    let mut out = Vec::new();
+    let mut rest = rrs.iter().peekable();
+    loop {
+        let mut buf = Vec::with_capacity(16 * 1024);
+        {
+            let mut w = MessageWriter::new(&mut buf, req.id, hdr, rcode::NOERROR, MAX_TCP_MESSAGE);
+            if out.is_empty() {
+                w.push_question(req.question);
+            }
+            while let Some(rr) = rest.peek() {
+                let meta = RecordMeta {
+                    rtype: rr.rtype,
+                    class: rr.class,
+                    ttl: rr.ttl,
+                };
+                let names = rr.rdata.compressible_names(rr.rtype);
+                if !w.push_record(Section::Answer, rr.owner, meta, rr.rdata.as_wire(), names) {
+                    break;
+                }
+                rest.next();
+            }
+            if w.count(Section::Answer) == 0 && rest.peek().is_some() {
+                // Cannot happen for valid RDATA (≤ 65535 - header - name bytes).
+                tracing::error!(
+                    "{} of {}: an RR does not fit a message",
+                    req.qtype,
+                    req.qname
+                );
+                return vec![error_reply(req, rcode::SERVFAIL)];
+            }
+            w.finish();
+        }
+        out.push(buf);
+        if rest.peek().is_none() {
+            return out;
+        }
+    }
+}
+
+fn u16_at(msg: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*msg.get(at)?, *msg.get(at + 1)?]))
+}
+
+/// Skips a possibly compressed name; the offset after it.
+fn skip_name(msg: &[u8], mut pos: usize) -> Option<usize> {
+    loop {
+        let len = *msg.get(pos)?;
+        match len & 0xC0 {
+            0x00 if len == 0 => return Some(pos + 1),
+            0x00 => pos += 1 + usize::from(len),
+            0xC0 => return Some(pos + 2),
+            _ => return None,
+        }
+    }
+}
+
+/// The SERIAL of the one SOA in an IXFR query's authority section (RFC 1995
+/// §3), or `None` when there is none, more than one, or the message is malformed.
+pub fn ixfr_client_serial(msg: &[u8]) -> Option<u32> {
+    let an = usize::from(u16_at(msg, 6)?);
+    let ns = usize::from(u16_at(msg, 8)?);
+    let mut pos = skip_name(msg, HEADER_LEN)? + 4;
+    let mut serial = None;
+    let mut soas = 0;
+    for i in 0..an + ns {
+        pos = skip_name(msg, pos)?;
+        let rtype = u16_at(msg, pos)?;
+        let rdlen = usize::from(u16_at(msg, pos + 8)?);
+        let rdata = pos + 10;
+        let end = rdata + rdlen;
+        if end > msg.len() {
+            return None;
+        }
+        if i >= an && rtype == RType::SOA.0 {
+            soas += 1;
+            let p = skip_name(msg, skip_name(msg, rdata)?)?;
+            if p + 20 != end {
+                return None;
+            }
+            let b = msg.get(p..p + 4)?;
+            serial = Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        }
+        pos = end;
+    }
+    if soas == 1 { serial } else { None }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_parsing_and_matching() {
+        let c: Cidr = "10.1.2.3/8".parse().expect("cidr");
+        assert_eq!(c.to_string(), "10.0.0.0/8");
+        assert!(c.contains("10.200.0.1".parse().expect("ip")));
+        assert!(c.contains("::ffff:10.0.0.9".parse().expect("ip")));
+        assert!(!c.contains("11.0.0.1".parse().expect("ip")));
+        let one: Cidr = "::1".parse().expect("cidr");
+        assert!(one.contains("::1".parse().expect("ip")));
+        assert!(!one.contains("127.0.0.1".parse().expect("ip")));
+        let all: Cidr = "0.0.0.0/0".parse().expect("cidr");
+        assert!(all.contains("192.0.2.1".parse().expect("ip")));
+        assert!("10.0.0.0/33".parse::<Cidr>().is_err());
+        assert!("host.example".parse::<Cidr>().is_err());
+        let p = TransferPolicy::default();
+        assert!(!p.allows("127.0.0.1".parse().expect("ip")));
+    }
+
+    #[test]
+    fn reads_ixfr_serial_with_compression() {
+        // Question example. IXFR, authority: example. SOA (owner and names compressed).
+        let mut m = vec![0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0];
+        m.extend_from_slice(b"\x07example\x00\x00\xfb\x00\x01");
+        m.extend_from_slice(&[0xC0, 12, 0, 6, 0, 1, 0, 0, 0, 0]);
+        let rdata: Vec<u8> = [
+            &[2, b'n', b's', 0xC0, 12, 0xC0, 12][..],
+            &7u32.to_be_bytes(),
+            &[0; 16],
+        ]
+        .concat();
+        m.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+        m.extend_from_slice(&rdata);
+        assert_eq!(ixfr_client_serial(&m), Some(7));
+        m[9] = 0;
+        assert_eq!(ixfr_client_serial(&m[..m.len()]), None);
+    }
+}

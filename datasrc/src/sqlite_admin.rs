@@ -1,0 +1,817 @@
+//! Administering zones in BIND 10 sqlite3 zone DBs (schema 2.x): listing,
+//! creating, deleting, dumping and checking zones, incremental updates with an
+//! IXFR journal, and reading that journal back for outgoing IXFR.
+//!
+//! Everything here follows BIND 10's own writers (research/bind10.md §a.3, §a.6):
+//!
+//! - rows use the stored conventions of [`crate::sqlite_load`] (`name` with its
+//!   loaded case, `rname` reversed, `rdtype` mnemonic, `sigtype` only for RRSIG,
+//!   `rdata` in presentation form);
+//! - [`update_zone`] writes the `diffs` journal in BIND 10's layout: per change,
+//!   delete the old SOA (version = old serial, operation 1), the deletions
+//!   (version = old serial, operation 1), add the new SOA (version = new serial,
+//!   operation 0), the additions (version = new serial, operation 0);
+//! - [`read_journal`] reads it as BIND 10's `SQLite3Accessor::DiffContext` did:
+//!   from the first row with version = begin and operation DELETE to the last
+//!   row with version = end and operation ADD, in `id` order.
+//!
+//! Serial numbers are compared with RFC 1982 serial arithmetic ([`serial_gt`]).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use crate::name::{Name, wire_name_len};
+use crate::rr::{Class, RType, Rdata, Record};
+use crate::sqlite_load::{LoadError, LoadReport, load_zone};
+use crate::zonefile::{SourcedRecord, check_zone};
+
+/// `diffs.operation` of an added RR (BIND 10's `DIFF_ADD`).
+pub const DIFF_ADD: i64 = 0;
+/// `diffs.operation` of a deleted RR (BIND 10's `DIFF_DELETE`).
+pub const DIFF_DELETE: i64 = 1;
+
+/// Why an administrative operation failed. In every case a transaction that was
+/// open is rolled back, so the DB is as it was before the call.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The zone is not in the DB (class IN).
+    #[error("zone {0} is not in the DB")]
+    NoZone(String),
+    /// `create` of a zone that already exists.
+    #[error("zone {0} already exists (use loadzone to replace its content)")]
+    ZoneExists(String),
+    /// An SQL statement failed (locked DB, not a 2.x schema, ...).
+    #[error("{action} failed: {source}")]
+    Sqlite {
+        /// What was being done.
+        action: &'static str,
+        /// The SQLite error.
+        source: rusqlite::Error,
+    },
+    /// A stored row cannot be read (bad name, type, TTL or rdata text).
+    #[error("{table} row {id} ({name}): {reason}")]
+    BadRow {
+        /// `records`, `nsec3` or `diffs`.
+        table: &'static str,
+        /// The row's `id`.
+        id: i64,
+        /// The row's owner name as stored.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The zone content fails the zone checks (no SOA, no apex NS, CNAME beside
+    /// other data, ...); the message names the offending owner and the row.
+    #[error("{0}")]
+    Check(String),
+    /// An update that cannot be applied (deleting an absent RR, adding a
+    /// present one, touching the SOA or NSEC3 chain, ...).
+    #[error("{0}")]
+    Update(String),
+    /// Loading records (zone creation) failed.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+}
+
+fn sql(action: &'static str) -> impl Fn(rusqlite::Error) -> AdminError {
+    move |source| AdminError::Sqlite { action, source }
+}
+
+/// Reads a column as text whatever its storage class (V1-era `STRING` columns
+/// have NUMERIC affinity).
+fn text(v: ValueRef<'_>) -> Option<String> {
+    match v {
+        ValueRef::Text(t) | ValueRef::Blob(t) => Some(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Integer(i) => Some(i.to_string()),
+        ValueRef::Real(f) => Some(f.to_string()),
+        ValueRef::Null => None,
+    }
+}
+
+fn int(v: ValueRef<'_>) -> Option<i64> {
+    match v {
+        ValueRef::Integer(i) => Some(i),
+        ValueRef::Text(t) => std::str::from_utf8(t).ok()?.trim().parse().ok(),
+        ValueRef::Real(f) => Some(f as i64),
+        _ => None,
+    }
+}
+
+/// RFC 1982 §3.2: `a` is greater than `b` in 32-bit serial number arithmetic.
+pub fn serial_gt(a: u32, b: u32) -> bool {
+    a != b && a.wrapping_sub(b) < 0x8000_0000
+}
+
+/// One zone of a DB, as `zone list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneSummary {
+    /// `zones.id`.
+    pub id: i64,
+    /// The zone name as stored (`example.org.`).
+    pub origin: String,
+    /// The SOA serial, or `None` when the zone has no (readable) SOA.
+    pub serial: Option<u32>,
+    /// Rows in `records` plus `nsec3` (one per RR).
+    pub records: u64,
+    /// Rows in the `diffs` journal.
+    pub journal: u64,
+}
+
+/// Every class-IN zone of the DB, ordered by name.
+///
+/// Errors: [`AdminError::Sqlite`].
+pub fn list_zones(conn: &Connection) -> Result<Vec<ZoneSummary>, AdminError> {
+    let action = "listing zones";
+    let mut stmt = conn
+        .prepare(
+            "SELECT z.id, z.name, \
+               (SELECT rdata FROM records r WHERE r.zone_id=z.id AND r.rdtype='SOA' LIMIT 1), \
+               (SELECT count(*) FROM records r WHERE r.zone_id=z.id) + \
+               (SELECT count(*) FROM nsec3 n WHERE n.zone_id=z.id), \
+               (SELECT count(*) FROM diffs d WHERE d.zone_id=z.id) \
+             FROM zones z WHERE z.rdclass='IN' ORDER BY z.name",
+        )
+        .map_err(sql(action))?;
+    let mut rows = stmt.query([]).map_err(sql(action))?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(sql(action))? {
+        let id = row.get_ref(0).ok().and_then(int).unwrap_or(-1);
+        let origin = row.get_ref(1).ok().and_then(text).unwrap_or_default();
+        let serial = row
+            .get_ref(2)
+            .ok()
+            .and_then(text)
+            .and_then(|t| Rdata::from_text(RType::SOA, &t, &Name::root()).ok())
+            .and_then(|r| r.soa_serial());
+        let count = |i| {
+            row.get_ref(i)
+                .ok()
+                .and_then(int)
+                .and_then(|n| u64::try_from(n).ok())
+                .unwrap_or(0)
+        };
+        out.push(ZoneSummary {
+            id,
+            origin,
+            serial,
+            records: count(3),
+            journal: count(4),
+        });
+    }
+    Ok(out)
+}
+
+/// `zones.id` of zone `origin` (class IN, name compared without case), if present.
+///
+/// Errors: [`AdminError::Sqlite`].
+pub fn find_zone_id(conn: &Connection, origin: &Name) -> Result<Option<i64>, AdminError> {
+    conn.query_row(
+        "SELECT id FROM zones WHERE name=?1 AND rdclass='IN' ORDER BY id LIMIT 1",
+        [origin.to_string()],
+        |r| Ok(r.get_ref(0).ok().and_then(int)),
+    )
+    .optional()
+    .map_err(sql("looking up the zone"))
+    .map(Option::flatten)
+}
+
+fn require_zone(conn: &Connection, origin: &Name) -> Result<i64, AdminError> {
+    find_zone_id(conn, origin)?.ok_or_else(|| AdminError::NoZone(origin.to_string()))
+}
+
+/// Creates zone `origin` with `records` (checked first, see
+/// [`crate::zonefile::check_zone`]) in one transaction.
+///
+/// Errors: [`AdminError::ZoneExists`] when the zone is already in the DB,
+/// [`AdminError::Load`] when the records fail the checks or cannot be written.
+pub fn create_zone(
+    conn: &mut Connection,
+    origin: &Name,
+    records: &[SourcedRecord],
+) -> Result<LoadReport, AdminError> {
+    if find_zone_id(conn, origin)?.is_some() {
+        return Err(AdminError::ZoneExists(origin.to_string()));
+    }
+    let report = load_zone(conn, origin, records, |_, _| {})?;
+    if !report.created {
+        // Another writer created it between our check and the load's lock.
+        return Err(AdminError::ZoneExists(origin.to_string()));
+    }
+    Ok(report)
+}
+
+/// Deletes zone `origin`: its `records`, `nsec3` and `diffs` rows and its
+/// `zones` row, in one transaction. Returns the number of rows deleted.
+///
+/// Errors: [`AdminError::NoZone`], [`AdminError::Sqlite`].
+pub fn delete_zone(conn: &mut Connection, origin: &Name) -> Result<usize, AdminError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql("starting the transaction"))?;
+    let id = require_zone(&tx, origin)?;
+    let mut n = 0;
+    for stmt in [
+        "DELETE FROM records WHERE zone_id=?1",
+        "DELETE FROM nsec3 WHERE zone_id=?1",
+        "DELETE FROM diffs WHERE zone_id=?1",
+        "DELETE FROM zones WHERE id=?1",
+    ] {
+        n += tx.execute(stmt, [id]).map_err(sql("deleting the zone"))?;
+    }
+    tx.commit().map_err(sql("committing"))?;
+    Ok(n)
+}
+
+/// One stored RR and where it is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRecord {
+    /// `records` or `nsec3`.
+    pub table: &'static str,
+    /// The row's `id`.
+    pub id: i64,
+    /// The RR (class IN; TTL in seconds).
+    pub record: Record,
+}
+
+fn parse_row(
+    table: &'static str,
+    id: i64,
+    origin: &Name,
+    name: &str,
+    rdtype: &str,
+    ttl: i64,
+    rdata: &str,
+) -> Result<Record, AdminError> {
+    let bad = |reason: String| AdminError::BadRow {
+        table,
+        id,
+        name: name.to_string(),
+        reason,
+    };
+    let owner = Name::parse(name, Some(origin)).map_err(|e| bad(e.to_string()))?;
+    let rtype: RType = rdtype.parse().map_err(|e| bad(format!("{e}")))?;
+    let ttl = u32::try_from(ttl).map_err(|_| bad(format!("bad TTL {ttl}")))?;
+    let rdata = Rdata::from_text(rtype, rdata, origin).map_err(|e| bad(e.to_string()))?;
+    Ok(Record {
+        owner,
+        rtype,
+        class: Class::IN,
+        ttl,
+        rdata,
+    })
+}
+
+fn zone_records_by_id(
+    conn: &Connection,
+    origin: &Name,
+    zone_id: i64,
+) -> Result<Vec<StoredRecord>, AdminError> {
+    let action = "reading the zone";
+    let mut out = Vec::new();
+    for (table, query) in [
+        (
+            "records",
+            "SELECT id, name, rdtype, ttl, rdata FROM records WHERE zone_id=?1 ORDER BY rname, rdtype, id",
+        ),
+        (
+            "nsec3",
+            "SELECT id, owner, rdtype, ttl, rdata FROM nsec3 WHERE zone_id=?1 ORDER BY hash, rdtype, id",
+        ),
+    ] {
+        let mut stmt = conn.prepare(query).map_err(sql(action))?;
+        let mut rows = stmt.query([zone_id]).map_err(sql(action))?;
+        while let Some(row) = rows.next().map_err(sql(action))? {
+            let id = row.get_ref(0).ok().and_then(int).unwrap_or(-1);
+            let (Some(name), Some(rdtype), Some(ttl), Some(rdata)) = (
+                row.get_ref(1).ok().and_then(text),
+                row.get_ref(2).ok().and_then(text),
+                row.get_ref(3).ok().and_then(int),
+                row.get_ref(4).ok().and_then(text),
+            ) else {
+                return Err(AdminError::BadRow {
+                    table,
+                    id,
+                    name: String::new(),
+                    reason: "a NULL or unreadable column".into(),
+                });
+            };
+            let record = parse_row(table, id, origin, &name, &rdtype, ttl, &rdata)?;
+            out.push(StoredRecord { table, id, record });
+        }
+    }
+    Ok(out)
+}
+
+/// Every RR of zone `origin`: `records` rows in `rname, rdtype` order (BIND 10's
+/// iterator order), then `nsec3` rows in hash order.
+///
+/// Errors: [`AdminError::NoZone`], [`AdminError::Sqlite`], [`AdminError::BadRow`]
+/// for the first row that does not parse.
+pub fn zone_records(conn: &Connection, origin: &Name) -> Result<Vec<StoredRecord>, AdminError> {
+    let id = require_zone(conn, origin)?;
+    zone_records_by_id(conn, origin, id)
+}
+
+/// Writes zone `origin` as a master file (RFC 1035 §5): a comment header, then
+/// one RR per line, `OWNER TTL IN TYPE RDATA` with absolute names, in
+/// [`zone_records`] order with the SOA first. `loadzone` reads it back to the
+/// same content. Returns the number of RRs written.
+///
+/// Errors: as [`zone_records`], plus [`AdminError::Update`] wrapping an I/O
+/// error of `out`, and [`AdminError::BadRow`] for RDATA that cannot be rendered.
+pub fn dump_zone(
+    conn: &Connection,
+    origin: &Name,
+    out: &mut dyn Write,
+) -> Result<usize, AdminError> {
+    let mut records = zone_records(conn, origin)?;
+    // SOA first, as master files conventionally start (RFC 1035 §5.2).
+    records.sort_by_key(|r| r.record.rtype != RType::SOA);
+    let io = |e: std::io::Error| AdminError::Update(format!("writing the dump: {e}"));
+    writeln!(out, "; zone {origin}, {} RRs", records.len()).map_err(io)?;
+    writeln!(out, "$ORIGIN {origin}").map_err(io)?;
+    for r in &records {
+        let rec = &r.record;
+        let rdata = rec
+            .rdata
+            .to_text(rec.rtype)
+            .map_err(|e| AdminError::BadRow {
+                table: r.table,
+                id: r.id,
+                name: rec.owner.to_string(),
+                reason: e.to_string(),
+            })?;
+        writeln!(
+            out,
+            "{}\t{}\tIN\t{}\t{}",
+            rec.owner, rec.ttl, rec.rtype, rdata
+        )
+        .map_err(io)?;
+    }
+    Ok(records.len())
+}
+
+fn sourced(db: &str, records: &[StoredRecord]) -> Vec<SourcedRecord> {
+    records
+        .iter()
+        .map(|r| SourcedRecord {
+            record: r.record.clone(),
+            file: Arc::new(PathBuf::from(format!("{db}:{}", r.table))),
+            line: usize::try_from(r.id).unwrap_or(0),
+        })
+        .collect()
+}
+
+fn check_loaded(origin: &Name, records: &[StoredRecord]) -> Result<(), AdminError> {
+    check_zone(origin, &sourced("zone", records)).map_err(|e| {
+        if e.line == 0 {
+            AdminError::Check(e.message)
+        } else {
+            AdminError::Check(format!(
+                "{} row {}: {}",
+                table_of(&e.file),
+                e.line,
+                e.message
+            ))
+        }
+    })
+}
+
+fn table_of(file: &std::path::Path) -> String {
+    let s = file.display().to_string();
+    s.rsplit(':').next().unwrap_or("records").to_string()
+}
+
+/// Checks zone `origin` as stored: every row parses, then the zone checks of
+/// [`crate::zonefile::check_zone`] (one SOA at the apex, NS at the apex, no
+/// CNAME beside other data, at most one CNAME/DNAME per name, names inside the
+/// zone). Returns the number of RRs checked.
+///
+/// Errors: [`AdminError::BadRow`] for an unreadable row,
+/// [`AdminError::Check`] naming the first problem, its owner name and row id
+/// (e.g. `records row 17: CNAME and other data at www.example.org.`),
+/// [`AdminError::NoZone`], [`AdminError::Sqlite`].
+pub fn check_stored_zone(conn: &Connection, origin: &Name) -> Result<usize, AdminError> {
+    let records = zone_records(conn, origin)?;
+    check_loaded(origin, &records)?;
+    Ok(records.len())
+}
+
+/// What [`update_zone`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpdateReport {
+    /// The SOA serial before.
+    pub old_serial: u32,
+    /// The SOA serial after (old + 1, RFC 1982 wrapping).
+    pub new_serial: u32,
+    /// RRs added.
+    pub added: usize,
+    /// RRs deleted.
+    pub deleted: usize,
+    /// Rows appended to `diffs`.
+    pub journal_rows: usize,
+}
+
+/// A copy of SOA RDATA (wire form) with SERIAL replaced.
+fn with_serial(soa: &Rdata, serial: u32) -> Option<Rdata> {
+    let d = soa.as_wire();
+    let m = wire_name_len(d)?;
+    let r = wire_name_len(d.get(m..)?)?;
+    let at = m + r;
+    if d.len() != at + 20 {
+        return None;
+    }
+    let mut v = d.to_vec();
+    v[at..at + 4].copy_from_slice(&serial.to_be_bytes());
+    Some(Rdata::from_wire(&v))
+}
+
+fn rdata_text(rec: &Record) -> Result<String, AdminError> {
+    rec.rdata
+        .to_text(rec.rtype)
+        .map_err(|e| AdminError::Update(format!("{} {}: {e}", rec.owner, rec.rtype)))
+}
+
+/// Applies one incremental change to zone `origin` in one transaction: deletes
+/// the RRs of `delete` (matched on owner, type and RDATA; TTL ignored), adds
+/// those of `add`, increments the SOA serial by one and appends the change to
+/// the `diffs` journal in BIND 10's layout (see the module doc). The resulting
+/// zone must pass [`check_stored_zone`]'s checks.
+///
+/// Errors: [`AdminError::Update`] for an RR to delete that is absent, an RR to
+/// add that is present, an RR outside the zone, a SOA, NSEC3 or RRSIG-over-NSEC3
+/// RR (the serial is managed here; NSEC3 chains are replaced with `loadzone`), or
+/// an empty change; [`AdminError::Check`] when the result fails the zone checks;
+/// [`AdminError::NoZone`], [`AdminError::Sqlite`], [`AdminError::BadRow`].
+pub fn update_zone(
+    conn: &mut Connection,
+    origin: &Name,
+    add: &[Record],
+    delete: &[Record],
+) -> Result<UpdateReport, AdminError> {
+    if add.is_empty() && delete.is_empty() {
+        return Err(AdminError::Update("nothing to add or delete".into()));
+    }
+    for rec in add.iter().chain(delete) {
+        if !rec.owner.is_subdomain_of(origin) {
+            return Err(AdminError::Update(format!(
+                "{} is outside the zone {origin}",
+                rec.owner
+            )));
+        }
+        let nsec3 = rec.rtype == RType::NSEC3
+            || (rec.rtype == RType::RRSIG && rec.rdata.rrsig_type_covered() == Some(RType::NSEC3));
+        if rec.rtype == RType::SOA || nsec3 || rec.rtype.is_meta() {
+            return Err(AdminError::Update(format!(
+                "{} {}: cannot be updated here (the SOA serial is bumped automatically; \
+                 NSEC3 chains are replaced with loadzone)",
+                rec.owner, rec.rtype
+            )));
+        }
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql("starting the transaction"))?;
+    let zone_id = require_zone(&tx, origin)?;
+    let before = zone_records_by_id(&tx, origin, zone_id)?;
+    let soas: Vec<&StoredRecord> = before
+        .iter()
+        .filter(|r| r.record.rtype == RType::SOA && r.record.owner == *origin)
+        .collect();
+    let [soa] = soas[..] else {
+        return Err(AdminError::Check(format!(
+            "zone {origin} has {} SOA records; exactly one is needed",
+            soas.len()
+        )));
+    };
+    let old_serial = soa
+        .record
+        .rdata
+        .soa_serial()
+        .ok_or_else(|| AdminError::Check(format!("zone {origin}: unreadable SOA")))?;
+    let new_serial = old_serial.wrapping_add(1);
+    let new_soa_rdata = with_serial(&soa.record.rdata, new_serial)
+        .ok_or_else(|| AdminError::Check(format!("zone {origin}: unreadable SOA")))?;
+    let soa_id = soa.id;
+    let old_soa = soa.record.clone();
+    let new_soa = Record {
+        rdata: new_soa_rdata,
+        ..old_soa.clone()
+    };
+
+    let same =
+        |a: &Record, b: &Record| a.owner == b.owner && a.rtype == b.rtype && a.rdata == b.rdata;
+    // Deletions, resolved to stored rows (their stored TTL goes to the journal).
+    let mut deleted: Vec<(i64, Record)> = Vec::new();
+    for rec in delete {
+        let Some(row) = before.iter().find(|r| {
+            r.table == "records"
+                && same(&r.record, rec)
+                && !deleted.iter().any(|(id, _)| *id == r.id)
+        }) else {
+            return Err(AdminError::Update(format!(
+                "cannot delete {} {} {}: not in the zone",
+                rec.owner,
+                rec.rtype,
+                rdata_text(rec)?
+            )));
+        };
+        deleted.push((row.id, row.record.clone()));
+    }
+    for (i, rec) in add.iter().enumerate() {
+        let present = before
+            .iter()
+            .any(|r| same(&r.record, rec) && !deleted.iter().any(|(id, _)| *id == r.id));
+        if present || add[..i].iter().any(|a| same(a, rec)) {
+            return Err(AdminError::Update(format!(
+                "cannot add {} {} {}: already in the zone",
+                rec.owner,
+                rec.rtype,
+                rdata_text(rec)?
+            )));
+        }
+    }
+
+    let action = "writing the update";
+    {
+        let mut del = tx
+            .prepare("DELETE FROM records WHERE id=?1")
+            .map_err(sql(action))?;
+        for (id, _) in &deleted {
+            del.execute([id]).map_err(sql(action))?;
+        }
+        let mut ins = tx
+            .prepare(
+                "INSERT INTO records (zone_id, name, rname, ttl, rdtype, sigtype, rdata) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .map_err(sql(action))?;
+        for rec in add {
+            let covered = if rec.rtype == RType::RRSIG {
+                rec.rdata.rrsig_type_covered().map(|t| t.to_string())
+            } else {
+                None
+            };
+            ins.execute(params![
+                zone_id,
+                rec.owner.to_string(),
+                rec.owner.reversed_text(),
+                rec.ttl,
+                rec.rtype.to_string(),
+                covered,
+                rdata_text(rec)?
+            ])
+            .map_err(sql(action))?;
+        }
+        tx.execute(
+            "UPDATE records SET rdata=?2 WHERE id=?1",
+            params![soa_id, rdata_text(&new_soa)?],
+        )
+        .map_err(sql(action))?;
+
+        let mut journal = tx
+            .prepare(
+                "INSERT INTO diffs (zone_id, version, operation, name, rrtype, ttl, rdata) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .map_err(sql("writing the journal"))?;
+        let mut rows = 0;
+        let mut put = |version: u32, op: i64, rec: &Record| -> Result<(), AdminError> {
+            journal
+                .execute(params![
+                    zone_id,
+                    i64::from(version),
+                    op,
+                    rec.owner.to_string(),
+                    rec.rtype.to_string(),
+                    rec.ttl,
+                    rdata_text(rec)?
+                ])
+                .map_err(sql("writing the journal"))?;
+            rows += 1;
+            Ok(())
+        };
+        put(old_serial, DIFF_DELETE, &old_soa)?;
+        for (_, rec) in &deleted {
+            put(old_serial, DIFF_DELETE, rec)?;
+        }
+        put(new_serial, DIFF_ADD, &new_soa)?;
+        for rec in add {
+            put(new_serial, DIFF_ADD, rec)?;
+        }
+        let after = zone_records_by_id(&tx, origin, zone_id)?;
+        check_loaded(origin, &after)?;
+        drop(journal);
+        let report = UpdateReport {
+            old_serial,
+            new_serial,
+            added: add.len(),
+            deleted: deleted.len(),
+            journal_rows: rows,
+        };
+        drop(del);
+        drop(ins);
+        tx.commit().map_err(sql("committing"))?;
+        Ok(report)
+    }
+}
+
+/// One journal row (`diffs`), parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffRow {
+    /// `diffs.id` (journal order).
+    pub id: i64,
+    /// The serial the row belongs to.
+    pub version: u32,
+    /// True for an addition (operation 0), false for a deletion (operation 1).
+    pub add: bool,
+    /// The RR.
+    pub record: Record,
+}
+
+/// The journal of zone `zone_id` (apex `origin`) from serial `begin` to serial
+/// `end`, read as BIND 10's journal reader did: from the first row with
+/// version = `begin` and operation DELETE to the last row with version = `end`
+/// and operation ADD, ordered by `id`. `None` when the journal cannot bridge the
+/// two serials (no such rows, or they are in the wrong order): the caller falls
+/// back to a full transfer (RFC 1995 §4).
+///
+/// Errors: [`AdminError::Sqlite`]; [`AdminError::BadRow`] for a row that does
+/// not parse.
+pub fn read_journal(
+    conn: &Connection,
+    zone_id: i64,
+    origin: &Name,
+    begin: u32,
+    end: u32,
+) -> Result<Option<Vec<DiffRow>>, AdminError> {
+    let action = "reading the journal";
+    let edge = |order: &str, version: u32, op: i64| -> Result<Option<i64>, AdminError> {
+        conn.query_row(
+            &format!(
+                "SELECT id FROM diffs WHERE zone_id=?1 AND version=?2 AND operation=?3 \
+                 ORDER BY id {order} LIMIT 1"
+            ),
+            params![zone_id, i64::from(version), op],
+            |r| Ok(r.get_ref(0).ok().and_then(int)),
+        )
+        .optional()
+        .map_err(sql(action))
+        .map(Option::flatten)
+    };
+    let (Some(low), Some(high)) = (
+        edge("ASC", begin, DIFF_DELETE)?,
+        edge("DESC", end, DIFF_ADD)?,
+    ) else {
+        return Ok(None);
+    };
+    if low > high {
+        return Ok(None);
+    }
+    let mut stmt = conn
+        .prepare(
+            "SELECT rrtype, ttl, id, rdata, name, operation, version FROM diffs \
+             WHERE zone_id=?1 AND id>=?2 AND id<=?3 ORDER BY id ASC",
+        )
+        .map_err(sql(action))?;
+    let mut rows = stmt
+        .query(params![zone_id, low, high])
+        .map_err(sql(action))?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(sql(action))? {
+        let id = row.get_ref(2).ok().and_then(int).unwrap_or(-1);
+        let cols = (
+            row.get_ref(0).ok().and_then(text),
+            row.get_ref(1).ok().and_then(int),
+            row.get_ref(3).ok().and_then(text),
+            row.get_ref(4).ok().and_then(text),
+            row.get_ref(5).ok().and_then(int),
+            row.get_ref(6).ok().and_then(int),
+        );
+        let (Some(rrtype), Some(ttl), Some(rdata), Some(name), Some(op), Some(version)) = cols
+        else {
+            return Err(AdminError::BadRow {
+                table: "diffs",
+                id,
+                name: String::new(),
+                reason: "a NULL or unreadable column".into(),
+            });
+        };
+        let record = parse_row("diffs", id, origin, &name, &rrtype, ttl, &rdata)?;
+        let version = u32::try_from(version).map_err(|_| AdminError::BadRow {
+            table: "diffs",
+            id,
+            name: name.clone(),
+            reason: format!("version {version} is not a 32-bit serial"),
+        })?;
+        out.push(DiffRow {
+            id,
+            version,
+            add: op == DIFF_ADD,
+            record,
+        });
+    }
+    Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zonefile::parse_master_text;
+    use std::path::Path;
+
+    fn db() -> Connection {
+        let conn = Connection::open_in_memory().expect("open");
+        conn.execute_batch(authd_migrations::CREATE_LATEST_SQL)
+            .expect("schema");
+        conn
+    }
+
+    fn origin() -> Name {
+        "example.org.".parse().expect("name")
+    }
+
+    fn rr(text: &str) -> Record {
+        parse_master_text(&format!("{text}\n"), Path::new("t"), &origin()).expect("rr")[0]
+            .record
+            .clone()
+    }
+
+    const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 4294967295 3600 900 1209600 300\n\
+        @ NS ns\nns A 192.0.2.1\nwww A 192.0.2.2\n";
+
+    #[test]
+    fn serial_arithmetic() {
+        assert!(serial_gt(1, 0));
+        assert!(serial_gt(0, 0xFFFF_FFFF));
+        assert!(!serial_gt(5, 5));
+        assert!(!serial_gt(0xFFFF_FFF0, 1230));
+    }
+
+    #[test]
+    fn update_journals_in_bind10_layout_and_wraps() {
+        let mut conn = db();
+        let recs = parse_master_text(ZONE, Path::new("t"), &origin()).expect("zone");
+        create_zone(&mut conn, &origin(), &recs).expect("create");
+        assert!(matches!(
+            create_zone(&mut conn, &origin(), &recs),
+            Err(AdminError::ZoneExists(_))
+        ));
+        let rep = update_zone(
+            &mut conn,
+            &origin(),
+            &[rr("www 600 A 192.0.2.3")],
+            &[rr("www 1 A 192.0.2.2")],
+        )
+        .expect("update");
+        assert_eq!((rep.old_serial, rep.new_serial), (4294967295, 0));
+        let rows: Vec<(i64, i64, String, i64, String)> = conn
+            .prepare("SELECT version, operation, rrtype, ttl, rdata FROM diffs ORDER BY id")
+            .expect("prep")
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .expect("q")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        let ops: Vec<(i64, i64, &str, i64)> =
+            rows.iter().map(|r| (r.0, r.1, r.2.as_str(), r.3)).collect();
+        assert_eq!(
+            ops,
+            vec![
+                (4294967295, 1, "SOA", 300),
+                (4294967295, 1, "A", 300),
+                (0, 0, "SOA", 300),
+                (0, 0, "A", 600)
+            ]
+        );
+        let j = read_journal(&conn, 1, &origin(), 4294967295, 0)
+            .expect("read")
+            .expect("bridges");
+        assert_eq!(j.len(), 4);
+        assert!(
+            read_journal(&conn, 1, &origin(), 7, 0)
+                .expect("read")
+                .is_none()
+        );
+        let e =
+            update_zone(&mut conn, &origin(), &[], &[rr("www 1 A 192.0.2.2")]).expect_err("absent");
+        assert!(e.to_string().contains("not in the zone"), "{e}");
+        let e = update_zone(&mut conn, &origin(), &[rr("www 1 CNAME ns")], &[]).expect_err("cname");
+        assert!(
+            e.to_string()
+                .contains("CNAME and other data at www.example.org."),
+            "{e}"
+        );
+        let z = list_zones(&conn).expect("list");
+        assert_eq!(z[0].serial, Some(0));
+        assert_eq!(z[0].records, 4);
+        assert_eq!(z[0].journal, 4);
+        assert_eq!(delete_zone(&mut conn, &origin()).expect("delete"), 9);
+        assert!(list_zones(&conn).expect("list").is_empty());
+    }
+}
