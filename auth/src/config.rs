@@ -180,6 +180,22 @@ struct RawDataSource {
     file: Option<PathBuf>,
     zones: Option<Vec<RawZone>>,
     db: Option<PathBuf>,
+    cache: Option<RawCache>,
+}
+
+/// `cache = { enabled, slots }`; `slots` is a count or `"unlimited"`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCache {
+    enabled: Option<bool>,
+    slots: Option<RawSlots>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawSlots {
+    Count(i64),
+    Word(String),
 }
 
 /// One `zones` item: an origin string, or a table `{ origin, file }`.
@@ -331,24 +347,63 @@ pub struct MemoryZoneConfig {
 pub struct DataSourceConfig {
     /// The backend and its settings.
     pub kind: DataSourceKind,
+    /// The hot-spot cache in front of this source (`cache = { enabled, slots }`).
+    pub cache: CacheConfig,
+}
+
+/// Default slot count of the hot-spot cache.
+pub const DEFAULT_CACHE_SLOTS: usize = 65_536;
+
+/// `cache = { enabled = true, slots = 65536 }` on a `[[datasource]]`: the
+/// hot-spot cache (`authd-cache`) in front of the source. On by default for
+/// sqlite3 (every lookup is SQL otherwise), off for memory (nothing to gain).
+/// `slots = 0` disables it; `slots = "unlimited"` removes the bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// Whether the cache is used.
+    pub enabled: bool,
+    /// Its size.
+    pub slots: authd_cache::Slots,
+}
+
+impl CacheConfig {
+    /// The default for a source kind: on with [`DEFAULT_CACHE_SLOTS`] for sqlite3, off for memory.
+    pub fn default_for(kind: &DataSourceKind) -> CacheConfig {
+        CacheConfig {
+            enabled: matches!(kind, DataSourceKind::Sqlite3 { .. }),
+            slots: authd_cache::Slots::from_count(DEFAULT_CACHE_SLOTS),
+        }
+    }
+
+    /// Wraps `source` in a cache when enabled with a non-zero size.
+    pub fn wrap(&self, source: Arc<dyn DataSource>) -> Arc<dyn DataSource> {
+        if !self.enabled || self.slots == authd_cache::Slots::Disabled {
+            return source;
+        }
+        Arc::new(authd_cache::HotSpotCache::new(source, self.slots))
+    }
 }
 
 impl DataSourceConfig {
     /// An sqlite3 source serving every zone of `file`.
     pub fn sqlite3(file: impl Into<PathBuf>) -> DataSourceConfig {
+        let kind = DataSourceKind::Sqlite3 {
+            file: file.into(),
+            zones: None,
+        };
         DataSourceConfig {
-            kind: DataSourceKind::Sqlite3 {
-                file: file.into(),
-                zones: None,
-            },
+            cache: CacheConfig::default_for(&kind),
+            kind,
         }
     }
 
     /// A memory source with `zones` (master files, or copies from `db`) and
     /// optionally every zone of `db`.
     pub fn memory(zones: Vec<MemoryZoneConfig>, db: Option<PathBuf>) -> DataSourceConfig {
+        let kind = DataSourceKind::Memory { zones, db };
         DataSourceConfig {
-            kind: DataSourceKind::Memory { zones, db },
+            cache: CacheConfig::default_for(&kind),
+            kind,
         }
     }
 
@@ -656,7 +711,31 @@ impl Config {
                     ));
                 }
             };
-            datasources.push(DataSourceConfig { kind });
+            let mut cache = CacheConfig::default_for(&kind);
+            if let Some(raw) = &ds.cache {
+                if let Some(enabled) = raw.enabled {
+                    cache.enabled = enabled;
+                }
+                match &raw.slots {
+                    None => {}
+                    Some(RawSlots::Count(n)) => {
+                        let n = usize::try_from(*n).map_err(|_| {
+                            invalid(&key("cache.slots"), format!("{n} is negative"))
+                        })?;
+                        cache.slots = authd_cache::Slots::from_count(n);
+                    }
+                    Some(RawSlots::Word(w)) if w == "unlimited" => {
+                        cache.slots = authd_cache::Slots::Unlimited;
+                    }
+                    Some(RawSlots::Word(w)) => {
+                        return Err(invalid(
+                            &key("cache.slots"),
+                            format!("{w:?} is neither a count nor \"unlimited\""),
+                        ));
+                    }
+                }
+            }
+            datasources.push(DataSourceConfig { kind, cache });
         }
         check_explicit_duplicates(&datasources)?;
 
@@ -1011,6 +1090,65 @@ mod tests {
         assert_eq!(s.listen, c.listen);
         assert_eq!(s.tcp_idle_timeout, Duration::from_secs(3));
         assert_eq!(s.tcp_max_connections, 7);
+    }
+
+    #[test]
+    fn cache_settings_per_source() {
+        let c = from_toml(
+            r#"
+            [[datasource]]
+            type = "sqlite3"
+            file = "/a.sqlite3"
+            [[datasource]]
+            type = "sqlite3"
+            file = "/b.sqlite3"
+            cache = { slots = "unlimited" }
+            [[datasource]]
+            type = "sqlite3"
+            file = "/c.sqlite3"
+            cache = { enabled = false }
+            [[datasource]]
+            type = "memory"
+            zones = [{ origin = "example.", file = "/e.zone" }]
+            cache = { enabled = true, slots = 10 }
+            "#,
+        )
+        .expect("valid");
+        let caches: Vec<CacheConfig> = c.datasources.iter().map(|d| d.cache).collect();
+        use authd_cache::Slots;
+        assert_eq!(
+            caches,
+            [
+                CacheConfig {
+                    enabled: true,
+                    slots: Slots::from_count(DEFAULT_CACHE_SLOTS)
+                },
+                CacheConfig {
+                    enabled: true,
+                    slots: Slots::Unlimited
+                },
+                CacheConfig {
+                    enabled: false,
+                    slots: Slots::from_count(DEFAULT_CACHE_SLOTS)
+                },
+                CacheConfig {
+                    enabled: true,
+                    slots: Slots::from_count(10)
+                },
+            ]
+        );
+        for (text, want) in [
+            ("cache = { slots = -1 }", "datasource[0].cache.slots"),
+            ("cache = { slots = \"lots\" }", "datasource[0].cache.slots"),
+            ("cache = { size = 3 }", "size"),
+        ] {
+            let e = from_toml(&format!(
+                "[[datasource]]\ntype = \"sqlite3\"\nfile = \"/a\"\n{text}"
+            ))
+            .expect_err(text)
+            .to_string();
+            assert!(e.contains(want), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -202,12 +202,18 @@ fn start_knot() -> Daemon {
     knot
 }
 
-/// The two authd backends: memory (`--zone ORIGIN=FILE`) and sqlite3
-/// (`loadzone` into a DB, then `--db`).
+/// The authd backends: memory (`--zone ORIGIN=FILE`, cache off by default, on
+/// with `+cache`) and sqlite3 (`loadzone` into a DB, then `--db`; the hot-spot
+/// cache is on by default, off with `-nocache`).
 fn start_authd(backend: &str, dir: &Path) -> AuthdProcess {
-    match backend {
+    let cache: &[&str] = match backend {
+        "memory+cache" => &["--cache-slots", "unlimited"],
+        "sqlite3-nocache" => &["--cache-slots", "0"],
+        _ => &[],
+    };
+    match backend.split(['+', '-']).next().unwrap_or(backend) {
         "memory" => {
-            let mut args: Vec<std::ffi::OsString> = Vec::new();
+            let mut args: Vec<std::ffi::OsString> = cache.iter().map(|&a| a.into()).collect();
             for (origin, file) in zones() {
                 args.push("--zone".into());
                 args.push(format!("{origin}={}", file.display()).into());
@@ -231,13 +237,16 @@ fn start_authd(backend: &str, dir: &Path) -> AuthdProcess {
                     String::from_utf8_lossy(&out.stderr)
                 );
             }
-            AuthdProcess::start([std::ffi::OsStr::new("--db"), db.as_os_str()])
+            let mut args: Vec<std::ffi::OsString> = cache.iter().map(|&a| a.into()).collect();
+            args.push("--db".into());
+            args.push(db.into_os_string());
+            AuthdProcess::start(args)
         }
         other => panic!("unknown backend {other}"),
     }
 }
 
-const BACKENDS: [&str; 2] = ["memory", "sqlite3"];
+const BACKENDS: [&str; 4] = ["memory", "memory+cache", "sqlite3", "sqlite3-nocache"];
 
 /// The DO queries sent to Knot and authd: (qname, qtype, what it exercises).
 const QUERIES: &[(&str, &str, &str)] = &[

@@ -69,6 +69,10 @@ struct Cli {
     /// picks a free port (repeatable; replaces the configured `listen`).
     #[arg(short, long, value_name = "ADDR:PORT", value_parser = parse_listen)]
     listen: Vec<SocketAddr>,
+    /// Hot-spot cache slots for the --db and --zone sources: a count, 0 to
+    /// disable, or `unlimited` (default: 65536 for sqlite3, off for memory).
+    #[arg(long, value_name = "N|unlimited", value_parser = parse_cache_slots)]
+    cache_slots: Option<authd_cache::Slots>,
     /// Log filter: a level (error, warn, info, debug, trace) or tracing
     /// directives such as `authd=debug`. Default: $RUST_LOG, else info.
     #[arg(long, value_name = "FILTER")]
@@ -80,6 +84,15 @@ fn parse_listen(s: &str) -> Result<SocketAddr, String> {
 }
 
 /// Parses `ORIGIN=FILE` (`example.com=example.com.zone`, `.=root.zone`).
+fn parse_cache_slots(s: &str) -> Result<authd_cache::Slots, String> {
+    if s == "unlimited" {
+        return Ok(authd_cache::Slots::Unlimited);
+    }
+    s.parse::<usize>()
+        .map(authd_cache::Slots::from_count)
+        .map_err(|_| format!("{s:?} is neither a count nor \"unlimited\""))
+}
+
 fn parse_zone_arg(s: &str) -> Result<(Name, PathBuf), String> {
     let Some((origin, file)) = s.split_once('=') else {
         return Err(format!(
@@ -171,6 +184,12 @@ fn effective_config(cli: &Cli) -> anyhow::Result<Config> {
             datasources.push(DataSourceConfig::memory(zones, None));
         }
         datasources.extend(cli.db.iter().map(DataSourceConfig::sqlite3));
+        if let Some(slots) = cli.cache_slots {
+            for ds in &mut datasources {
+                ds.cache.enabled = slots != authd_cache::Slots::Disabled;
+                ds.cache.slots = slots;
+            }
+        }
         config.datasources = datasources;
     } else if example_mode(cli) {
         config.datasources = vec![DataSourceConfig::sqlite3(EXAMPLE_DB)];

@@ -287,7 +287,7 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
                         Arc::clone(&db) as Arc<dyn DataSource>
                     }
                 };
-                sources.push(source);
+                sources.push(ds.cache.wrap(source));
                 entries.push(EntryState {
                     config: ds.clone(),
                     sqlite: Some(db),
@@ -389,7 +389,7 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
                 }
                 let memory =
                     MemorySource::with_zones(&label, states.iter().map(|s| Arc::clone(&s.zone)));
-                sources.push(Arc::new(memory));
+                sources.push(ds.cache.wrap(Arc::new(memory)));
                 entries.push(EntryState {
                     config: ds.clone(),
                     sqlite: None,
