@@ -91,6 +91,20 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// Empties the sections (keeping their capacity) and sets rcode and AA.
+    fn reset(&mut self, rcode: u16, aa: bool) {
+        self.clear();
+        self.rcode = rcode;
+        self.aa = aa;
+    }
+
+    fn clear(&mut self) {
+        self.answer.clear();
+        self.authority.clear();
+        self.additional.clear();
+        self.required_glue = 0;
+    }
+
     fn rcode(rcode: u16, aa: bool) -> Answer {
         Answer {
             rcode,
@@ -148,37 +162,53 @@ impl QueryProcessor {
                 return true;
             }
         };
-        let answer = self.answer(&req);
-        render(&req, &answer, transport, out);
+        // One Answer per thread, cleared and refilled: its section vectors keep
+        // their capacity, so steady-state queries allocate nothing for them.
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Answer> = std::cell::RefCell::new(Answer::default());
+        }
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut ans) => {
+                self.answer_into(&req, &mut ans);
+                render(&req, &ans, transport, out);
+                ans.clear();
+            }
+            Err(_) => render(&req, &self.answer(&req), transport, out),
+        });
         true
     }
 
     /// Processes a parsed query into an [`Answer`] (no rendering).
     pub fn answer(&self, req: &Request<'_>) -> Answer {
+        let mut ans = Answer::default();
+        self.answer_into(req, &mut ans);
+        ans
+    }
+
+    /// Processes a parsed query into `ans` (cleared first).
+    fn answer_into(&self, req: &Request<'_>, ans: &mut Answer) {
+        ans.reset(rcode::NOERROR, true);
         if let Some(edns) = req.edns
             && edns.version > 0
         {
-            return Answer::rcode(rcode::BADVERS, false);
+            return ans.reset(rcode::BADVERS, false);
         }
         match req.qclass {
             Class::IN => {}
-            Class::CH => return self.chaos(req),
-            _ => return Answer::rcode(rcode::REFUSED, false),
+            Class::CH => return *ans = self.chaos(req),
+            _ => return ans.reset(rcode::REFUSED, false),
         }
         match req.qtype {
             // Zone transfers need an allow-list; none is configured, so refuse.
-            RType::AXFR | RType::IXFR => return Answer::rcode(rcode::REFUSED, false),
-            RType::OPT => return Answer::rcode(rcode::FORMERR, false),
-            t if t.is_meta() && t != RType::ANY => return Answer::rcode(rcode::NOTIMP, false),
+            RType::AXFR | RType::IXFR => return ans.reset(rcode::REFUSED, false),
+            RType::OPT => return ans.reset(rcode::FORMERR, false),
+            t if t.is_meta() && t != RType::ANY => return ans.reset(rcode::NOTIMP, false),
             _ => {}
         }
         let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
-        match self.answer_in(&req.qname, req.qtype, dnssec) {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::error!(qname = %req.qname, qtype = %req.qtype, "SERVFAIL: {e}");
-                Answer::rcode(rcode::SERVFAIL, false)
-            }
+        if let Err(e) = self.answer_in(&req.qname, req.qtype, dnssec, ans) {
+            tracing::error!(qname = %req.qname, qtype = %req.qtype, "SERVFAIL: {e}");
+            ans.reset(rcode::SERVFAIL, false);
         }
     }
 
@@ -187,7 +217,8 @@ impl QueryProcessor {
         qname: &Name,
         qtype: RType,
         dnssec: bool,
-    ) -> Result<Answer, DataSourceError> {
+        ans: &mut Answer,
+    ) -> Result<(), DataSourceError> {
         // RFC 4035 §3.1.4.1: DS lives on the parent side of a zone cut; answer
         // from the parent zone when we serve it.
         let mut found = self.sources.find_zone(qname)?;
@@ -201,20 +232,20 @@ impl QueryProcessor {
             found = Some(p);
         }
         let Some((source, zone)) = found else {
-            return Ok(Answer::rcode(rcode::REFUSED, false));
+            ans.reset(rcode::REFUSED, false);
+            return Ok(());
         };
         let source = source.as_ref();
         let opts = LookupOptions {
             dnssec,
             ..LookupOptions::default()
         };
-        let mut ans = Answer::rcode(rcode::NOERROR, true);
         if qtype == RType::RRSIG {
-            return self.rrsig_query(source, &zone, qname, opts);
+            *ans = self.rrsig_query(source, &zone, qname, opts)?;
+            return Ok(());
         }
         let lookup = source.lookup(&zone, qname, qtype, opts)?;
-        self.place(source, &zone, qname, qtype, lookup, opts, &mut ans, 0)?;
-        Ok(ans)
+        self.place(source, &zone, qname, qtype, lookup, opts, ans, 0)
     }
 
     /// Places the outcome of one lookup; follows CNAME/DNAME inside the zone.
@@ -375,11 +406,15 @@ impl QueryProcessor {
         &self,
         source: &dyn DataSource,
         zone: &ZoneRef,
-        rrset: &RRset,
+        rrset: &Arc<RRset>,
         opts: LookupOptions,
         ans: &mut Answer,
     ) -> Result<(), DataSourceError> {
         if !matches!(rrset.rtype, RType::NS | RType::MX | RType::SRV) {
+            return Ok(());
+        }
+        if let Some(ready) = source.additional_addresses(zone, rrset)? {
+            place_additional(ans, &ready, None);
             return Ok(());
         }
         let glue_ok = rrset.rtype == RType::NS;
@@ -408,10 +443,14 @@ impl QueryProcessor {
         &self,
         source: &dyn DataSource,
         zone: &ZoneRef,
-        ns: &RRset,
+        ns: &Arc<RRset>,
         opts: LookupOptions,
         ans: &mut Answer,
     ) -> Result<(), DataSourceError> {
+        if let Some(ready) = source.additional_addresses(zone, ns)? {
+            place_additional(ans, &ready, Some(&ns.owner));
+            return Ok(());
+        }
         for rdata in &ns.rdatas {
             let Some(target) = rdata.additional_target(RType::NS) else {
                 continue;
@@ -537,6 +576,28 @@ impl QueryProcessor {
             ans.answer.push(Placed::plain(Arc::new(set)));
         }
         ans
+    }
+}
+
+/// Adds prepared additional-section RRsets not placed yet; with `cut`, those at
+/// or below it are in-domain glue whose omission must set TC (RFC 9471).
+fn place_additional(ans: &mut Answer, ready: &[Arc<RRset>], cut: Option<&Name>) {
+    for set in ready {
+        // Prepared sets come from the same snapshot as everything placed, so a
+        // duplicate is the very same RRset: compare addresses, not names.
+        let placed = ans
+            .answer
+            .iter()
+            .chain(&ans.authority)
+            .chain(&ans.additional)
+            .any(|p| Arc::ptr_eq(&p.rrset, set));
+        if placed {
+            continue;
+        }
+        ans.additional.push(Placed::plain(set.clone()));
+        if cut.is_some_and(|c| set.owner.is_subdomain_of(c)) {
+            ans.required_glue = ans.additional.len();
+        }
     }
 }
 

@@ -235,9 +235,15 @@ const MAX_COMPRESSION_TARGETS: usize = 96;
 pub struct MessageWriter<'a> {
     buf: &'a mut Vec<u8>,
     limit: usize,
-    /// Offsets of names (or name suffixes) already written, for compression.
+    /// Offsets of names (or name suffixes) already written, for compression,
+    /// and the hash of the name at each ([`suffix_hashes`]), compared first.
     targets: [u16; MAX_COMPRESSION_TARGETS],
+    target_hash: [u32; MAX_COMPRESSION_TARGETS],
     target_count: usize,
+    /// Open-addressing index over `target_hash` (slot = hash mod 256; value =
+    /// target index + 1, 0 = empty). Entries left by a rollback point past
+    /// `target_count` or at another hash and are skipped.
+    index: [u8; 256],
     counts: [u16; 4],
 }
 
@@ -276,7 +282,9 @@ impl<'a> MessageWriter<'a> {
             buf,
             limit,
             targets: [0; MAX_COMPRESSION_TARGETS],
+            target_hash: [0; MAX_COMPRESSION_TARGETS],
             target_count: 0,
+            index: [0; 256],
             counts: [0; 4],
         }
     }
@@ -405,19 +413,58 @@ impl<'a> MessageWriter<'a> {
     }
 
     fn remember_name(&mut self, at: usize) {
-        // Remember every suffix start of the name written at `at`, up to a pointer.
-        let mut pos = at;
-        while pos < self.buf.len() {
-            let len = self.buf[pos];
-            if len == 0 || len & 0xC0 != 0 || pos > 0x3FFF {
-                break;
-            }
-            if self.target_count < MAX_COMPRESSION_TARGETS {
-                self.targets[self.target_count] = pos as u16;
-                self.target_count += 1;
-            }
-            pos += 1 + len as usize;
+        // The question's name: uncompressed, every suffix a target.
+        let Some(len) = authd_datasrc::name::wire_len(&self.buf[at..]) else {
+            return;
+        };
+        let mut copy = [0u8; MAX_NAME_LEN];
+        copy[..len].copy_from_slice(&self.buf[at..at + len]);
+        let name = &copy[..len];
+        let mut starts = [0usize; MAX_LABELS];
+        let mut hashes = [0u32; MAX_LABELS + 1];
+        let n = suffix_hashes(name, &mut starts, &mut hashes);
+        for j in 0..n {
+            self.add_target(at + starts[j], hashes[j]);
         }
+    }
+
+    fn add_target(&mut self, offset: usize, hash: u32) {
+        if offset > 0x3FFF || self.target_count >= MAX_COMPRESSION_TARGETS {
+            return;
+        }
+        let t = self.target_count;
+        self.targets[t] = offset as u16;
+        self.target_hash[t] = hash;
+        self.target_count += 1;
+        let mut slot = hash as usize & 0xFF;
+        for _ in 0..256 {
+            let e = self.index[slot] as usize;
+            if e == 0 || e > t {
+                self.index[slot] = (t + 1) as u8;
+                return;
+            }
+            slot = (slot + 1) & 0xFF;
+        }
+    }
+
+    /// The offset of a written name equal to `suffix` (whose hash is `hash`).
+    fn find_target(&self, hash: u32, suffix: &[u8]) -> Option<u16> {
+        let mut slot = hash as usize & 0xFF;
+        for _ in 0..256 {
+            let e = self.index[slot] as usize;
+            if e == 0 {
+                return None;
+            }
+            let t = e - 1;
+            if t < self.target_count
+                && self.target_hash[t] == hash
+                && self.name_matches(self.targets[t] as usize, suffix)
+            {
+                return Some(self.targets[t]);
+            }
+            slot = (slot + 1) & 0xFF;
+        }
+        None
     }
 
     /// Compares the uncompressed `name` with the (possibly compressed) name at
@@ -458,30 +505,66 @@ impl<'a> MessageWriter<'a> {
     }
 
     /// Writes `name` (uncompressed wire form) compressing its longest suffix
-    /// already in the message.
+    /// already in the message: each suffix's hash is compared with the
+    /// targets' before any byte comparison.
     fn write_name(&mut self, name: &[u8]) {
-        let start = self.buf.len();
-        let mut i = 0usize;
-        while i < name.len() {
-            let len = name[i] as usize;
-            if len == 0 {
-                self.buf.push(0);
+        let mut starts = [0usize; MAX_LABELS];
+        let mut hashes = [0u32; MAX_LABELS + 1];
+        let n = suffix_hashes(name, &mut starts, &mut hashes);
+        let mut found: Option<(usize, u16)> = None;
+        for i in 0..n {
+            if let Some(t) = self.find_target(hashes[i], &name[starts[i]..]) {
+                found = Some((i, t));
                 break;
             }
-            let suffix = &name[i..];
-            let found = self.targets[..self.target_count]
-                .iter()
-                .copied()
-                .find(|&t| self.name_matches(t as usize, suffix));
-            if let Some(t) = found {
-                self.buf.extend_from_slice(&(0xC000u16 | t).to_be_bytes());
-                break;
-            }
-            self.buf.extend_from_slice(&name[i..i + 1 + len]);
-            i += 1 + len;
         }
-        self.remember_name(start);
+        let upto = found.map_or(n, |(i, _)| i);
+        for j in 0..upto {
+            let offset = self.buf.len();
+            let len = name[starts[j]] as usize;
+            self.buf
+                .extend_from_slice(&name[starts[j]..starts[j] + 1 + len]);
+            self.add_target(offset, hashes[j]);
+        }
+        match found {
+            Some((_, t)) => self.buf.extend_from_slice(&(0xC000u16 | t).to_be_bytes()),
+            None => self.buf.push(0),
+        }
     }
+}
+
+/// Most labels in a name (each at least 2 bytes of 255).
+const MAX_LABELS: usize = 128;
+
+/// Splits an uncompressed name into its label offsets (`starts`) and computes,
+/// right to left, a case-insensitive hash of every suffix (`hashes[i]` for the
+/// suffix starting at label `i`; `hashes[n]` is the root). Returns the label
+/// count `n`.
+fn suffix_hashes(
+    name: &[u8],
+    starts: &mut [usize; MAX_LABELS],
+    hashes: &mut [u32; MAX_LABELS + 1],
+) -> usize {
+    let mut n = 0;
+    let mut p = 0;
+    while let Some(&len) = name.get(p) {
+        if len == 0 || n == MAX_LABELS || p + 1 + len as usize > name.len() {
+            break;
+        }
+        starts[n] = p;
+        n += 1;
+        p += 1 + len as usize;
+    }
+    hashes[n] = 0x9e37_79b9;
+    for i in (0..n).rev() {
+        let len = name[starts[i]] as usize;
+        let mut h = hashes[i + 1] ^ len as u32;
+        for &b in &name[starts[i] + 1..starts[i] + 1 + len] {
+            h = (h.rotate_left(5) ^ u32::from(b.to_ascii_lowercase())).wrapping_mul(0x2722_0a95);
+        }
+        hashes[i] = h;
+    }
+    n
 }
 
 #[cfg(test)]

@@ -328,6 +328,14 @@ impl DataSource for HotSpotCache {
         self.inner.zones()
     }
 
+    fn additional_addresses(
+        &self,
+        zone: &ZoneRef,
+        rrset: &Arc<RRset>,
+    ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
+        self.inner.additional_addresses(zone, rrset)
+    }
+
     fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<RRset>, DataSourceError> {
         self.inner.zone_rrsets(zone)
     }

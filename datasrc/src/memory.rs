@@ -33,6 +33,10 @@ pub struct MemoryZone {
     /// (the separate `nsec3` table) keep them.
     /// Sorted by the owner's first label (the hash), lower-cased.
     nsec3: Vec<(Vec<u8>, Arc<RRset>)>,
+    /// Additional-section addresses of each NS, MX and SRV RRset, resolved at
+    /// build time, keyed by the RRset's address (stable while the snapshot —
+    /// or anyone holding the RRset — lives).
+    additional: HashMap<usize, Arc<[Arc<RRset>]>>,
     serial: u32,
     rrset_count: usize,
 }
@@ -103,14 +107,80 @@ impl MemoryZone {
             .and_then(|s| s.rdatas.first())
             .and_then(|r| r.soa_serial())
             .unwrap_or(0);
-        MemoryZone {
+        let mut zone = MemoryZone {
             origin,
             nodes,
             ordered,
             nsec3,
+            additional: HashMap::new(),
             serial,
             rrset_count,
+        };
+        zone.additional = zone.resolve_additional();
+        zone
+    }
+
+    /// Resolves the additional-section addresses of every NS, MX and SRV RRset
+    /// with the shared lookup algorithm, as the query processor would per query
+    /// (NS targets with glue allowed). RRsets with a target answered through a
+    /// wildcard are left out: the processor synthesizes those per query.
+    fn resolve_additional(&self) -> HashMap<usize, Arc<[Arc<RRset>]>> {
+        let mut out = HashMap::new();
+        let mut memo: HashMap<(Name, bool), Option<Vec<Arc<RRset>>>> = HashMap::new();
+        for node in self.nodes.values() {
+            for set in &node.rrsets {
+                if !matches!(set.rtype, RType::NS | RType::MX | RType::SRV) {
+                    continue;
+                }
+                let glue_ok = set.rtype == RType::NS;
+                let mut list: Vec<Arc<RRset>> = Vec::new();
+                let mut complete = true;
+                for rdata in &set.rdatas {
+                    let Some(target) = rdata.additional_target(set.rtype) else {
+                        continue;
+                    };
+                    if !target.is_subdomain_of(&self.origin) {
+                        continue;
+                    }
+                    let found = memo
+                        .entry((target.clone(), glue_ok))
+                        .or_insert_with(|| self.addresses_of(&target, glue_ok));
+                    match found {
+                        Some(sets) => {
+                            for s in sets.iter() {
+                                if !list.iter().any(|l| Arc::ptr_eq(l, s)) {
+                                    list.push(s.clone());
+                                }
+                            }
+                        }
+                        None => complete = false,
+                    }
+                }
+                if complete {
+                    out.insert(Arc::as_ptr(set) as usize, Arc::from(list));
+                }
+            }
         }
+        out
+    }
+
+    /// The A and AAAA RRsets at `target`, or `None` when a wildcard produced one.
+    fn addresses_of(&self, target: &Name, glue_ok: bool) -> Option<Vec<Arc<RRset>>> {
+        let opts = LookupOptions {
+            glue_ok,
+            ..LookupOptions::default()
+        };
+        let mut sets = Vec::new();
+        for rtype in [RType::A, RType::AAAA] {
+            let found = finder::find(self, &self.origin, target, rtype, opts).ok()?;
+            if let crate::source::Outcome::Answer(set) = found.outcome {
+                if found.wildcard {
+                    return None;
+                }
+                sets.push(set);
+            }
+        }
+        Some(sets)
     }
 
     /// Reads, checks and builds a zone from a master file.
@@ -326,6 +396,17 @@ impl DataSource for MemorySource {
 
     fn find_zone(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError> {
         let zones = self.zones.load();
+        // A few zones: compare suffixes, no allocation; many: probe per label.
+        if zones.len() <= 16 {
+            return Ok(zones
+                .values()
+                .filter(|z| qname.is_subdomain_of(&z.origin))
+                .max_by_key(|z| z.origin.label_count())
+                .map(|z| ZoneRef {
+                    origin: z.origin.clone(),
+                    id: 0,
+                }));
+        }
         for strip in 0..=qname.label_count() {
             let Some(candidate) = qname.strip_left(strip) else {
                 break;
@@ -377,6 +458,16 @@ impl DataSource for MemorySource {
             .flat_map(|node| node.rrsets.iter().map(|s| RRset::clone(s)))
             .chain(z.nsec3.iter().map(|(_, s)| RRset::clone(s)))
             .collect())
+    }
+
+    fn additional_addresses(
+        &self,
+        zone: &ZoneRef,
+        rrset: &Arc<RRset>,
+    ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
+        Ok(self
+            .zone(&zone.origin)
+            .and_then(|z| z.additional.get(&(Arc::as_ptr(rrset) as usize)).cloned()))
     }
 
     fn with_node_store(

@@ -8,6 +8,8 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
+use smallvec::SmallVec;
+
 /// Longest name in wire form, in bytes (RFC 1035 §2.3.4).
 pub const MAX_NAME_LEN: usize = 255;
 /// Longest label, in bytes (RFC 1035 §2.3.4).
@@ -42,14 +44,16 @@ pub enum NameError {
 /// 255 bytes. Equality, hashing and ordering ignore ASCII case.
 #[derive(Clone)]
 pub struct Name {
-    wire: Box<[u8]>,
+    /// Inline up to 32 bytes (most names), so cloning or taking a suffix
+    /// rarely allocates.
+    wire: SmallVec<[u8; 32]>,
 }
 
 impl Name {
     /// The root name `.`.
     pub fn root() -> Name {
         Name {
-            wire: Box::new([0u8]),
+            wire: SmallVec::from_slice(&[0u8]),
         }
     }
 
@@ -61,7 +65,9 @@ impl Name {
         if len != wire.len() {
             return Err(NameError::BadWire);
         }
-        Ok(Name { wire: wire.into() })
+        Ok(Name {
+            wire: SmallVec::from_slice(wire),
+        })
     }
 
     /// Parses presentation format (RFC 1035 §5.1): `\X` and decimal `\DDD` escapes,
@@ -146,7 +152,9 @@ impl Name {
         if wire.len() > MAX_NAME_LEN {
             return Err(NameError::NameTooLong(err_text()));
         }
-        Ok(Name { wire: wire.into() })
+        Ok(Name {
+            wire: SmallVec::from_slice(&wire),
+        })
     }
 
     /// The uncompressed wire form, in the case it was built with.
@@ -185,7 +193,7 @@ impl Name {
             pos += len + 1;
         }
         Some(Name {
-            wire: self.wire[pos..].into(),
+            wire: SmallVec::from_slice(&self.wire[pos..]),
         })
     }
 
@@ -209,11 +217,11 @@ impl Name {
         if self.wire.len() + label.len() + 1 > MAX_NAME_LEN {
             return Err(NameError::NameTooLong(self.to_string()));
         }
-        let mut wire = Vec::with_capacity(self.wire.len() + label.len() + 1);
+        let mut wire: SmallVec<[u8; 32]> = SmallVec::new();
         wire.push(label.len() as u8);
         wire.extend_from_slice(label);
         wire.extend_from_slice(&self.wire);
-        Ok(Name { wire: wire.into() })
+        Ok(Name { wire })
     }
 
     /// Replaces the suffix `old_suffix` of this name by `new_suffix` (RFC 6672 §2.2
@@ -234,10 +242,10 @@ impl Name {
         if total > MAX_NAME_LEN {
             return Some(Err(NameError::NameTooLong(self.to_string())));
         }
-        let mut wire = Vec::with_capacity(total);
+        let mut wire: SmallVec<[u8; 32]> = SmallVec::new();
         wire.extend_from_slice(&self.wire[..keep]);
         wire.extend_from_slice(&new_suffix.wire);
-        Some(Ok(Name { wire: wire.into() }))
+        Some(Ok(Name { wire }))
     }
 
     /// True if this name equals `other` or lies below it (case-insensitive).
@@ -263,7 +271,7 @@ impl Name {
     /// A copy with ASCII letters lower-cased (the canonical form of RFC 4034 §6.2).
     pub fn to_lowercase(&self) -> Name {
         Name {
-            wire: self.wire.to_ascii_lowercase().into(),
+            wire: self.wire.iter().map(u8::to_ascii_lowercase).collect(),
         }
     }
 
@@ -282,6 +290,12 @@ impl Name {
         }
         out
     }
+}
+
+/// Length in bytes of the uncompressed name at the start of `wire`, or `None`
+/// if it is malformed (a pointer, a long label, over 255 bytes).
+pub fn wire_len(wire: &[u8]) -> Option<usize> {
+    wire_name_len(wire)
 }
 
 /// Length of the uncompressed name at the start of `wire`, or `None` if malformed.
@@ -366,9 +380,14 @@ impl Eq for Name {}
 
 impl Hash for Name {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        for b in self.wire.iter() {
-            state.write_u8(b.to_ascii_lowercase());
+        // One write of the lower-cased bytes: hashers are far faster on a slice
+        // than byte by byte.
+        let mut buf = [0u8; MAX_NAME_LEN];
+        let n = self.wire.len().min(MAX_NAME_LEN);
+        for (d, s) in buf[..n].iter_mut().zip(self.wire.iter()) {
+            *d = s.to_ascii_lowercase();
         }
+        state.write(&buf[..n]);
     }
 }
 
@@ -376,9 +395,26 @@ impl Ord for Name {
     /// RFC 4034 §6.1 canonical order: labels compared right to left, each as
     /// lower-cased octet strings.
     fn cmp(&self, other: &Name) -> Ordering {
-        let a: Vec<&[u8]> = self.labels().collect();
-        let b: Vec<&[u8]> = other.labels().collect();
-        for (x, y) in a.iter().rev().zip(b.iter().rev()) {
+        // Label offsets on the stack: no allocation (zone loads sort every name).
+        fn offsets(wire: &[u8], out: &mut [u8; 128]) -> usize {
+            let mut n = 0;
+            let mut p = 0usize;
+            while let Some(&len) = wire.get(p) {
+                if len == 0 || n == out.len() {
+                    break;
+                }
+                out[n] = p as u8;
+                n += 1;
+                p += 1 + len as usize;
+            }
+            n
+        }
+        let (mut oa, mut ob) = ([0u8; 128], [0u8; 128]);
+        let (na, nb) = (offsets(&self.wire, &mut oa), offsets(&other.wire, &mut ob));
+        for (&pa, &pb) in oa[..na].iter().rev().zip(ob[..nb].iter().rev()) {
+            let (pa, pb) = (pa as usize, pb as usize);
+            let x = &self.wire[pa + 1..pa + 1 + self.wire[pa] as usize];
+            let y = &other.wire[pb + 1..pb + 1 + other.wire[pb] as usize];
             let ord = x
                 .iter()
                 .map(u8::to_ascii_lowercase)
@@ -387,7 +423,7 @@ impl Ord for Name {
                 return ord;
             }
         }
-        a.len().cmp(&b.len())
+        na.cmp(&nb)
     }
 }
 impl PartialOrd for Name {

@@ -139,6 +139,22 @@ pub trait DataSource: Send + Sync {
         0
     }
 
+    /// The address RRsets (A, AAAA, RRSIGs attached) for additional-section
+    /// processing of `rrset` (NS, MX or SRV, RFC 1034 §3.7), when the source
+    /// has them ready: for NS the targets' addresses found below zone cuts too
+    /// (glue), for MX and SRV only authoritative ones; in-zone targets only.
+    /// `None`: not prepared; the caller looks each target up instead.
+    ///
+    /// Errors: storage failure.
+    fn additional_addresses(
+        &self,
+        zone: &ZoneRef,
+        rrset: &Arc<RRset>,
+    ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
+        let _ = (zone, rrset);
+        Ok(None)
+    }
+
     /// Runs `f` over the node-level view of `zone` (the storage primitives the
     /// shared lookup algorithm walks), for wrappers such as the hot-spot cache
     /// that run [`crate::finder::find`] themselves and cache what repeats: zone
