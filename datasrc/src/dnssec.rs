@@ -14,7 +14,7 @@ use sha1::{Digest, Sha1};
 use crate::finder::NodeStore;
 use crate::name::Name;
 use crate::rr::{RRset, RType};
-use crate::source::{DataSourceError, Lookup, Outcome};
+use crate::source::{DataSourceError, Lookup, Outcome, Proof as ProofSets};
 
 /// NSEC3 hash parameters from the apex NSEC3PARAM (RFC 5155 §4).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,9 +76,9 @@ pub fn prove<S: NodeStore + ?Sized>(
     qname: &Name,
     lookup: &Lookup,
     encloser: Option<&Name>,
-) -> Result<Vec<Arc<RRset>>, DataSourceError> {
+) -> Result<ProofSets, DataSourceError> {
     let Some(apex) = store.node(origin, true)? else {
-        return Ok(Vec::new());
+        return Ok(ProofSets::new());
     };
     let denial = if let Some(p) = apex
         .get(RType::NSEC3PARAM)
@@ -92,11 +92,11 @@ pub fn prove<S: NodeStore + ?Sized>(
         // Unsigned zone: still hand out a DS if one is stored.
         return Ok(ds_at(store, &ns.owner)?.into_iter().collect());
     } else {
-        return Ok(Vec::new());
+        return Ok(ProofSets::new());
     };
     let mut p = Proof {
         store,
-        out: Vec::new(),
+        out: ProofSets::new(),
     };
     let wildcard_of = |ce: &Name| ce.wildcard_child().ok();
     match (&lookup.outcome, &denial) {
@@ -204,7 +204,7 @@ fn next_closer(qname: &Name, encloser: &Name) -> Option<Name> {
 
 struct Proof<'a, S: ?Sized> {
     store: &'a S,
-    out: Vec<Arc<RRset>>,
+    out: ProofSets,
 }
 
 impl<S: NodeStore + ?Sized> Proof<'_, S> {

@@ -49,6 +49,10 @@ pub enum Outcome {
     NoData,
 }
 
+/// Denial-of-existence RRsets of one lookup: at most a handful (RFC 5155 §7.2
+/// needs three NSEC3s), kept inline so a lookup allocates nothing for them.
+pub type Proof = smallvec::SmallVec<[Arc<RRset>; 4]>;
+
 /// The result of one lookup: the outcome plus facts the query processor needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lookup {
@@ -62,7 +66,7 @@ pub struct Lookup {
     /// With [`LookupOptions::dnssec`] on a signed zone: the NSEC or NSEC3 RRsets
     /// (RRSIGs attached) that prove the outcome (RFC 4035 §3.1.3, RFC 5155 §7.2),
     /// for the authority section. Empty otherwise.
-    pub proof: Vec<Arc<RRset>>,
+    pub proof: Proof,
 }
 
 impl Lookup {
@@ -72,7 +76,7 @@ impl Lookup {
             outcome,
             wildcard: false,
             empty_nonterminal: false,
-            proof: Vec::new(),
+            proof: Proof::new(),
         }
     }
 }
