@@ -17,12 +17,11 @@
 //! cache is emptied, so no answer from before a change outlives it by more
 //! than the source's polling interval.
 
-use std::borrow::Cow;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use authd_datasrc::finder::{self, Node, NodeStore};
+use authd_datasrc::finder::{self, Node, NodeRef, NodeStore};
 use authd_datasrc::{
     DataSource, DataSourceError, Lookup, LookupOptions, Name, RRset, RType, ZoneRef,
 };
@@ -229,18 +228,15 @@ struct CachingStore<'a> {
 }
 
 impl NodeStore for CachingStore<'_> {
-    fn node(&self, name: &Name, dnssec: bool) -> Result<Option<Cow<'_, Node>>, DataSourceError> {
+    fn node(&self, name: &Name, dnssec: bool) -> Result<Option<NodeRef<'_>>, DataSourceError> {
         // Nodes are cached with their RRSIGs: the sqlite3 and memory views always attach them.
         let key = Key::Node(self.zone.clone(), name.clone());
         if let Some(Value::Node(n)) = self.cache.get(&key) {
-            return Ok(n.map(|n| Cow::Owned(Node::clone(&n))));
+            return Ok(n.map(NodeRef::Shared));
         }
-        let node = self
-            .inner
-            .node(name, dnssec)?
-            .map(|n| Arc::new(n.into_owned()));
+        let node = self.inner.node(name, dnssec)?.map(NodeRef::into_shared);
         self.cache.put(key, Value::Node(node.clone()));
-        Ok(node.map(|n| Cow::Owned(Node::clone(&n))))
+        Ok(node.map(NodeRef::Shared))
     }
 
     fn has_descendants(&self, name: &Name) -> Result<bool, DataSourceError> {

@@ -3,7 +3,6 @@
 //! backend reports the same outcome for the same data (after BIND 10's
 //! `DatabaseClient::Finder::findInternal`).
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::name::Name;
@@ -24,11 +23,40 @@ impl Node {
     }
 }
 
+/// A node handed out by a [`NodeStore`]: borrowed from a snapshot, or shared
+/// (built per call by sqlite3, or held by a cache) without copying it.
+pub enum NodeRef<'a> {
+    /// Borrowed from the store.
+    Borrowed(&'a Node),
+    /// Owned jointly with the store.
+    Shared(Arc<Node>),
+}
+
+impl std::ops::Deref for NodeRef<'_> {
+    type Target = Node;
+    fn deref(&self) -> &Node {
+        match self {
+            NodeRef::Borrowed(n) => n,
+            NodeRef::Shared(n) => n,
+        }
+    }
+}
+
+impl NodeRef<'_> {
+    /// A shared handle to the node (a copy only when borrowed).
+    pub fn into_shared(self) -> Arc<Node> {
+        match self {
+            NodeRef::Borrowed(n) => Arc::new(n.clone()),
+            NodeRef::Shared(n) => n,
+        }
+    }
+}
+
 /// What a backend must provide for [`find`].
 pub trait NodeStore {
     /// The data at exactly `name` in the zone, or `None` when it owns no records.
     /// RRSIGs must be attached when `dnssec` is true (they may always be).
-    fn node(&self, name: &Name, dnssec: bool) -> Result<Option<Cow<'_, Node>>, DataSourceError>;
+    fn node(&self, name: &Name, dnssec: bool) -> Result<Option<NodeRef<'_>>, DataSourceError>;
 
     /// True when some name strictly below `name` owns records.
     fn has_descendants(&self, name: &Name) -> Result<bool, DataSourceError>;

@@ -7,7 +7,6 @@
 //! zone snapshots behind `ArcSwap`: a reload builds a new snapshot off the query
 //! path and swaps it in atomically while queries keep reading the old one.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
 
-use crate::finder::{self, Node, NodeStore};
+use crate::finder::{self, Node, NodeRef, NodeStore};
 use crate::name::Name;
 use crate::rr::{RRset, RType, Record};
 use crate::source::{DataSource, DataSourceError, Lookup, LookupOptions, ZoneRef};
@@ -236,8 +235,8 @@ impl MemoryZone {
 }
 
 impl NodeStore for MemoryZone {
-    fn node(&self, name: &Name, _dnssec: bool) -> Result<Option<Cow<'_, Node>>, DataSourceError> {
-        Ok(self.nodes.get(name).map(Cow::Borrowed))
+    fn node(&self, name: &Name, _dnssec: bool) -> Result<Option<NodeRef<'_>>, DataSourceError> {
+        Ok(self.nodes.get(name).map(NodeRef::Borrowed))
     }
 
     fn has_descendants(&self, name: &Name) -> Result<bool, DataSourceError> {

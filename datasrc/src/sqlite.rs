@@ -8,7 +8,6 @@
 //! pooled (`rusqlite::Connection` is not `Sync`), statements prepared once per
 //! connection.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,7 +17,7 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use rusqlite::types::ValueRef;
 
-use crate::finder::{self, Node, NodeStore};
+use crate::finder::{self, Node, NodeRef, NodeStore};
 use crate::name::Name;
 use crate::rr::{Class, RRset, RType, Rdata};
 use crate::source::{DataSource, DataSourceError, Lookup, LookupOptions, ZoneRef};
@@ -207,7 +206,7 @@ struct ZoneView<'a> {
 }
 
 impl NodeStore for ZoneView<'_> {
-    fn node(&self, name: &Name, _dnssec: bool) -> Result<Option<Cow<'_, Node>>, DataSourceError> {
+    fn node(&self, name: &Name, _dnssec: bool) -> Result<Option<NodeRef<'_>>, DataSourceError> {
         let mut stmt = self
             .conn
             .prepare_cached("SELECT rdtype, ttl, rdata FROM records WHERE zone_id=?1 AND name=?2")
@@ -232,7 +231,7 @@ impl NodeStore for ZoneView<'_> {
             return Ok(None);
         }
         let rrsets = builder.finish()?.into_iter().map(Arc::new).collect();
-        Ok(Some(Cow::Owned(Node { rrsets })))
+        Ok(Some(NodeRef::Shared(Arc::new(Node { rrsets }))))
     }
 
     fn has_descendants(&self, name: &Name) -> Result<bool, DataSourceError> {
