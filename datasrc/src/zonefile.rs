@@ -17,6 +17,9 @@ use domain::zonefile::inplace::{Entry, Zonefile};
 use crate::name::Name;
 use crate::rr::{Class, RType, Rdata, Record, RrError};
 
+/// Largest TTL, seconds (RFC 2181 §8: the top bit must be clear).
+pub const MAX_TTL: u32 = i32::MAX as u32;
+
 /// Deepest `$INCLUDE` nesting accepted; deeper is taken as a loop.
 const MAX_INCLUDE_DEPTH: usize = 16;
 
@@ -51,6 +54,13 @@ pub struct ZoneFileError {
 pub fn read_master_file(path: &Path, origin: &Name) -> Result<Vec<SourcedRecord>, ZoneFileError> {
     let mut out = Vec::new();
     read_into(path, origin, 0, &mut out)?;
+    if out.is_empty() {
+        return Err(ZoneFileError {
+            file: path.to_path_buf(),
+            line: 0,
+            message: format!("no SOA at the zone apex {origin} (the file holds no records)"),
+        });
+    }
     Ok(out)
 }
 
@@ -250,6 +260,13 @@ fn parse_into(
                 let owner = name_from_domain(rec.owner())
                     .map_err(|e| err(start_line, format!("bad owner name: {e}")))?;
                 let rtype = RType(rec.rtype().to_int());
+                let ttl = rec.ttl().as_secs();
+                if ttl > MAX_TTL {
+                    return Err(err(
+                        start_line,
+                        format!("{owner} {rtype}: TTL {ttl} is over {MAX_TTL} (RFC 2181 §8)"),
+                    ));
+                }
                 let mut wire = Vec::with_capacity(64);
                 rec.data()
                     .compose_rdata(&mut wire)
@@ -262,7 +279,7 @@ fn parse_into(
                         owner,
                         rtype,
                         class: Class(rec.class().to_int()),
-                        ttl: rec.ttl().as_secs(),
+                        ttl,
                         rdata: Rdata::from_wire(&wire),
                     },
                     file: file_arc.clone(),
@@ -515,6 +532,21 @@ mod tests {
         let recs = parse_master_text(nosoa, Path::new("z"), &origin()).expect("parses");
         let e = check_zone(&origin(), &recs).expect_err("no soa");
         assert_eq!(e.to_string(), "z:0: no SOA at the zone apex example.org.");
+
+        let big = "@ 300 IN SOA ns hm 1 2 3 4 5\n@ NS ns\nbig 2147483648 A 192.0.2.9\n";
+        let e = parse_master_text(big, Path::new("z"), &origin()).expect_err("ttl");
+        assert_eq!(
+            e.to_string(),
+            "z:3: big.example.org. A: TTL 2147483648 is over 2147483647 (RFC 2181 §8)"
+        );
+        let dir = std::env::temp_dir().join(format!("authd-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let empty = dir.join("empty.zone");
+        std::fs::write(&empty, "; only a comment\n").expect("write");
+        let e = read_master_file(&empty, &origin()).expect_err("empty");
+        assert_eq!(e.file, empty);
+        assert!(e.message.starts_with("no SOA at the zone apex example.org."), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
 
         let syntax = "@ 300 IN SOA ns hm 1 2 3 4 5\n\n; c\nw A 999.1.1.1\n";
         let e = parse_master_text(syntax, Path::new("z"), &origin()).expect_err("syntax");
