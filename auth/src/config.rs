@@ -6,6 +6,9 @@
 //! ```toml
 //! listen = ["127.0.0.1:5300", "[::1]:5300"]   # default ["127.0.0.1:5300"]
 //!
+//! [server]
+//! udp_workers = 2          # UDP worker threads per address (1..=1024); default one per CPU
+//!
 //! [tcp]
 //! idle_timeout = 10        # seconds a TCP connection may wait for its next query (1..=86400)
 //! max_connections = 512    # concurrent TCP connections; more are closed at once (1..=1000000)
@@ -51,6 +54,7 @@
 //! | variable | key | example |
 //! |---|---|---|
 //! | `AUTHD_LISTEN` | `listen` (comma-separated) | `AUTHD_LISTEN=127.0.0.1:53,[::1]:53` |
+//! | `AUTHD_SERVER__UDP_WORKERS` | `server.udp_workers` | `AUTHD_SERVER__UDP_WORKERS=4` |
 //! | `AUTHD_TCP__IDLE_TIMEOUT` | `tcp.idle_timeout` | `AUTHD_TCP__IDLE_TIMEOUT=30` |
 //! | `AUTHD_TCP__MAX_CONNECTIONS` | `tcp.max_connections` | `AUTHD_TCP__MAX_CONNECTIONS=100` |
 //! | `AUTHD_CHAOS__VERSION` | `chaos.version` | `AUTHD_CHAOS__VERSION=` (refuse) |
@@ -92,6 +96,9 @@ const MAX_TCP_IDLE_TIMEOUT_SECS: u64 = 86_400;
 
 /// Largest accepted `[tcp] max_connections`.
 const MAX_TCP_MAX_CONNECTIONS: usize = 1_000_000;
+
+/// Largest accepted `[server] udp_workers`.
+pub const MAX_UDP_WORKERS: usize = 1024;
 
 /// A configuration that could not be read or is invalid. The message is one line
 /// and names the file and the offending key where there is one.
@@ -144,6 +151,8 @@ struct RawConfig {
     #[serde(default, deserialize_with = "string_or_list")]
     listen: Option<Vec<String>>,
     #[serde(default)]
+    server: RawServer,
+    #[serde(default)]
     tcp: RawTcp,
     #[serde(default)]
     chaos: RawChaos,
@@ -153,6 +162,12 @@ struct RawConfig {
     transfer: RawTransfer,
     #[serde(default)]
     notify: RawNotify,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    udp_workers: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -266,6 +281,23 @@ where
             .collect(),
         OneOrMany::Many(v) => v,
     }))
+}
+
+/// Server threads (`[server]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// UDP workers per listen address, each a thread with its own
+    /// `SO_REUSEPORT` socket (1..=[`MAX_UDP_WORKERS`]).
+    pub udp_workers: usize,
+}
+
+impl Default for ServerConfig {
+    /// One UDP worker per CPU available to the process.
+    fn default() -> Self {
+        ServerConfig {
+            udp_workers: crate::server::default_udp_workers(),
+        }
+    }
 }
 
 /// TCP limits (`[tcp]`).
@@ -453,6 +485,8 @@ impl fmt::Display for DataSourceConfig {
 pub struct Config {
     /// Addresses to serve UDP and TCP on (never empty). Port 0 picks a free port.
     pub listen: Vec<SocketAddr>,
+    /// Server threads (`[server]`).
+    pub server: ServerConfig,
     /// TCP limits.
     pub tcp: TcpConfig,
     /// Answers to CH TXT `version.bind` / `hostname.bind`.
@@ -471,6 +505,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: vec![SocketAddr::from(([127, 0, 0, 1], 5300))],
+            server: ServerConfig::default(),
             tcp: TcpConfig::default(),
             chaos: ChaosConfig {
                 version: Some(default_version()),
@@ -572,6 +607,17 @@ impl Config {
                 addrs
             }
         };
+
+        let udp_workers = raw
+            .server
+            .udp_workers
+            .unwrap_or(defaults.server.udp_workers);
+        if !(1..=MAX_UDP_WORKERS).contains(&udp_workers) {
+            return Err(invalid(
+                "server.udp_workers",
+                format!("{udp_workers} is out of range (1..={MAX_UDP_WORKERS})"),
+            ));
+        }
 
         let idle = raw
             .tcp
@@ -741,6 +787,7 @@ impl Config {
 
         Ok(Config {
             listen,
+            server: ServerConfig { udp_workers },
             tcp: TcpConfig {
                 idle_timeout: Duration::from_secs(idle),
                 max_connections: max_conn,
@@ -773,8 +820,8 @@ impl Config {
             listen: self.listen.clone(),
             tcp_idle_timeout: self.tcp.idle_timeout,
             tcp_max_connections: self.tcp.max_connections,
+            udp_workers: self.server.udp_workers,
             transfer: self.transfer_policy(),
-            ..ServerSettings::default()
         }
     }
 
@@ -1190,6 +1237,39 @@ mod tests {
         ] {
             let e = from_toml(text).expect_err(text).to_string();
             assert!(e.contains(key), "{text:?}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn server_udp_workers() {
+        let c = from_toml("").expect("valid");
+        assert_eq!(c.server.udp_workers, crate::server::default_udp_workers());
+        assert!(c.server.udp_workers >= 1);
+        assert_eq!(c.server_settings().udp_workers, c.server.udp_workers);
+        let c = from_toml("[server]\nudp_workers = 3").expect("valid");
+        assert_eq!(c.server.udp_workers, 3);
+        assert_eq!(c.server_settings().udp_workers, 3);
+        let c = Config::from_parts(
+            Some(("[server]\nudp_workers = 3", Path::new("/x/a.toml"))),
+            env(&[("AUTHD_SERVER__UDP_WORKERS", "5")]),
+        )
+        .expect("valid");
+        assert_eq!(c.server.udp_workers, 5);
+        for (text, want) in [
+            (
+                "[server]\nudp_workers = 0",
+                "server.udp_workers: 0 is out of range",
+            ),
+            (
+                "[server]\nudp_workers = 1025",
+                "server.udp_workers: 1025 is out of range",
+            ),
+            ("[server]\nudp_workers = -1", "udp_workers"),
+            ("[server]\nudp_worker = 2", "udp_worker"),
+        ] {
+            let e = from_toml(text).expect_err(text).to_string();
+            assert!(e.contains(want), "{text:?}: {e}");
             assert!(!e.contains('\n'), "{e}");
         }
     }

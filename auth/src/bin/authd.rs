@@ -1,7 +1,7 @@
 //! `authd`: the authoritative DNS server.
 //!
 //! ```text
-//! authd --config PATH [--listen ADDR:PORT]... [--db PATH]... [--zone ORIGIN=FILE]... [--log-level FILTER]
+//! authd --config PATH [--listen ADDR:PORT]... [--db PATH]... [--zone ORIGIN=FILE]... [--udp-workers N] [--log-level FILTER]
 //! authd --zone ORIGIN=MASTERFILE... [--db PATH]... [--listen ADDR:PORT]...
 //! authd --db PATH [--listen ADDR:PORT]...
 //! authd                      # the bundled example zone on 127.0.0.1:5300
@@ -21,7 +21,7 @@
 //! environment, then the same command line) and the zones are reloaded off the
 //! query path, then swapped in atomically; a zone that fails keeps its previous
 //! version; one line `reload: N zones reloaded, M unchanged, K failed` follows.
-//! Listen-address and `[tcp]` changes need a restart (a warning says so). A
+//! Listen-address, `[server]` and `[tcp]` changes need a restart (a warning says so). A
 //! start-up error (including a zone that fails to load) prints one line
 //! `authd: <message>` and exits 1.
 
@@ -73,6 +73,10 @@ struct Cli {
     /// disable, or `unlimited` (default: 65536 for sqlite3, off for memory).
     #[arg(long, value_name = "N|unlimited", value_parser = parse_cache_slots)]
     cache_slots: Option<authd_cache::Slots>,
+    /// UDP worker threads per listen address, each with its own SO_REUSEPORT
+    /// socket (replaces `[server] udp_workers`; default: one per CPU).
+    #[arg(long, value_name = "N", value_parser = parse_udp_workers)]
+    udp_workers: Option<usize>,
     /// Log filter: a level (error, warn, info, debug, trace) or tracing
     /// directives such as `authd=debug`. Default: $RUST_LOG, else info.
     #[arg(long, value_name = "FILTER")]
@@ -81,6 +85,16 @@ struct Cli {
 
 fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     config::parse_listen(s)
+}
+
+fn parse_udp_workers(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=config::MAX_UDP_WORKERS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a worker count (1..={})",
+            config::MAX_UDP_WORKERS
+        )),
+    }
 }
 
 /// Parses `ORIGIN=FILE` (`example.com=example.com.zone`, `.=root.zone`).
@@ -167,6 +181,9 @@ fn effective_config(cli: &Cli) -> anyhow::Result<Config> {
             }
         }
         config.listen = listen;
+    }
+    if let Some(n) = cli.udp_workers {
+        config.server.udp_workers = n;
     }
     if !cli.zone.is_empty() || !cli.db.is_empty() {
         let mut datasources = Vec::with_capacity(cli.db.len() + 1);
@@ -311,10 +328,16 @@ async fn reload_loop(
                 if config.tcp != running.tcp {
                     tracing::warn!("reload: [tcp] settings changed; restart authd to apply them");
                 }
+                if config.server != running.server {
+                    tracing::warn!(
+                        "reload: [server] settings changed; restart authd to apply them"
+                    );
+                }
                 tracing::info!("reload: {}", loaded.report);
-                // Listen and TCP settings stay those of the running sockets.
+                // Listen, server and TCP settings stay those of the running sockets.
                 running = Config {
                     listen: running.listen,
+                    server: running.server,
                     tcp: running.tcp,
                     ..config
                 };

@@ -11,9 +11,10 @@
 //! # }
 //! ```
 //!
-//! - UDP: per address, [`ServerSettings::udp_sockets`] sockets bound with
+//! - UDP: per address, [`ServerSettings::udp_workers`] sockets bound with
 //!   `SO_REUSEPORT` (the kernel spreads queries over them), each served by one
-//!   task with its own receive and reply buffers.
+//!   worker: a dedicated OS thread with a blocking receive loop and its own
+//!   receive and reply buffers, off the tokio runtime (see `udp`).
 //! - TCP (RFC 1035 §4.2.2, RFC 7766): one listener per address, two-byte length
 //!   framing, any number of queries per connection answered in order, an idle
 //!   timeout, a connection limit (connections above it are closed at once).
@@ -104,26 +105,33 @@ pub struct ServerSettings {
     pub tcp_idle_timeout: Duration,
     /// Most concurrent TCP connections over all addresses; more are closed at once.
     pub tcp_max_connections: usize,
-    /// UDP sockets (and serving tasks) per address; at least 1.
-    pub udp_sockets: usize,
+    /// UDP workers per address, each with its own `SO_REUSEPORT` socket and
+    /// thread; at least 1 (0 is taken as 1).
+    pub udp_workers: usize,
     /// Who may AXFR/IXFR over TCP and where IXFR journals are (default: nobody).
     pub transfer: crate::xfr::TransferPolicy,
 }
 
 impl Default for ServerSettings {
     /// `127.0.0.1:5300`, a 10 s idle timeout, 512 TCP connections, and one UDP
-    /// socket per available CPU.
+    /// worker per available CPU ([`default_udp_workers`]).
     fn default() -> Self {
         ServerSettings {
             listen: vec![SocketAddr::from(([127, 0, 0, 1], 5300))],
             tcp_idle_timeout: Duration::from_secs(10),
             tcp_max_connections: 512,
-            udp_sockets: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
+            udp_workers: default_udp_workers(),
             transfer: crate::xfr::TransferPolicy::default(),
         }
     }
+}
+
+/// The default number of UDP workers per address: one per CPU available to
+/// the process (its affinity mask, so `taskset -c 1 authd` gets 1), at least 1.
+pub fn default_udp_workers() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 /// Why the server could not start or stopped.
@@ -174,7 +182,8 @@ fn bind_error(addr: SocketAddr, e: &io::Error) -> ServerError {
 /// Bound sockets for one listen address.
 struct Endpoint {
     addr: SocketAddr,
-    udp: Vec<tokio::net::UdpSocket>,
+    /// Blocking sockets, one per UDP worker.
+    udp: Vec<std::net::UdpSocket>,
     tcp: tokio::net::TcpListener,
 }
 
@@ -203,7 +212,7 @@ impl Server {
         }
         let mut endpoints = Vec::with_capacity(settings.listen.len());
         for &addr in &settings.listen {
-            endpoints.push(bind_endpoint(addr, settings.udp_sockets.max(1))?);
+            endpoints.push(bind_endpoint(addr, settings.udp_workers.max(1))?);
         }
         Ok(Server {
             endpoints,
@@ -239,14 +248,14 @@ impl Server {
             idle_timeout: self.settings.tcp_idle_timeout,
             transfer: Arc::new(self.settings.transfer.clone()),
         };
+        let mut workers: Vec<udp::UdpWorker> = Vec::new();
         for ep in self.endpoints {
             for sock in ep.udp {
-                tasks.spawn(udp::serve(
-                    sock,
-                    ep.addr,
-                    processor.clone(),
-                    stop_rx.clone(),
-                ));
+                // On an error the workers already started stop when dropped.
+                let (worker, done) =
+                    udp::UdpWorker::spawn(sock, ep.addr, workers.len(), processor.clone())?;
+                tasks.spawn(udp::finished(done, ep.addr));
+                workers.push(worker);
             }
             tasks.spawn(tcp::serve(
                 ep.tcp,
@@ -268,6 +277,9 @@ impl Server {
             }
         }
         let _ = stop_tx.send(true);
+        for worker in &workers {
+            worker.stop();
+        }
         let drain = async {
             while let Some(joined) = tasks.join_next().await {
                 if let Err(e) = task_result(joined) {
@@ -342,7 +354,7 @@ fn bind_endpoint(addr: SocketAddr, udp_sockets: usize) -> Result<Endpoint, Serve
 }
 
 /// Binds `n` reuse-port UDP sockets on `addr` (its port must not be 0 when n > 1).
-fn bind_udp_group(addr: SocketAddr, n: usize) -> io::Result<Vec<tokio::net::UdpSocket>> {
+fn bind_udp_group(addr: SocketAddr, n: usize) -> io::Result<Vec<std::net::UdpSocket>> {
     let mut socks = Vec::with_capacity(n);
     for _ in 0..n {
         socks.push(bind_udp(addr)?);
@@ -350,7 +362,7 @@ fn bind_udp_group(addr: SocketAddr, n: usize) -> io::Result<Vec<tokio::net::UdpS
     Ok(socks)
 }
 
-fn bind_udp(addr: SocketAddr) -> io::Result<tokio::net::UdpSocket> {
+fn bind_udp(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
     let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if addr.is_ipv6() {
         sock.set_only_v6(true)?;
@@ -362,9 +374,8 @@ fn bind_udp(addr: SocketAddr) -> io::Result<tokio::net::UdpSocket> {
     if let Err(e) = sock.set_send_buffer_size(UDP_SOCKET_BUFFER) {
         tracing::debug!("SO_SNDBUF on {addr}: {e}");
     }
-    sock.set_nonblocking(true)?;
     sock.bind(&SockAddr::from(addr))?;
-    tokio::net::UdpSocket::from_std(sock.into())
+    Ok(sock.into())
 }
 
 fn bind_tcp(addr: SocketAddr) -> io::Result<tokio::net::TcpListener> {
@@ -420,7 +431,7 @@ mod tests {
     async fn port_zero_gets_same_port_for_udp_and_tcp() {
         let settings = ServerSettings {
             listen: vec!["127.0.0.1:0".parse().expect("addr")],
-            udp_sockets: 2,
+            udp_workers: 2,
             ..Default::default()
         };
         let server = Server::bind(&settings).await.expect("bind");
@@ -432,6 +443,72 @@ mod tests {
         for u in &ep.udp {
             assert_eq!(u.local_addr().expect("udp addr"), addrs[0]);
         }
+    }
+
+    /// A CH TXT `version.bind` query with ID `id` (answered without any data source).
+    fn version_query(id: u16) -> Vec<u8> {
+        let mut q = id.to_be_bytes().to_vec();
+        q.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+        q.extend_from_slice(b"\x07version\x04bind\x00");
+        q.extend_from_slice(&[0, 16, 0, 3]);
+        q
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn several_udp_workers_answer_and_stop() {
+        let settings = ServerSettings {
+            listen: vec!["127.0.0.1:0".parse().expect("addr")],
+            udp_workers: 3,
+            ..Default::default()
+        };
+        let server = Server::bind(&settings).await.expect("bind");
+        let addr = server.local_addrs()[0];
+        assert_eq!(server.endpoints[0].udp.len(), 3);
+        let processor = Arc::new(QueryProcessor::new(
+            authd_datasrc::SourceList::new(Vec::new()),
+            crate::query::ChaosOptions {
+                version: Some("test".into()),
+                hostname: None,
+            },
+        ));
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(server.serve(processor, async {
+            let _ = stop_rx.await;
+        }));
+        // Many source ports, so SO_REUSEPORT spreads them over the workers.
+        let answered = tokio::task::spawn_blocking(move || {
+            let mut answered = 0;
+            for id in 0..16u16 {
+                let client = std::net::UdpSocket::bind("127.0.0.1:0").expect("client");
+                client
+                    .set_read_timeout(Some(Duration::from_secs(5)))
+                    .expect("timeout");
+                client.send_to(&version_query(id), addr).expect("send");
+                let mut buf = [0u8; 512];
+                let (n, _) = client.recv_from(&mut buf).expect("reply");
+                assert!(n > 12, "short reply");
+                assert_eq!(buf[..2], id.to_be_bytes());
+                answered += 1;
+            }
+            answered
+        })
+        .await
+        .expect("client");
+        assert_eq!(answered, 16);
+        let started = std::time::Instant::now();
+        stop_tx.send(()).expect("stop");
+        tokio::time::timeout(Duration::from_secs(2), serving)
+            .await
+            .expect("stops in time")
+            .expect("join")
+            .expect("serve");
+        assert!(
+            started.elapsed() < udp::RECV_TIMEOUT,
+            "{:?}",
+            started.elapsed()
+        );
+        // Every socket is closed: the port can be bound again without SO_REUSEPORT.
+        std::net::UdpSocket::bind(addr).expect("port free again");
     }
 
     #[tokio::test]
