@@ -1,0 +1,541 @@
+#!/usr/bin/env bash
+# Network throughput of authd against NSD, Knot DNS and PowerDNS (gsqlite3),
+# driven by dnsperf over loopback UDP.
+#
+# usage: bench/network.sh [--quick] [--workers] [-l SECONDS] [--rounds N] [--edns]
+#   (default)  every server x every mix, SECONDS (default 10) per cell:
+#              root zone (tests/data/root.zone): queries-real, -nxdomain, -soa, -success
+#              small zone (auth/src/default/example.com.zone): success, nxdomain
+#              servers: authd memory (--zone), authd sqlite3 + cache (--db, the
+#              default), authd sqlite3 without cache (--cache-slots 0), NSD,
+#              Knot DNS, PowerDNS gsqlite3 with and without its caches
+#   --quick    root real + nxdomain; authd memory, NSD, Knot; 5 s per cell
+#   --workers  instead: authd (memory, root zone) with 1 then 2 UDP workers on
+#              both cores, dnsperf -c 8 (several source ports, so SO_REUSEPORT
+#              spreads them) pinned to core 0, which it then shares with authd
+#   -l SECS    seconds per dnsperf run (dnsperf -l)
+#   --rounds N repeat the whole schedule N times, servers interleaved
+#              (A B C, A B C, ...); the table shows the run with the median qps
+#   --edns     dnsperf -e (EDNS0, 4096-byte buffer) on every query
+#
+# Method (see ../shared/research/bench-pitfalls.md in the project workspace):
+# one server at a time on 127.0.0.1 with a free unprivileged port and ONE worker,
+# pinned to core 1 with taskset (Knot re-pins its own threads: every thread is
+# pinned again after start with taskset -a -p); dnsperf pinned to core 0 with
+# `-c 1 -q 100 -b 4096 -l SECS`. Before timing, 20 queries of each mix (spread
+# over the file) are asked with dig and their rcodes compared with authd
+# memory's. The server's CPU time is utime+stime from /proc/PID/stat (which
+# covers every thread of a process, also exited ones) summed over the server's
+# process tree, each stat line cut after its last ')' (NSD renames its
+# processes "nsd: server 1"). "bound" is "server" when the server used at
+# least 90% of its core, else "client": dnsperf (or CPU taken by others on a
+# shared machine), not the server, was the bottleneck. "rest CPU" is the
+# machine's busy CPU (from /proc/stat) minus the server and dnsperf, in % of
+# one core: other users of the machine, plus kernel network work (softirq)
+# charged to no process.
+#
+# Environment: CARGO_TARGET_DIR (authd is built there in release);
+# BENCH_AUTHD=path uses that authd binary (and loadzone beside it) instead, no
+# build; SHARED=path to the shared data (default ../shared/data next to the
+# repository). (Not AUTHD_*: authd would take those as configuration keys.)
+#
+# Everything stays on loopback; every server is stopped by PID at the end.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SHARED=${SHARED:-$(cd "$ROOT/.." && pwd)/shared/data}
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+
+ARGS="$*"
+MODE=full
+SECS=
+ROUNDS=1
+EDNS=()
+while [ $# -gt 0 ]; do
+    case $1 in
+    --quick) MODE=quick ;;
+    --workers) MODE=workers ;;
+    -l)
+        SECS=${2:?-l needs seconds}
+        shift
+        ;;
+    --rounds)
+        ROUNDS=${2:?--rounds needs a count}
+        shift
+        ;;
+    --edns) EDNS=(-e) ;;
+    -h | --help)
+        sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+        exit 0
+        ;;
+    *)
+        echo "network.sh: unknown argument $1 (see --help)" >&2
+        exit 2
+        ;;
+    esac
+    shift
+done
+if [ -z "$SECS" ]; then
+    if [ "$MODE" = quick ]; then SECS=5; else SECS=10; fi
+fi
+case $SECS$ROUNDS in *[!0-9]*)
+    echo "network.sh: -l and --rounds take whole numbers" >&2
+    exit 2
+    ;;
+esac
+if [ "$(nproc)" -lt 2 ]; then
+    echo "network.sh: needs 2 CPUs (server on core 1, dnsperf on core 0)" >&2
+    exit 1
+fi
+
+# --- tools
+need=()
+command -v dnsperf >/dev/null || need+=(dnsperf)
+command -v dig >/dev/null || need+=(dnsutils)
+command -v sqlite3 >/dev/null || need+=(sqlite3)
+command -v python3 >/dev/null || need+=(python3)
+if [ "$MODE" != workers ]; then
+    command -v nsd >/dev/null || need+=(nsd)
+    command -v knotd >/dev/null || need+=(knot)
+    if [ "$MODE" = full ]; then
+        command -v pdns_server >/dev/null || need+=(pdns-server)
+        [ -e /usr/lib/x86_64-linux-gnu/pdns/libgsqlite3backend.so ] ||
+            ls /usr/lib/*/pdns/libgsqlite3backend.so >/dev/null 2>&1 || need+=(pdns-backend-sqlite3)
+    fi
+fi
+if [ ${#need[@]} -gt 0 ]; then
+    echo "installing ${need[*]} with apt-get" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}" >/dev/null
+fi
+if [ -n "${BENCH_AUTHD:-}" ]; then
+    AUTHD=$BENCH_AUTHD
+    LOADZONE=$(dirname "$AUTHD")/loadzone
+    [ -x "$LOADZONE" ] || LOADZONE=$TARGET/release/loadzone
+else
+    echo "building authd (release) in $TARGET" >&2
+    (cd "$ROOT" && cargo build --release -p authd --bin authd --bin loadzone >&2)
+    AUTHD=$TARGET/release/authd
+    LOADZONE=$TARGET/release/loadzone
+fi
+
+WORK=$(mktemp -d /tmp/authd-network.XXXXXX)
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+RESULTS=$WORK/results.tsv
+: >"$RESULTS"
+HZ=$(getconf CLK_TCK)
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+
+free_port() {
+    python3 -c 'import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0))
+t = socket.socket(); t.bind(("127.0.0.1", s.getsockname()[1]))
+print(s.getsockname()[1])'
+}
+
+# The PID and every descendant of it.
+tree() {
+    local pid=$1 child
+    echo "$pid"
+    for child in $(pgrep -P "$pid" 2>/dev/null || true); do
+        tree "$child"
+    done
+}
+
+# utime+stime in ticks over the process tree of $1 (each /proc/PID/stat covers
+# all threads of that process). The line is cut after the last ')', so field 1
+# is the state, 12 utime, 13 stime.
+cpu_ticks() {
+    local total=0 p line rest
+    for p in $(tree "$1"); do
+        line=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+        rest=${line##*) }
+        # shellcheck disable=SC2086
+        set -- $rest
+        total=$((total + ${12} + ${13}))
+    done
+    echo "$total"
+}
+
+# Busy ticks of the whole machine (all CPUs) from /proc/stat.
+busy_ticks() {
+    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+}
+
+# --- data
+ROOT_ZONE=$ROOT/tests/data/root.zone
+SMALL_ZONE=$ROOT/auth/src/default/example.com.zone
+for f in "$ROOT_ZONE" "$SMALL_ZONE" "$SHARED/root/queries-real.txt" "$SHARED/smallzone/queries-success.txt"; do
+    [ -r "$f" ] || {
+        echo "network.sh: missing $f" >&2
+        exit 1
+    }
+done
+declare -A ZFILE ZORIGIN MIXES
+ZFILE[root]=$ROOT_ZONE
+ZORIGIN[root]=.
+ZFILE[small]=$SMALL_ZONE
+ZORIGIN[small]=example.com.
+if [ "$MODE" = quick ]; then
+    ZONES=(root)
+    MIXES[root]="real nxdomain"
+    SERVERS=(authd-mem nsd knot)
+elif [ "$MODE" = workers ]; then
+    ZONES=(root)
+    MIXES[root]="real nxdomain"
+    SERVERS=(authd-w1 authd-w2)
+else
+    ZONES=(root small)
+    MIXES[root]="real nxdomain soa success"
+    MIXES[small]="success nxdomain"
+    SERVERS=(authd-mem authd-sql authd-sql-nocache nsd knot pdns pdns-nocache)
+fi
+mixfile() { # zone mix
+    if [ "$1" = root ]; then echo "$SHARED/root/queries-$2.txt"; else echo "$SHARED/smallzone/queries-$2.txt"; fi
+}
+
+needs_sqlite() { [[ " ${SERVERS[*]} " == *" authd-sql"* ]]; }
+needs_pdns() { [[ " ${SERVERS[*]} " == *" pdns"* ]]; }
+for z in "${ZONES[@]}"; do
+    if needs_sqlite; then
+        "$LOADZONE" --db "$WORK/$z.sqlite3" "${ZORIGIN[$z]}" "${ZFILE[$z]}" >&2
+    fi
+    if needs_pdns; then
+        mkdir -p "$WORK/pdns-$z"
+        sqlite3 "$WORK/pdns-$z/pdns.sqlite3" </usr/share/doc/pdns-backend-sqlite3/schema.sqlite3.sql
+        zone2sql --gsqlite --transactions --zone="${ZFILE[$z]}" --zone-name="${ZORIGIN[$z]}" 2>/dev/null |
+            sqlite3 "$WORK/pdns-$z/pdns.sqlite3"
+        cat >"$WORK/pdns-$z/pdns.conf" <<EOF
+launch=gsqlite3
+gsqlite3-database=$WORK/pdns-$z/pdns.sqlite3
+gsqlite3-dnssec=yes
+security-poll-suffix=
+local-address=127.0.0.1
+socket-dir=$WORK/pdns-$z
+daemon=no
+guardian=no
+disable-syslog=yes
+loglevel=3
+receiver-threads=1
+distributor-threads=1
+reuseport=no
+webserver=no
+api=no
+EOF
+        # A signed zone is served as it is (PRESIGNED: PowerDNS refuses to
+        # rectify it); an unsigned one is rectified (ordername, auth flags).
+        if grep -q 'RRSIG' "${ZFILE[$z]}"; then
+            pdnsutil --config-dir="$WORK/pdns-$z" set-presigned "${ZORIGIN[$z]}" >"$WORK/pdnsutil.log" 2>&1 ||
+                { cat "$WORK/pdnsutil.log" >&2; exit 1; }
+        else
+            pdnsutil --config-dir="$WORK/pdns-$z" rectify-zone "${ZORIGIN[$z]}" >"$WORK/pdnsutil.log" 2>&1 ||
+                { cat "$WORK/pdnsutil.log" >&2; exit 1; }
+        fi
+    fi
+done
+
+# --- servers
+SERVER_PID=
+SERVER_NAME=
+
+# Waits until "ORIGIN SOA" is answered with an SOA record on $2 (60 s at most).
+wait_ready() {
+    local pid=$1 port=$2 origin=$3 i
+    for i in $(seq 600); do
+        kill -0 "$pid" 2>/dev/null || return 1
+        if dig @127.0.0.1 -p "$port" "$origin" SOA +norec +tries=1 +time=1 +noall +answer 2>/dev/null |
+            grep -qP '\tIN\tSOA\t'; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    return 1
+}
+
+# start SERVER ZONE PORT: starts it pinned to core 1 (both cores in workers mode).
+start_server() {
+    local s=$1 z=$2 port=$3 cpus=1 log=$WORK/$1-$2.log origin=${ZORIGIN[$2]}
+    local zf=${ZFILE[$2]}
+    case $s in
+    authd-mem)
+        SERVER_NAME="authd $("$AUTHD" --version | awk '{print $2}') (memory)"
+        taskset -c $cpus "$AUTHD" --zone "$origin=$zf" --listen "127.0.0.1:$port" \
+            --udp-workers 1 --log-level warn >"$log" 2>&1 &
+        ;;
+    authd-w1 | authd-w2)
+        cpus=0,1
+        SERVER_NAME="authd (memory), ${s#authd-w} UDP worker(s)"
+        taskset -c $cpus "$AUTHD" --zone "$origin=$zf" --listen "127.0.0.1:$port" \
+            --udp-workers "${s#authd-w}" --log-level warn >"$log" 2>&1 &
+        ;;
+    authd-sql)
+        SERVER_NAME="authd (sqlite3 + cache)"
+        taskset -c $cpus "$AUTHD" --db "$WORK/$z.sqlite3" --listen "127.0.0.1:$port" \
+            --udp-workers 1 --log-level warn >"$log" 2>&1 &
+        ;;
+    authd-sql-nocache)
+        SERVER_NAME="authd (sqlite3, no cache)"
+        taskset -c $cpus "$AUTHD" --db "$WORK/$z.sqlite3" --listen "127.0.0.1:$port" \
+            --udp-workers 1 --cache-slots 0 --log-level warn >"$log" 2>&1 &
+        ;;
+    nsd)
+        SERVER_NAME="NSD $(nsd -v 2>&1 | awk 'NR==1 {print $3}')"
+        mkdir -p "$WORK/nsd-$z"
+        cat >"$WORK/nsd-$z/nsd.conf" <<EOF
+server:
+    ip-address: 127.0.0.1
+    port: $port
+    do-ip6: no
+    username: ""
+    chroot: ""
+    zonesdir: "$WORK/nsd-$z"
+    database: ""
+    zonelistfile: "$WORK/nsd-$z/zone.list"
+    xfrdfile: "$WORK/nsd-$z/xfrd.state"
+    xfrdir: "$WORK/nsd-$z"
+    pidfile: "$WORK/nsd-$z/nsd.pid"
+    logfile: "$WORK/nsd-$z/nsd.log"
+    server-count: 1
+    rrl-ratelimit: 0
+    rrl-whitelist-ratelimit: 0
+remote-control:
+    control-enable: no
+zone:
+    name: "$origin"
+    zonefile: "$zf"
+EOF
+        taskset -c $cpus nsd -d -c "$WORK/nsd-$z/nsd.conf" >"$log" 2>&1 &
+        ;;
+    knot)
+        SERVER_NAME="Knot DNS $(knotd -V | awk '{print $NF}')"
+        mkdir -p "$WORK/knot-$z"
+        cat >"$WORK/knot-$z/knot.conf" <<EOF
+server:
+    rundir: "$WORK/knot-$z"
+    listen: 127.0.0.1@$port
+    udp-workers: 1
+    tcp-workers: 1
+    background-workers: 1
+log:
+  - target: stderr
+    any: warning
+database:
+    storage: "$WORK/knot-$z"
+zone:
+  - domain: "$origin"
+    file: "$zf"
+    storage: "$WORK/knot-$z"
+    zonefile-sync: -1
+    zonefile-load: whole
+    journal-content: none
+EOF
+        taskset -c $cpus knotd -c "$WORK/knot-$z/knot.conf" >"$log" 2>&1 &
+        ;;
+    pdns | pdns-nocache)
+        local caches=()
+        SERVER_NAME="PowerDNS $(pdns_server --version 2>&1 | sed -n "s/.*Authoritative Server \([0-9.]*\).*/\1/p" | head -1) gsqlite3"
+        if [ "$s" = pdns-nocache ]; then
+            SERVER_NAME="$SERVER_NAME, no caches"
+            caches=(--cache-ttl=0 --query-cache-ttl=0 --negquery-cache-ttl=0 --zone-cache-refresh-interval=0)
+        else
+            SERVER_NAME="$SERVER_NAME + caches"
+        fi
+        taskset -c $cpus pdns_server --config-dir="$WORK/pdns-$z" --local-port="$port" \
+            "${caches[@]}" >"$log" 2>&1 &
+        ;;
+    esac
+    SERVER_PID=$!
+    PIDS+=("$SERVER_PID")
+    if ! wait_ready "$SERVER_PID" "$port" "$origin"; then
+        echo "network.sh: $SERVER_NAME did not start on port $port; its log:" >&2
+        tail -20 "$log" >&2
+        return 1
+    fi
+    # Knot (and any server) may have set its own thread affinity: pin every
+    # thread of every process again, and check.
+    local p want=${cpus/0,1/0-1}
+    for p in $(tree "$SERVER_PID"); do
+        taskset -a -p -c $cpus "$p" >/dev/null
+        if grep -h Cpus_allowed_list /proc/"$p"/task/*/status | grep -qv -P "\t$want\$"; then
+            echo "network.sh: $SERVER_NAME: a thread is not pinned to $cpus" >&2
+        fi
+    done
+}
+
+stop_server() {
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+}
+
+# 20 queries spread over the mix, as "name type" lines.
+sample() {
+    local n
+    n=$(wc -l <"$1")
+    awk -v step=$((n / 20 > 0 ? n / 20 : 1)) '(NR - 1) % step == 0' "$1" | head -20
+}
+
+# check ZONE MIX PORT: the rcodes of the sample; compared with authd memory's
+# (the first server), a mismatch is reported.
+check_answers() {
+    local z=$1 mix=$2 port=$3 ref=$WORK/ref-$1-$2 got=$WORK/got name type rc
+    : >"$got"
+    while read -r name type; do
+        rc=$(dig @127.0.0.1 -p "$port" "$name" "$type" +norec +tries=2 +time=2 +noall +comments 2>/dev/null |
+            sed -n 's/.*status: \([A-Z]*\),.*/\1/p')
+        echo "$name $type ${rc:-TIMEOUT}" >>"$got"
+    done < <(sample "$(mixfile "$z" "$mix")")
+    if [ ! -e "$ref" ]; then
+        cp "$got" "$ref"
+        CHECK="ref ($(awk '{print $3}' "$got" | sort | uniq -c | awk '{printf "%s%s %s", sep, $1, $2; sep=", "}'))"
+    elif diff -q "$ref" "$got" >/dev/null; then
+        CHECK="same"
+    else
+        CHECK="DIFFERS: $(diff "$ref" "$got" | grep -c '^>') of 20"
+        echo "network.sh: $SERVER_NAME, $z $mix: rcodes differ from authd memory's:" >&2
+        diff "$ref" "$got" | grep '^[<>]' | head -6 >&2
+    fi
+}
+
+# run ROUND ZONE SERVER MIX PORT: one timed dnsperf run.
+run_dnsperf() {
+    local round=$1 z=$2 s=$3 mix=$4 port=$5 out=$WORK/dnsperf.out
+    local c0 c1 b0 b1 t0 t1 clients=(-c 1) pin=0
+    [ "$MODE" = workers ] && clients=(-c 8)
+    c0=$(cpu_ticks "$SERVER_PID")
+    b0=$(busy_ticks)
+    t0=$(date +%s.%N)
+    TIMEFORMAT='%U %S'
+    {
+        time timeout $((SECS + 30)) taskset -c $pin dnsperf -s 127.0.0.1 -p "$port" \
+            -d "$(mixfile "$z" "$mix")" -l "$SECS" "${clients[@]}" -q 100 -b 4096 "${EDNS[@]}" \
+            >"$out" 2>&1
+    } 2>"$WORK/time.out" || {
+        echo "network.sh: dnsperf failed against $SERVER_NAME:" >&2
+        tail -5 "$out" >&2
+    }
+    t1=$(date +%s.%N)
+    c1=$(cpu_ticks "$SERVER_PID")
+    b1=$(busy_ticks)
+    python3 - "$out" "$WORK/time.out" "$round" "$z" "$s" "$SERVER_NAME" "$mix" \
+        "$(echo "$t1 - $t0" | bc)" "$((c1 - c0))" "$((b1 - b0))" "$HZ" "$CHECK" >>"$RESULTS" <<'EOF'
+import re, sys
+out, timef, rnd, zone, sid, name, mix, wall, cpu, busy, hz, check = sys.argv[1:]
+text = open(out).read()
+def num(pat, default="0"):
+    m = re.search(pat, text)
+    return m.group(1) if m else default
+completed = num(r"Queries completed:\s+(\d+)")
+lost = num(r"Queries lost:\s+(\d+)")
+qps = num(r"Queries per second:\s+([\d.]+)")
+lat = num(r"Average Latency \(s\):\s+([\d.]+)")
+resp = num(r"Average packet size:.*response (\d+)", "")
+runtime = num(r"Run time \(s\):\s+([\d.]+)", wall)
+try:
+    u, s = open(timef).read().split()[:2]
+    client = float(u) + float(s)
+except ValueError:
+    client = 0.0
+hz = float(hz)
+server_cpu = int(cpu) / hz
+other = max(0.0, int(busy) / hz - server_cpu - client)
+print("\t".join(str(x) for x in [rnd, zone, sid, name, mix, qps, lat, lost, completed,
+      f"{server_cpu:.2f}", runtime, f"{other:.2f}", resp, check]))
+EOF
+}
+
+echo "network.sh: mode $MODE, $SECS s per run, $ROUNDS round(s); load average $LOAD_START" >&2
+for round in $(seq "$ROUNDS"); do
+    for z in "${ZONES[@]}"; do
+        for s in "${SERVERS[@]}"; do
+            port=$(free_port)
+            if ! start_server "$s" "$z" "$port"; then
+                stop_server
+                continue
+            fi
+            for mix in ${MIXES[$z]}; do
+                CHECK=-
+                if [ "$round" = 1 ]; then check_answers "$z" "$mix" "$port"; fi
+                run_dnsperf "$round" "$z" "$s" "$mix" "$port"
+                echo "  $(tail -1 "$RESULTS" | cut -f2,4,5,6,10,11 | tr '\t' ' ')" >&2
+            done
+            stop_server
+        done
+    done
+done
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# --- table
+echo
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); nproc: $(nproc); CPU: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+echo "command: bench/network.sh $ARGS"
+echo "dnsperf $(dnsperf -h 2>&1 | sed -n 's/.*[Vv]ersion \([0-9.]*\).*/\1/p' | head -1) pinned to core 0, $([ "$MODE" = workers ] && echo '-c 8' || echo '-c 1') -q 100 -b 4096 -l $SECS ${EDNS[*]}; load average at start $LOAD_START, at end $LOAD_END"
+python3 - "$RESULTS" "$MODE" <<'EOF'
+import statistics, sys
+from collections import OrderedDict
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+mode = sys.argv[2]
+cells = OrderedDict()
+checks = {}
+for r in rows:
+    key = (r[1], r[4], r[2])          # zone, mix, server id
+    cells.setdefault(key, []).append(r)
+    if r[13] != "-":
+        checks[key] = r[13]
+def pick(runs):                      # the run with the median qps
+    runs = sorted(runs, key=lambda r: float(r[5]))
+    return runs[(len(runs) - 1) // 2]
+out = []
+for key, runs in cells.items():
+    r = pick(runs)
+    qps, cpu, wall = float(r[5]), float(r[9]), float(r[10]) or 1.0
+    done = int(r[8])
+    qpc = done / cpu if cpu > 0 else float("nan")
+    out.append(dict(zone=key[0], mix=key[1], sid=key[2], name=r[3], qps=qps,
+                    lat=float(r[6]) * 1e6, lost=int(r[7]), cpu=cpu, wall=wall,
+                    util=cpu / wall, qpc=qpc, other=float(r[11]) / wall,
+                    resp=r[12], check=checks.get(key, "-"), n=len(runs),
+                    spread=(min(float(x[5]) for x in runs), max(float(x[5]) for x in runs))))
+print()
+print("| zone | mix | server | qps | mean latency (µs) | lost | server CPU (s) | server CPU % | queries / CPU-s | bound | resp. bytes | rest CPU % | answers |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
+for c in out:
+    qps = f"{c['qps']:,.0f}"
+    if c["n"] > 1:
+        qps += f" ({c['spread'][0]:,.0f}–{c['spread'][1]:,.0f})"
+    print(f"| {c['zone']} | {c['mix']} | {c['name']} | {qps} | {c['lat']:.0f} | {c['lost']} | "
+          f"{c['cpu']:.2f} | {100 * c['util']:.0f} | {c['qpc']:,.0f} | "
+          f"{'server' if c['util'] >= 0.9 else 'client'} | {c['resp']} | {100 * c['other']:.0f} | {c['check']} |")
+if mode == "workers":
+    base = {(c["zone"], c["mix"]): c for c in out if c["sid"] == "authd-w1"}
+    print()
+    print("| zone | mix | UDP workers | qps | x 1 worker | server CPU % (of one core) |")
+    print("|---|---|---:|---:|---:|---:|")
+    for c in out:
+        b = base.get((c["zone"], c["mix"]))
+        ratio = c["qps"] / b["qps"] if b and b["qps"] else float("nan")
+        print(f"| {c['zone']} | {c['mix']} | {c['sid'][-1]} | {c['qps']:,.0f} | {ratio:.2f} | {100 * c['util']:.0f} |")
+    sys.exit(0)
+print()
+print("authd / best peer (NSD, Knot, PowerDNS) in the same mix:")
+print()
+print("| zone | mix | authd | qps ratio (best peer) | queries/CPU-s ratio (best peer) |")
+print("|---|---|---|---:|---:|")
+for c in out:
+    if not c["sid"].startswith("authd"):
+        continue
+    peers = [p for p in out if (p["zone"], p["mix"]) == (c["zone"], c["mix"]) and not p["sid"].startswith("authd")]
+    if not peers:
+        continue
+    bq = max(peers, key=lambda p: p["qps"])
+    bc = max(peers, key=lambda p: p["qpc"] if p["qpc"] == p["qpc"] else 0)
+    print(f"| {c['zone']} | {c['mix']} | {c['name']} | {c['qps'] / bq['qps']:.2f} ({bq['name']}) | "
+          f"{c['qpc'] / bc['qpc']:.2f} ({bc['name']}) |")
+EOF
