@@ -47,6 +47,9 @@ const MAX_CHAIN: usize = 8;
 pub struct QueryProcessor {
     sources: SourceList,
     chaos: ChaosOptions,
+    /// Unique per processor, so per-thread referral templates of a replaced
+    /// processor (after a reload) are never used by its successor.
+    id: u64,
 }
 
 /// One RRset placed in a reply section.
@@ -88,6 +91,12 @@ pub struct Answer {
     pub additional: Vec<Placed>,
     /// Additional RRsets whose omission must set TC (in-domain glue, RFC 9471).
     pub required_glue: usize,
+    /// Every RRset placed comes from an immutable snapshot (see
+    /// `DataSource::immutable_rrsets`), so the reply may be rendered from a
+    /// template keyed by their addresses.
+    pub templatable: bool,
+    /// An RRset was made for this query only (a DNAME's CNAME, RFC 6672 §3.1).
+    pub synthesized: bool,
 }
 
 impl Answer {
@@ -103,6 +112,8 @@ impl Answer {
         self.authority.clear();
         self.additional.clear();
         self.required_glue = 0;
+        self.templatable = false;
+        self.synthesized = false;
     }
 
     fn rcode(rcode: u16, aa: bool) -> Answer {
@@ -126,7 +137,12 @@ impl Answer {
 impl QueryProcessor {
     /// A processor over `sources` (searched in order, longest zone match wins).
     pub fn new(sources: SourceList, chaos: ChaosOptions) -> QueryProcessor {
-        QueryProcessor { sources, chaos }
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        QueryProcessor {
+            sources,
+            chaos,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
     }
 
     /// The data sources answered from.
@@ -170,7 +186,9 @@ impl QueryProcessor {
         SCRATCH.with(|cell| match cell.try_borrow_mut() {
             Ok(mut ans) => {
                 self.answer_into(&req, &mut ans);
-                render(&req, &ans, transport, out);
+                if !render_templated(self.id, &req, &ans, transport, out) {
+                    render(&req, &ans, transport, out);
+                }
                 ans.clear();
             }
             Err(_) => render(&req, &self.answer(&req), transport, out),
@@ -245,7 +263,9 @@ impl QueryProcessor {
             return Ok(());
         }
         let lookup = source.lookup(&zone, qname, qtype, opts)?;
-        self.place(source, &zone, qname, qtype, lookup, opts, ans, 0)
+        self.place(source, &zone, qname, qtype, lookup, opts, ans, 0)?;
+        ans.templatable = source.immutable_rrsets();
+        Ok(())
     }
 
     /// Places the outcome of one lookup; follows CNAME/DNAME inside the zone.
@@ -312,6 +332,7 @@ impl QueryProcessor {
                             RRset::new(qname.clone(), RType::CNAME, Class::IN, dname.ttl);
                         cname.rdatas.push(Rdata::from_wire(target.as_wire()));
                         ans.answer.push(Placed::plain(Arc::new(cname)));
+                        ans.synthesized = true;
                         self.follow(source, zone, &target, qtype, opts, ans, depth)?;
                     }
                     // RFC 6672 §2.2: the substituted name is too long.
@@ -608,18 +629,39 @@ fn place_additional(ans: &mut Answer, ready: &[Arc<RRset>], cut: Option<&Name>) 
 /// (with its signatures) or required glue does not fit, the reply keeps what fit
 /// and sets TC (RFC 2181 §9); other additional data is dropped silently.
 pub fn render(req: &Request<'_>, ans: &Answer, transport: Transport, out: &mut Vec<u8>) {
-    let limit = match (transport, req.edns) {
+    render_impl(req, ans, transport, out, false, 0);
+}
+
+/// The reply size limit for `req` over `transport`, bytes.
+fn reply_limit(req: &Request<'_>, transport: Transport) -> usize {
+    match (transport, req.edns) {
         (Transport::Tcp, _) => MAX_TCP_MESSAGE,
         (Transport::Udp, Some(e)) => {
             usize::from(e.udp_payload.min(EDNS_UDP_PAYLOAD)).max(MIN_UDP_PAYLOAD)
         }
         (Transport::Udp, None) => MIN_UDP_PAYLOAD,
-    };
+    }
+}
+
+/// [`render`]; with `record`, returns the offsets of the compression pointers
+/// written (for a referral template).
+fn render_impl(
+    req: &Request<'_>,
+    ans: &Answer,
+    transport: Transport,
+    out: &mut Vec<u8>,
+    record: bool,
+    shrink: usize,
+) -> Vec<u16> {
+    let limit = reply_limit(req, transport).saturating_sub(shrink);
     let mut hdr = (u16::from(req.opcode) << 11) | (req.flags & (flags::RD | flags::CD));
     if ans.aa {
         hdr |= flags::AA;
     }
     let mut w = MessageWriter::new(out, req.id, hdr, ans.rcode, limit);
+    if record {
+        w.record_pointers();
+    }
     let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
     if req.edns.is_some() {
         w.reserve(OPT_LEN);
@@ -650,7 +692,187 @@ pub fn render(req: &Request<'_>, ans: &Answer, transport: Transport, out: &mut V
         w.push_opt(EDNS_UDP_PAYLOAD, ans.rcode, e.dnssec_ok);
     }
     debug_assert!(w.len() >= HEADER_LEN);
-    w.finish();
+    w.finish_with_pointers()
+}
+
+/// A rendered reply (everything after the question), reusable for every query
+/// that produces the same placed RRsets: it was rendered with an *anchor* name
+/// as the question — the qname itself for answers, the zone cut for referrals,
+/// the zone apex for negative answers — which is a suffix of every qname that
+/// leads to it. So each compression pointer it holds points at the anchor's
+/// labels or later, and moves by the same amount when the real question takes
+/// the anchor's place (NSD and Knot DNS pre-compute answers in the same spirit).
+struct Template {
+    /// Keeps the placed RRsets (and so their addresses, the key) alive.
+    _keep: Vec<Arc<RRset>>,
+    /// Bytes after the question.
+    body: Box<[u8]>,
+    /// Offsets in `body` of the compression pointers.
+    pointers: Box<[u16]>,
+    /// ANCOUNT, NSCOUNT, ARCOUNT as on the wire.
+    counts: [u8; 6],
+    /// The header's flag byte 2 and 3 bits that depend on the reply (AA, TC, rcode).
+    aa: bool,
+    truncated: bool,
+    rcode: u16,
+    /// Length of the question the template was rendered with, bytes.
+    question_len: usize,
+}
+
+/// Most RRsets in the answer and authority sections of a templated reply.
+const TEMPLATE_SETS: usize = 6;
+
+/// (addresses of the answer and authority RRsets, their count, rcode and AA,
+/// question length (UDP only: what fits depends on it), size limit, EDNS, DO,
+/// processor id). Not the qtype: the body does not depend on it once the
+/// placed RRsets are the same (it is in the question only).
+type TemplateKey = (
+    [usize; TEMPLATE_SETS],
+    usize,
+    (u16, bool),
+    usize,
+    usize,
+    bool,
+    bool,
+    u64,
+);
+
+/// Most templates one thread keeps; past it the map is emptied.
+const MAX_TEMPLATES: usize = 65_536;
+
+thread_local! {
+    static TEMPLATES: std::cell::RefCell<std::collections::HashMap<TemplateKey, std::rc::Rc<Template>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// Renders `ans` from a template (building it on first use) when every placed
+/// RRset comes from an immutable snapshot. Returns false when it does not
+/// apply; the caller renders normally.
+fn render_templated(
+    processor: u64,
+    req: &Request<'_>,
+    ans: &Answer,
+    transport: Transport,
+    out: &mut Vec<u8>,
+) -> bool {
+    if !ans.templatable || ans.synthesized || req.question.len() < 4 {
+        return false;
+    }
+    let placed = ans.answer.iter().chain(&ans.authority);
+    let mut sets = [0usize; TEMPLATE_SETS];
+    let mut n = 0;
+    for p in placed {
+        if p.owner.is_some() || n == TEMPLATE_SETS {
+            return false; // wildcard synthesis, or too many sets
+        }
+        sets[n] = Arc::as_ptr(&p.rrset) as usize;
+        n += 1;
+    }
+    // The anchor: a suffix of the qname every reply with these RRsets shares.
+    let anchor = match (ans.answer.first(), ans.authority.first()) {
+        (Some(a), _) if a.rrset.owner == req.qname => &a.rrset.owner,
+        (Some(_), _) => return false,
+        (None, Some(ns)) if ns.rrset.rtype == RType::NS && !ans.aa => &ns.rrset.owner,
+        (None, Some(soa)) if soa.rrset.rtype == RType::SOA => &soa.rrset.owner,
+        _ => return false,
+    };
+    if !req.qname.is_subdomain_of(anchor) {
+        return false;
+    }
+    let limit = reply_limit(req, transport);
+    let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
+    let qlen = match transport {
+        Transport::Udp => req.question.len(),
+        Transport::Tcp => 0,
+    };
+    let key: TemplateKey = (
+        sets,
+        n,
+        (ans.rcode, ans.aa),
+        qlen,
+        limit,
+        req.edns.is_some(),
+        dnssec,
+        processor,
+    );
+    let found = TEMPLATES.with(|t| t.borrow().get(&key).cloned());
+    let template = match found {
+        Some(t) => t,
+        None => {
+            let mut question = Vec::with_capacity(anchor.as_wire().len() + 4);
+            question.extend_from_slice(anchor.as_wire());
+            question.extend_from_slice(&req.question[req.question.len() - 4..]);
+            let at_anchor = Request {
+                question: &question,
+                qname: anchor.clone(),
+                ..req.clone()
+            };
+            let mut buf = Vec::with_capacity(1024);
+            // Leave room for the real question, as a direct rendering would.
+            let shrink = qlen.saturating_sub(question.len());
+            let pointers = render_impl(&at_anchor, ans, transport, &mut buf, true, shrink);
+            let start = HEADER_LEN + question.len();
+            let t = std::rc::Rc::new(Template {
+                _keep: ans
+                    .answer
+                    .iter()
+                    .chain(&ans.authority)
+                    .map(|p| p.rrset.clone())
+                    .collect(),
+                body: buf[start..].into(),
+                pointers: pointers
+                    .iter()
+                    .map(|&p| (usize::from(p) - start) as u16)
+                    .collect(),
+                counts: [buf[6], buf[7], buf[8], buf[9], buf[10], buf[11]],
+                aa: buf[2] & (flags::AA >> 8) as u8 != 0,
+                truncated: buf[2] & (flags::TC >> 8) as u8 != 0,
+                rcode: ans.rcode,
+                question_len: question.len(),
+            });
+            TEMPLATES.with(|m| {
+                let mut m = m.borrow_mut();
+                if m.len() >= MAX_TEMPLATES {
+                    m.clear();
+                }
+                m.insert(key, t.clone());
+            });
+            t
+        }
+    };
+    let Some(delta) = req.question.len().checked_sub(template.question_len) else {
+        return false;
+    };
+    if HEADER_LEN + req.question.len() + template.body.len() > limit {
+        return false;
+    }
+    let mut hdr = flags::QR
+        | (u16::from(req.opcode) << 11)
+        | (req.flags & (flags::RD | flags::CD))
+        | (template.rcode & 0xF);
+    if template.aa {
+        hdr |= flags::AA;
+    }
+    if template.truncated {
+        hdr |= flags::TC;
+    }
+    out.clear();
+    out.extend_from_slice(&req.id.to_be_bytes());
+    out.extend_from_slice(&hdr.to_be_bytes());
+    out.extend_from_slice(&[0, 1]);
+    out.extend_from_slice(&template.counts);
+    out.extend_from_slice(req.question);
+    let base = out.len();
+    out.extend_from_slice(&template.body);
+    for &p in template.pointers.iter() {
+        let at = base + usize::from(p);
+        let target = (u16::from_be_bytes([out[at], out[at + 1]]) & 0x3FFF) as usize + delta;
+        if target > 0x3FFF {
+            return false;
+        }
+        out[at..at + 2].copy_from_slice(&(0xC000 | target as u16).to_be_bytes());
+    }
+    true
 }
 
 /// Writes one RRset and, with DO, its RRSIGs: all of it or nothing.

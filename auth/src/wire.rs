@@ -245,6 +245,9 @@ pub struct MessageWriter<'a> {
     /// `target_count` or at another hash and are skipped.
     index: [u8; 256],
     counts: [u16; 4],
+    /// When set, the offset of every compression pointer written (for
+    /// response templates that are later re-based onto another question).
+    pointers: Option<Vec<u16>>,
 }
 
 /// The fixed fields of a record after its owner name (RFC 1035 §4.1.3).
@@ -285,6 +288,7 @@ impl<'a> MessageWriter<'a> {
             target_hash: [0; MAX_COMPRESSION_TARGETS],
             target_count: 0,
             index: [0; 256],
+            pointers: None,
             counts: [0; 4],
         }
     }
@@ -327,8 +331,23 @@ impl<'a> MessageWriter<'a> {
         (self.buf.len(), self.target_count, self.counts)
     }
 
+    /// Records the offset of every compression pointer from now on; see
+    /// [`Self::pointers`].
+    pub fn record_pointers(&mut self) {
+        self.pointers = Some(Vec::new());
+    }
+
+    /// Offsets of the compression pointers written since
+    /// [`Self::record_pointers`] (rolled-back ones excluded).
+    pub fn pointers(&self) -> &[u16] {
+        self.pointers.as_deref().unwrap_or(&[])
+    }
+
     /// Drops everything written since `mark`.
     pub fn rollback(&mut self, mark: (usize, usize, [u16; 4])) {
+        if let Some(p) = self.pointers.as_mut() {
+            p.retain(|&o| usize::from(o) < mark.0);
+        }
         self.buf.truncate(mark.0);
         self.target_count = mark.1;
         self.counts = mark.2;
@@ -403,6 +422,14 @@ impl<'a> MessageWriter<'a> {
     /// Number of records written to `section`.
     pub fn count(&self, section: Section) -> u16 {
         self.counts[section as usize]
+    }
+
+    /// Writes the section counts into the header and hands back the recorded
+    /// pointer offsets.
+    pub fn finish_with_pointers(mut self) -> Vec<u16> {
+        let pointers = self.pointers.take().unwrap_or_default();
+        self.finish();
+        pointers
     }
 
     /// Writes the section counts into the header.
@@ -527,7 +554,12 @@ impl<'a> MessageWriter<'a> {
             self.add_target(offset, hashes[j]);
         }
         match found {
-            Some((_, t)) => self.buf.extend_from_slice(&(0xC000u16 | t).to_be_bytes()),
+            Some((_, t)) => {
+                if let Some(p) = self.pointers.as_mut() {
+                    p.push(self.buf.len() as u16);
+                }
+                self.buf.extend_from_slice(&(0xC000u16 | t).to_be_bytes());
+            }
             None => self.buf.push(0),
         }
     }

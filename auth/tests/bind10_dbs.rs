@@ -5,7 +5,8 @@
 //! one: open it read-only, walk every RRset of every zone through the query
 //! processor, check the reply against the data (an independent oracle written
 //! from RFC 1034 §4.3.2, not the finder), check that the memory backend loaded
-//! from the same DB gives byte-identical replies, and check that the file did
+//! from the same DB gives the same replies (decoded: name compression may differ),
+//! and check that the file did
 //! not change. Then hand-checked answers with values read from the files, and
 //! broken rows (SERVFAIL for that name only).
 //!
@@ -399,8 +400,11 @@ fn walk(opened: &Opened, db: &Db) -> Tally {
                 let q = query(id, &set.owner, set.rtype, dnssec);
                 let a = ask_raw(&by_sqlite, &q, Transport::Tcp);
                 let b = ask_raw(&by_memory, &q, Transport::Tcp);
-                assert!(
-                    a == b,
+                // The same message; the bytes may differ in name compression
+                // (memory renders referrals from per-cut templates).
+                assert_eq!(
+                    decode(&a),
+                    decode(&b),
                     "{what} (DO={dnssec}): sqlite3 and memory replies differ"
                 );
                 let Some(expect) = &expect else {

@@ -1215,3 +1215,63 @@ fn dnssec_through_hot_spot_cache() {
         }
     }
 }
+
+/// Replies rendered from templates (memory backend) stay right when different
+/// queries place the same RRsets: NODATA and NXDOMAIN share the SOA, names of
+/// different lengths and cases share a referral or a negative answer.
+#[test]
+fn reused_renderings_keep_rcode_case_and_names() {
+    for_each_backend("example.com.", ZONE, |backend, s| {
+        for _ in 0..2 {
+            let r = s.q("www.example.com.", RecordType::TXT);
+            assert_eq!(r.rcode(), ResponseCode::NoError, "{backend}: NODATA");
+            assert_eq!(r.authority(), [SOA_NEG]);
+            let r = s.q("nothere.example.com.", RecordType::TXT);
+            assert_eq!(
+                r.rcode(),
+                ResponseCode::NXDomain,
+                "{backend}: NXDOMAIN after NODATA"
+            );
+            assert_eq!(r.authority(), [SOA_NEG]);
+            let r = s.q(
+                "A.Much.Longer.Name.That.Is.Not.Here.example.com.",
+                RecordType::TXT,
+            );
+            assert_eq!(r.rcode(), ResponseCode::NXDomain);
+            assert_eq!(r.authority(), [SOA_NEG]);
+            assert_eq!(
+                r.msg.queries[0].name().to_string(),
+                "A.Much.Longer.Name.That.Is.Not.Here.example.com."
+            );
+        }
+        for qname in [
+            "x.delegation.example.com.",
+            "A.VERY.long.name.below.the.cut.Delegation.example.com.",
+            "delegation.example.com.",
+        ] {
+            let r = s.q(qname, RecordType::A);
+            assert!(!r.aa(), "{backend} {qname}");
+            assert_eq!(r.authority().len(), 4, "{qname}");
+            assert!(
+                r.msg.authorities.iter().all(|a| a
+                    .name
+                    .to_string()
+                    .eq_ignore_ascii_case("delegation.example.com.")),
+                "{qname}: {:?}",
+                r.authority()
+            );
+            // Compression against the question may carry its case into glue names.
+            let additional: Vec<String> = r
+                .additional()
+                .iter()
+                .map(|a| a.to_ascii_lowercase())
+                .collect();
+            assert_eq!(additional, ADDRS.map(str::to_ascii_lowercase), "{qname}");
+        }
+        // The same answer for different cases of the qname.
+        for qname in ["www.example.com.", "WWW.EXAMPLE.COM.", "wWw.ExAmPlE.cOm."] {
+            let r = s.q(qname, RecordType::A);
+            assert_eq!(r.answer(), [format!("{qname} 3600 A 192.0.2.80")]);
+        }
+    });
+}

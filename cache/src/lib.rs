@@ -324,6 +324,10 @@ impl DataSource for HotSpotCache {
         self.inner.zones()
     }
 
+    fn immutable_rrsets(&self) -> bool {
+        self.inner.immutable_rrsets()
+    }
+
     fn additional_addresses(
         &self,
         zone: &ZoneRef,

@@ -459,6 +459,10 @@ impl DataSource for MemorySource {
             .collect())
     }
 
+    fn immutable_rrsets(&self) -> bool {
+        true
+    }
+
     fn additional_addresses(
         &self,
         zone: &ZoneRef,

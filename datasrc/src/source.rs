@@ -143,6 +143,14 @@ pub trait DataSource: Send + Sync {
         0
     }
 
+    /// True when every RRset this source hands out belongs to an immutable
+    /// snapshot, so the RRset's address identifies its content for as long as
+    /// anyone holds it (the memory backend). The query processor then reuses
+    /// rendered replies keyed by those addresses.
+    fn immutable_rrsets(&self) -> bool {
+        false
+    }
+
     /// The address RRsets (A, AAAA, RRSIGs attached) for additional-section
     /// processing of `rrset` (NS, MX or SRV, RFC 1034 §3.7), when the source
     /// has them ready: for NS the targets' addresses found below zone cuts too

@@ -545,7 +545,11 @@ mod tests {
         std::fs::write(&empty, "; only a comment\n").expect("write");
         let e = read_master_file(&empty, &origin()).expect_err("empty");
         assert_eq!(e.file, empty);
-        assert!(e.message.starts_with("no SOA at the zone apex example.org."), "{e}");
+        assert!(
+            e.message
+                .starts_with("no SOA at the zone apex example.org."),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).ok();
 
         let syntax = "@ 300 IN SOA ns hm 1 2 3 4 5\n\n; c\nw A 999.1.1.1\n";

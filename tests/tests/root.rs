@@ -112,9 +112,28 @@ fn ask(addr: SocketAddr, tcp: bool, q: QueryBuilder) -> Message {
     msg
 }
 
+/// The root zone from memory (`--zone`): referrals come from per-cut templates there.
+fn serve_root_from_memory() -> Root {
+    let dir = authd_tests::tempdir();
+    let zone = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/root.zone");
+    let authd = AuthdProcess::start([
+        std::ffi::OsString::from("--zone"),
+        std::ffi::OsString::from(format!(".={}", zone.display())),
+    ]);
+    Root { _dir: dir, authd }
+}
+
 #[test]
 fn root_zone_over_udp_and_tcp() {
-    let root = serve_root();
+    check_root(serve_root());
+}
+
+#[test]
+fn root_zone_from_memory_over_udp_and_tcp() {
+    check_root(serve_root_from_memory());
+}
+
+fn check_root(root: Root) {
     let addr = root.authd.addr();
     for tcp in [false, true] {
         let t = if tcp { "tcp" } else { "udp" };
