@@ -693,3 +693,44 @@ fn dig_gets_answers_over_udp_and_tcp() {
         assert_eq!(lines, vec!["192.0.2.10", "192.0.2.11"], "dig {transport}");
     }
 }
+
+/// A bad command-line argument: one line naming it, exit status 2.
+#[test]
+fn bad_argument_is_one_line_exit_2() {
+    let out = authd_tests::run_authd(["--listen", "localhost:5300"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("authd: invalid value 'localhost:5300' for '--listen <ADDR:PORT>'"),
+        "{err}"
+    );
+}
+
+/// A UDP port held by another process's SO_REUSEPORT socket is "in use": a
+/// reuse-port bind would otherwise succeed and the two would split the queries.
+#[test]
+fn udp_port_shared_by_reuseport_socket_is_in_use() {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let other = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).expect("socket");
+    other.set_reuse_port(true).expect("SO_REUSEPORT");
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    other.bind(&any.into()).expect("bind");
+    let port = other
+        .local_addr()
+        .expect("addr")
+        .as_socket()
+        .expect("inet")
+        .port();
+    let out = authd_tests::run_authd(["--listen".to_string(), format!("127.0.0.1:{port}")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.trim_end().ends_with(&format!(
+            "authd: cannot bind 127.0.0.1:{port}: Address already in use (os error 98)"
+        )) || err.contains(&format!(
+            "cannot bind 127.0.0.1:{port}: Address already in use"
+        )),
+        "{err}"
+    );
+}

@@ -49,7 +49,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = authd::cli::parse_args("loadzone");
     match run(&args) {
         Ok(summary) => {
             println!("{summary}");

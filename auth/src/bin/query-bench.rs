@@ -142,7 +142,7 @@ fn processor(
 }
 
 fn run() -> Result<()> {
-    let args = Args::parse();
+    let args: Args = authd::cli::parse_args("query-bench");
     if args.iterations == 0 {
         bail!("-n must be at least 1");
     }

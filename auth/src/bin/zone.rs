@@ -111,7 +111,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = authd::cli::parse_args("zone");
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

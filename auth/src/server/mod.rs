@@ -355,6 +355,16 @@ fn bind_endpoint(addr: SocketAddr, udp_sockets: usize) -> Result<Endpoint, Serve
 
 /// Binds `n` reuse-port UDP sockets on `addr` (its port must not be 0 when n > 1).
 fn bind_udp_group(addr: SocketAddr, n: usize) -> io::Result<Vec<std::net::UdpSocket>> {
+    // A reuse-port bind succeeds on a port another process's reuse-port socket
+    // holds, and the two would then split the traffic: probe with a plain bind
+    // first, which fails on any taken port.
+    if addr.port() != 0 {
+        let probe = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+        if addr.is_ipv6() {
+            probe.set_only_v6(true)?;
+        }
+        probe.bind(&SockAddr::from(addr))?;
+    }
     let mut socks = Vec::with_capacity(n);
     for _ in 0..n {
         socks.push(bind_udp(addr)?);
