@@ -105,7 +105,7 @@ fn data_version(conn: &Connection) -> rusqlite::Result<i64> {
 
 /// Reads a column as text whatever its storage class (V1 DBs declared `STRING`,
 /// which has NUMERIC affinity).
-fn text(v: ValueRef<'_>) -> Option<String> {
+pub(crate) fn text(v: ValueRef<'_>) -> Option<String> {
     match v {
         ValueRef::Text(t) | ValueRef::Blob(t) => Some(String::from_utf8_lossy(t).into_owned()),
         ValueRef::Integer(i) => Some(i.to_string()),
@@ -114,7 +114,8 @@ fn text(v: ValueRef<'_>) -> Option<String> {
     }
 }
 
-fn int(v: ValueRef<'_>) -> Option<i64> {
+/// Reads a column as an integer whatever its storage class.
+pub(crate) fn int(v: ValueRef<'_>) -> Option<i64> {
     match v {
         ValueRef::Integer(i) => Some(i),
         ValueRef::Text(t) => std::str::from_utf8(t).ok()?.trim().parse().ok(),

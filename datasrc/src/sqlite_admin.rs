@@ -21,7 +21,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use rusqlite::types::ValueRef;
+use crate::sqlite::{int, text};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::name::{Name, wire_name_len};
@@ -79,26 +79,6 @@ pub enum AdminError {
 
 fn sql(action: &'static str) -> impl Fn(rusqlite::Error) -> AdminError {
     move |source| AdminError::Sqlite { action, source }
-}
-
-/// Reads a column as text whatever its storage class (V1-era `STRING` columns
-/// have NUMERIC affinity).
-fn text(v: ValueRef<'_>) -> Option<String> {
-    match v {
-        ValueRef::Text(t) | ValueRef::Blob(t) => Some(String::from_utf8_lossy(t).into_owned()),
-        ValueRef::Integer(i) => Some(i.to_string()),
-        ValueRef::Real(f) => Some(f.to_string()),
-        ValueRef::Null => None,
-    }
-}
-
-fn int(v: ValueRef<'_>) -> Option<i64> {
-    match v {
-        ValueRef::Integer(i) => Some(i),
-        ValueRef::Text(t) => std::str::from_utf8(t).ok()?.trim().parse().ok(),
-        ValueRef::Real(f) => Some(f as i64),
-        _ => None,
-    }
 }
 
 /// RFC 1982 §3.2: `a` is greater than `b` in 32-bit serial number arithmetic.
