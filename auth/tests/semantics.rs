@@ -1141,7 +1141,7 @@ fn rrsig_query_keeps_each_signature_ttl() {
 
 /// The DNSSEC cases above through authd's hot-spot cache (`authd-cache`, which
 /// runs the shared lookup and proof code over its cached node view): every
-/// reply, cold and warm, is byte-identical to the uncached backend's.
+/// reply, cold and warm, is the same message as the uncached backend's.
 #[test]
 fn dnssec_through_hot_spot_cache() {
     use authd_cache::{HotSpotCache, Slots};
@@ -1209,7 +1209,13 @@ fn dnssec_through_hot_spot_cache() {
                     let (mut a, mut b) = (Vec::new(), Vec::new());
                     assert!(plain.p.process(&wire, Transport::Udp, &mut a));
                     assert!(cached.p.process(&wire, Transport::Udp, &mut b));
-                    assert_eq!(a, b, "{qname} {qtype} {name} {round}");
+                    // The same message; name compression may differ (cached
+                    // replies are rendered from templates).
+                    assert_eq!(
+                        Message::from_vec(&a).expect("decodes"),
+                        Message::from_vec(&b).expect("decodes"),
+                        "{qname} {qtype} {name} {round}"
+                    );
                 }
             }
         }

@@ -325,7 +325,10 @@ impl DataSource for HotSpotCache {
     }
 
     fn immutable_rrsets(&self) -> bool {
-        self.inner.immutable_rrsets()
+        // Cached RRsets are shared, never modified, and replaced by new ones
+        // (new addresses) when the source changes: within one generation a
+        // lookup yields the same RRsets, so replies keyed by them may be reused.
+        self.state.is_some() || self.inner.immutable_rrsets()
     }
 
     fn additional_addresses(
