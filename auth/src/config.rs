@@ -896,7 +896,7 @@ pub fn parse_origin(text: &str) -> Result<Name, String> {
     if t.is_empty() {
         return Err("empty zone origin".into());
     }
-    Name::parse(t, Some(&Name::root())).map_err(|e| format!("bad zone origin {text:?}: {e}"))
+    Name::parse(t, Some(&Name::root())).map_err(|e| format!("bad origin {text:?}: {e}"))
 }
 
 /// A label for data source `index` in messages: `datasource[1] (memory:a.zone)`.

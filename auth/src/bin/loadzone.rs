@@ -25,7 +25,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use authd_datasrc::Name;
 use authd_datasrc::sqlite_load::{self, located};
 use authd_datasrc::zonefile;
 use clap::Parser;
@@ -62,19 +61,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// Parses ORIGIN, adding the trailing dot when it is missing.
-fn parse_origin(text: &str) -> Result<Name, String> {
-    let absolute = if text.ends_with('.') && !text.ends_with("\\.") {
-        text.to_string()
-    } else {
-        format!("{text}.")
-    };
-    Name::parse(&absolute, None).map_err(|e| format!("bad origin {text:?}: {e}"))
-}
-
 fn run(args: &Args) -> Result<String, String> {
     let start = Instant::now();
-    let origin = parse_origin(&args.origin)?;
+    let origin = authd::config::parse_origin(&args.origin)?;
     let records = zonefile::read_master_file(&args.masterfile, &origin).map_err(|e| located(&e))?;
     // Checked before the DB is opened, so a bad file never creates an empty DB.
     zonefile::check_zone(&origin, &records).map_err(|e| located(&e))?;

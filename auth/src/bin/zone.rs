@@ -121,16 +121,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// Parses ORIGIN, adding the trailing dot when it is missing.
-fn parse_origin(text: &str) -> Result<Name, String> {
-    let absolute = if text.ends_with('.') && !text.ends_with("\\.") {
-        text.to_string()
-    } else {
-        format!("{text}.")
-    };
-    Name::parse(&absolute, None).map_err(|e| format!("bad origin {text:?}: {e}"))
-}
-
 /// Opens an existing zone DB read-write.
 fn open_existing(db: &Path) -> Result<Connection, String> {
     if !db.exists() {
@@ -191,7 +181,7 @@ fn run(command: Command) -> Result<(), String> {
             ttl,
             file,
         } => {
-            let origin = parse_origin(&origin)?;
+            let origin = authd::config::parse_origin(&origin)?;
             let records: Vec<SourcedRecord> = match &file {
                 Some(path) => {
                     let recs =
@@ -222,14 +212,14 @@ fn run(command: Command) -> Result<(), String> {
             Ok(())
         }
         Command::Delete { db, origin } => {
-            let origin = parse_origin(&origin)?;
+            let origin = authd::config::parse_origin(&origin)?;
             let mut conn = open_existing(&db)?;
             let rows = sqlite_admin::delete_zone(&mut conn, &origin).map_err(admin(&db))?;
             println!("deleted zone {origin} from {} ({rows} rows)", db.display());
             Ok(())
         }
         Command::Dump { db, origin, file } => {
-            let origin = parse_origin(&origin)?;
+            let origin = authd::config::parse_origin(&origin)?;
             let conn = open_read(&db)?;
             match file {
                 Some(path) => {
@@ -267,7 +257,7 @@ fn run(command: Command) -> Result<(), String> {
             }
         }
         Command::Check { db, origin } => {
-            let origin = parse_origin(&origin)?;
+            let origin = authd::config::parse_origin(&origin)?;
             let conn = open_read(&db)?;
             let n = sqlite_admin::check_stored_zone(&conn, &origin)
                 .map_err(|e| format!("zone {origin} in {}: {e}", db.display()))?;
@@ -281,7 +271,7 @@ fn run(command: Command) -> Result<(), String> {
             delete,
             ttl,
         } => {
-            let origin = parse_origin(&origin)?;
+            let origin = authd::config::parse_origin(&origin)?;
             let adds = parse_rrs(&origin, "--add", &add, ttl)?;
             let deletes = parse_rrs(&origin, "--delete", &delete, ttl)?;
             let mut conn = open_existing(&db)?;
