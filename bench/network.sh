@@ -3,6 +3,7 @@
 # driven by dnsperf over loopback UDP.
 #
 # usage: bench/network.sh [--quick] [--workers] [-l SECONDS] [--rounds N] [--edns]
+#        bench/network.sh --soak [-l SECONDS] [--edns]
 #   (default)  every server x every mix, SECONDS (default 10) per cell:
 #              root zone (tests/data/root.zone): queries-real, -nxdomain, -soa, -success
 #              small zone (auth/src/default/example.com.zone): success, nxdomain
@@ -13,7 +14,14 @@
 #   --workers  instead: authd (memory, root zone) with 1 then 2 UDP workers on
 #              both cores, dnsperf -c 8 (several source ports, so SO_REUSEPORT
 #              spreads them) pinned to core 0, which it then shares with authd
-#   -l SECS    seconds per dnsperf run (dnsperf -l)
+#   --soak     instead: authd (memory, root zone, 1 UDP worker on core 1); its
+#              maximum qps on the root real mix in a 5 s run, then dnsperf at
+#              80% of it (-Q RATE) for SECONDS (default 60), authd's VmRSS
+#              sampled every 5 s and once after the run; prints the rates,
+#              dnsperf's sent/completed/lost and the RSS samples, then
+#              "soak: PASS" (lost == 0 and last RSS <= 1.05 x first) or
+#              "soak: FAIL (reason)" and exit status 1
+#   -l SECS    seconds per dnsperf run (dnsperf -l); with --soak, of the soak
 #   --rounds N repeat the whole schedule N times, servers interleaved
 #              (A B C, A B C, ...); the table shows the run with the median qps
 #   --edns     dnsperf -e (EDNS0, 4096-byte buffer) on every query
@@ -51,10 +59,12 @@ MODE=full
 SECS=
 ROUNDS=1
 EDNS=()
+RATE=() # dnsperf -Q RATE, set by the soak run
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) MODE=quick ;;
     --workers) MODE=workers ;;
+    --soak) MODE=soak ;;
     -l)
         SECS=${2:?-l needs seconds}
         shift
@@ -76,7 +86,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 if [ -z "$SECS" ]; then
-    if [ "$MODE" = quick ]; then SECS=5; else SECS=10; fi
+    case $MODE in quick) SECS=5 ;; soak) SECS=60 ;; *) SECS=10 ;; esac
 fi
 case $SECS$ROUNDS in *[!0-9]*)
     echo "network.sh: -l and --rounds take whole numbers" >&2
@@ -94,7 +104,7 @@ command -v dnsperf >/dev/null || need+=(dnsperf)
 command -v dig >/dev/null || need+=(dnsutils)
 command -v sqlite3 >/dev/null || need+=(sqlite3)
 command -v python3 >/dev/null || need+=(python3)
-if [ "$MODE" != workers ]; then
+if [ "$MODE" = quick ] || [ "$MODE" = full ]; then
     command -v nsd >/dev/null || need+=(nsd)
     command -v knotd >/dev/null || need+=(knot)
     if [ "$MODE" = full ]; then
@@ -192,6 +202,10 @@ elif [ "$MODE" = workers ]; then
     ZONES=(root)
     MIXES[root]="real nxdomain"
     SERVERS=(authd-w1 authd-w2)
+elif [ "$MODE" = soak ]; then
+    ZONES=(root)
+    MIXES[root]=real
+    SERVERS=(authd-mem)
 else
     ZONES=(root small)
     MIXES[root]="real nxdomain soa success"
@@ -415,7 +429,7 @@ run_dnsperf() {
     TIMEFORMAT='%U %S'
     {
         time timeout $((SECS + 30)) taskset -c $pin dnsperf -s 127.0.0.1 -p "$port" \
-            -d "$(mixfile "$z" "$mix")" -l "$SECS" "${clients[@]}" -q 100 -b 4096 "${EDNS[@]}" \
+            -d "$(mixfile "$z" "$mix")" -l "$SECS" "${clients[@]}" -q 100 -b 4096 "${EDNS[@]}" "${RATE[@]}" \
             >"$out" 2>&1
     } 2>"$WORK/time.out" || {
         echo "network.sh: dnsperf failed against $SERVER_NAME:" >&2
@@ -450,6 +464,100 @@ print("\t".join(str(x) for x in [rnd, zone, sid, name, mix, qps, lat, lost, comp
       f"{server_cpu:.2f}", runtime, f"{other:.2f}", resp, check]))
 EOF
 }
+
+# --- soak: no query lost at 80% of the maximum rate, RSS stable
+if [ "$MODE" = soak ]; then
+    # rss_sampler PID SECONDS FILE: VmRSS (KiB) of PID at 0, 5, 10, ... s (< SECONDS).
+    rss_sampler() {
+        local t=0
+        while [ "$t" -lt "$2" ]; do
+            awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" >>"$3" 2>/dev/null || break
+            t=$((t + 5))
+            if [ "$t" -lt "$2" ]; then sleep 5; fi
+        done
+        return 0
+    }
+    # dnsperf_num LABEL: the number after "LABEL:" in the last dnsperf summary.
+    dnsperf_num() {
+        sed -n "s/^ *$1: *\([0-9.]*\).*/\1/p" "$WORK/dnsperf.out" | head -1
+    }
+    if [ "$SECS" -lt 1 ]; then
+        echo "network.sh: --soak needs -l of at least 1 s" >&2
+        exit 2
+    fi
+    echo "network.sh: soak, 5 s maximum run then $SECS s at 80%; load average $LOAD_START" >&2
+    CHECK=-
+    port=$(free_port)
+    start_server authd-mem root "$port"
+    SOAK_SECS=$SECS
+    SECS=5
+    run_dnsperf 1 root authd-mem real "$port"
+    echo "  max: $(tail -1 "$RESULTS" | cut -f2,4,5,6,10,11 | tr '\t' ' ')" >&2
+    MAX_QPS=$(dnsperf_num 'Queries per second')
+    MAX_QPS=${MAX_QPS%.*}
+    if [ -z "$MAX_QPS" ] || [ "$MAX_QPS" -lt 100 ]; then
+        echo "network.sh: no usable maximum rate (${MAX_QPS:-none} qps)" >&2
+        exit 1
+    fi
+    TARGET_QPS=$((MAX_QPS * 80 / 100))
+    SECS=$SOAK_SECS
+    RATE=(-Q "$TARGET_QPS")
+    RSS=$WORK/rss.txt
+    : >"$RSS"
+    rss_sampler "$SERVER_PID" "$SECS" "$RSS" &
+    SAMPLER=$!
+    PIDS+=("$SAMPLER")
+    run_dnsperf 1 root authd-mem real "$port"
+    echo "  soak: $(tail -1 "$RESULTS" | cut -f2,4,5,6,10,11 | tr '\t' ' ')" >&2
+    wait "$SAMPLER" || true
+    awk '/^VmRSS:/ { print $2 }' "/proc/$SERVER_PID/status" >>"$RSS" 2>/dev/null || true
+    SENT=$(dnsperf_num 'Queries sent')
+    COMPLETED=$(dnsperf_num 'Queries completed')
+    LOST=$(dnsperf_num 'Queries lost')
+    ACHIEVED=$(dnsperf_num 'Queries per second')
+    RUNTIME=$(dnsperf_num 'Run time (s)')
+    SERVER_CPU=$(tail -1 "$RESULTS" | cut -f10)
+    ALIVE=yes
+    kill -0 "$SERVER_PID" 2>/dev/null || ALIVE=no
+    stop_server
+    LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+
+    echo
+    echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); nproc: $(nproc); CPU: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+    echo "command: bench/network.sh $ARGS"
+    echo "server: $SERVER_NAME, root zone, real mix, 1 UDP worker pinned to core 1"
+    echo "dnsperf $(dnsperf -h 2>&1 | sed -n 's/.*[Vv]ersion \([0-9.]*\).*/\1/p' | head -1) pinned to core 0, -c 1 -q 100 -b 4096 ${EDNS[*]}; load average at start $LOAD_START, at end $LOAD_END"
+    echo "max qps: $MAX_QPS (5 s run)"
+    echo "target rate: $TARGET_QPS qps (80%, dnsperf -Q $TARGET_QPS -l $SECS)"
+    echo "achieved qps: $(awk -v q="${ACHIEVED:-0}" -v t="${RUNTIME:-0}" -v c="${SERVER_CPU:-0}" \
+        'BEGIN { printf "%.0f over %.1f s; authd CPU %.2f s (%.0f%% of core 1)", q, t, c, (t > 0 ? 100 * c / t : 0) }')"
+    echo "queries: sent ${SENT:-?}, completed ${COMPLETED:-?}, lost ${LOST:-?}"
+    echo "RSS samples (KiB, every 5 s and after the run): $(paste -sd' ' "$RSS")"
+    read -r N_RSS RSS_MIN RSS_MAX RSS_FIRST RSS_LAST < <(awk 'NR == 1 { min = max = first = $1 }
+        { if ($1 < min) min = $1; if ($1 > max) max = $1; last = $1 }
+        END { print NR, min + 0, max + 0, first + 0, last + 0 }' "$RSS")
+    echo "RSS (KiB): $N_RSS samples, min $RSS_MIN, max $RSS_MAX, first $RSS_FIRST, last $RSS_LAST"
+    REASONS=()
+    [ "$ALIVE" = yes ] || REASONS+=("authd exited during the run")
+    if [ -z "$LOST" ] || [ -z "$SENT" ]; then
+        REASONS+=("no dnsperf summary")
+    elif [ "$LOST" -ne 0 ]; then
+        REASONS+=("$LOST queries lost")
+    fi
+    if [ "$N_RSS" -lt 2 ] || [ "$RSS_FIRST" -le 0 ]; then
+        REASONS+=("fewer than 2 RSS samples")
+    elif [ $((RSS_LAST * 100)) -gt $((RSS_FIRST * 105)) ]; then
+        REASONS+=("RSS grew from $RSS_FIRST to $RSS_LAST KiB (> 5%)")
+    fi
+    if [ ${#REASONS[@]} -eq 0 ]; then
+        echo "soak: PASS"
+        exit 0
+    fi
+    MSG=${REASONS[0]}
+    for r in "${REASONS[@]:1}"; do MSG="$MSG; $r"; done
+    echo "soak: FAIL ($MSG)"
+    exit 1
+fi
 
 echo "network.sh: mode $MODE, $SECS s per run, $ROUNDS round(s); load average $LOAD_START" >&2
 for round in $(seq "$ROUNDS"); do
