@@ -329,27 +329,40 @@ fn nsec_covers(nsec: &RRset, name: &Name) -> bool {
 }
 
 impl ZoneView<'_> {
-    /// The NSEC of the greatest owner ≤ `name` in `rname` (text) order, wrapping round.
-    fn nsec_by_rname(&self, name: &Name) -> Result<Option<Arc<RRset>>, DataSourceError> {
-        let mut owner: Option<String> = None;
-        for sql in [
-            "SELECT name FROM records WHERE zone_id=?1 AND rdtype='NSEC' AND rname <= ?2 \
-             ORDER BY rname DESC LIMIT 1",
-            "SELECT name FROM records WHERE zone_id=?1 AND rdtype='NSEC' AND ?2 <> '' \
-             ORDER BY rname DESC LIMIT 1",
-        ] {
+    /// The first column of the first row of the first of `statements` that
+    /// returns a row (`?1` = zone id, `?2` = `key`): a "previous" lookup and its
+    /// wrap-round fallback.
+    fn first_text(
+        &self,
+        statements: [&str; 2],
+        key: &str,
+    ) -> Result<Option<String>, DataSourceError> {
+        for sql in statements {
             let mut stmt = self
                 .conn
                 .prepare_cached(sql)
                 .map_err(|e| storage(self.path, e))?;
             let mut rows = stmt
-                .query(rusqlite::params![self.zone.id, name.reversed_text()])
+                .query(rusqlite::params![self.zone.id, key])
                 .map_err(|e| storage(self.path, e))?;
             if let Some(row) = rows.next().map_err(|e| storage(self.path, e))? {
-                owner = row.get_ref(0).ok().and_then(text);
-                break;
+                return Ok(row.get_ref(0).ok().and_then(text));
             }
         }
+        Ok(None)
+    }
+
+    /// The NSEC of the greatest owner ≤ `name` in `rname` (text) order, wrapping round.
+    fn nsec_by_rname(&self, name: &Name) -> Result<Option<Arc<RRset>>, DataSourceError> {
+        let owner = self.first_text(
+            [
+                "SELECT name FROM records WHERE zone_id=?1 AND rdtype='NSEC' AND rname <= ?2 \
+                 ORDER BY rname DESC LIMIT 1",
+                "SELECT name FROM records WHERE zone_id=?1 AND rdtype='NSEC' AND ?2 <> '' \
+                 ORDER BY rname DESC LIMIT 1",
+            ],
+            &name.reversed_text(),
+        )?;
         let Some(owner) = owner else {
             return Ok(None);
         };
@@ -369,23 +382,13 @@ impl ZoneView<'_> {
         hash: &[u8],
     ) -> Result<Option<(Arc<RRset>, bool)>, DataSourceError> {
         let hash = String::from_utf8_lossy(hash).into_owned();
-        let mut found: Option<String> = None;
-        for sql in [
-            "SELECT DISTINCT hash FROM nsec3 WHERE zone_id=?1 AND hash <= ?2 ORDER BY hash DESC LIMIT 1",
-            "SELECT DISTINCT hash FROM nsec3 WHERE zone_id=?1 AND ?2 <> '' ORDER BY hash DESC LIMIT 1",
-        ] {
-            let mut stmt = self
-                .conn
-                .prepare_cached(sql)
-                .map_err(|e| storage(self.path, e))?;
-            let mut rows = stmt
-                .query(rusqlite::params![self.zone.id, hash])
-                .map_err(|e| storage(self.path, e))?;
-            if let Some(row) = rows.next().map_err(|e| storage(self.path, e))? {
-                found = row.get_ref(0).ok().and_then(text);
-                break;
-            }
-        }
+        let found = self.first_text(
+            [
+                "SELECT DISTINCT hash FROM nsec3 WHERE zone_id=?1 AND hash <= ?2 ORDER BY hash DESC LIMIT 1",
+                "SELECT DISTINCT hash FROM nsec3 WHERE zone_id=?1 AND ?2 <> '' ORDER BY hash DESC LIMIT 1",
+            ],
+            &hash,
+        )?;
         let Some(found) = found else {
             return Ok(None);
         };
