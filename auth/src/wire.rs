@@ -140,6 +140,16 @@ fn skip_name(msg: &[u8], at: usize) -> Option<usize> {
     }
 }
 
+/// The QTYPE of a one-question message, read without parsing the rest (to
+/// route zone transfers before the full parse); `None` if it is not there.
+pub fn peek_qtype(msg: &[u8]) -> Option<RType> {
+    if u16_at(msg, 4)? != 1 {
+        return None;
+    }
+    let (_, after_name) = read_plain_name(msg, HEADER_LEN)?;
+    u16_at(msg, after_name).map(RType)
+}
+
 /// Parses a query message (RFC 1035 §4.1, RFC 6891 §6.1).
 ///
 /// Errors: [`ParseError::Drop`] for short messages and responses;
@@ -661,6 +671,24 @@ mod tests {
             parse_query(&notify),
             Err(ParseError::Reject { rcode: 4, .. })
         ));
+    }
+
+    #[test]
+    fn peeks_at_the_qtype() {
+        assert_eq!(
+            peek_qtype(&query(b"\x03www\x00", 252, &[], 0)),
+            Some(RType::AXFR)
+        );
+        assert_eq!(
+            peek_qtype(&query(b"\x03www\x00", 1, &[], 0)),
+            Some(RType::A)
+        );
+        assert_eq!(peek_qtype(&[0; 11]), None);
+        let mut two = query(b"\x00", 252, &[], 0);
+        two[5] = 2;
+        assert_eq!(peek_qtype(&two), None);
+        let q = query(b"\x03www\x00", 252, &[], 0);
+        assert_eq!(peek_qtype(&q[..q.len() - 3]), None);
     }
 
     #[test]

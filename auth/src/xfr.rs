@@ -145,10 +145,12 @@ pub fn handle_tcp(
     msg: &[u8],
     peer: IpAddr,
 ) -> Option<Vec<Vec<u8>>> {
-    let req = wire::parse_query(msg).ok()?;
-    if req.qtype != RType::AXFR && req.qtype != RType::IXFR {
+    // Most TCP queries are not transfers: look at the QTYPE only, and leave
+    // the full parse to the query processor.
+    if !matches!(wire::peek_qtype(msg), Some(RType::AXFR | RType::IXFR)) {
         return None;
     }
+    let req = wire::parse_query(msg).ok()?;
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         transfer(sources, policy, msg, &req, peer)
     }));
