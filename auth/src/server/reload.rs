@@ -474,9 +474,23 @@ fn load_master_file(origin: &Name, path: &Path, prev: Option<&ZoneState>) -> Zon
         parsed.as_millis(),
         (start.elapsed() - parsed).as_millis()
     );
-    warn_same_serial(origin, prev, &zone);
+    built(zone, prev, "loaded", path, start, Fingerprint::Files(files))
+}
+
+/// A newly built snapshot, logged with how it was made (`loaded` from a file,
+/// `copied` from a DB), where from, its serial and size.
+fn built(
+    zone: MemoryZone,
+    prev: Option<&ZoneState>,
+    how: &str,
+    path: &Path,
+    start: Instant,
+    fingerprint: Fingerprint,
+) -> ZoneLoad {
+    let origin = zone.origin().clone();
+    warn_same_serial(&origin, prev, &zone);
     tracing::info!(
-        "zone {origin}: loaded {} (serial {}, {} RRsets) in {} ms",
+        "zone {origin}: {how} {} (serial {}, {} RRsets) in {} ms",
         path.display(),
         zone.serial(),
         zone.rrset_count(),
@@ -484,7 +498,7 @@ fn load_master_file(origin: &Name, path: &Path, prev: Option<&ZoneState>) -> Zon
     );
     ZoneLoad::Built(ZoneState {
         zone: Arc::new(zone),
-        fingerprint: Fingerprint::Files(files),
+        fingerprint,
     })
 }
 
@@ -528,20 +542,7 @@ fn load_db_zone(
     }
     let start = Instant::now();
     match MemoryZone::from_source(src, zref) {
-        Ok(zone) => {
-            warn_same_serial(origin, prev, &zone);
-            tracing::info!(
-                "zone {origin}: copied from {} (serial {}, {} RRsets) in {} ms",
-                path.display(),
-                zone.serial(),
-                zone.rrset_count(),
-                elapsed_ms(start)
-            );
-            ZoneLoad::Built(ZoneState {
-                zone: Arc::new(zone),
-                fingerprint,
-            })
-        }
+        Ok(zone) => built(zone, prev, "copied from", path, start, fingerprint),
         Err(e) => ZoneLoad::Failed(e.to_string()),
     }
 }
