@@ -97,9 +97,157 @@ impl Drop for UdpWorker {
     }
 }
 
-/// The receive loop of one worker, until `stop` is set. Receive and send
+/// Datagrams taken per `recvmmsg` and answered per `sendmmsg`. Under load a
+/// batch fills and the per-call kernel cost is shared; at low rates
+/// `MSG_WAITFORONE` returns with whatever one wake-up found, so no query waits
+/// for others. A reply waits at most for the rest of its batch to be answered.
+#[cfg(target_os = "linux")]
+const BATCH: usize = 32;
+
+/// The receive loop of one worker, until `stop` is set: up to [`BATCH`]
+/// queries per `recvmmsg`, their replies sent with one `sendmmsg`. Receive and
+/// send failures (e.g. an ICMP error reported for an earlier send) are logged
+/// at debug level and the loop goes on. Allocates only at start-up.
+#[cfg(target_os = "linux")]
+fn serve(sock: &UdpSocket, local: SocketAddr, processor: &ProcessorHandle, stop: &AtomicBool) {
+    use nix::errno::Errno;
+    use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg};
+    use std::io::IoSliceMut;
+    use std::os::fd::AsRawFd;
+
+    let fd = sock.as_raw_fd();
+    // One receive buffer per batch slot, each large enough for any datagram.
+    let mut bufs = vec![0u8; BATCH * MAX_UDP_MESSAGE];
+    let mut outs: Vec<Vec<u8>> = (0..BATCH).map(|_| Vec::with_capacity(4096)).collect();
+    // The kernel sets each header's address length on receive and nix does not
+    // reset it; a socket has one address family, so the length stays right.
+    let mut recv_headers = MultiHeaders::<SockaddrStorage>::preallocate(BATCH, None);
+    let mut send_headers = MultiHeaders::<SockaddrStorage>::preallocate(BATCH, None);
+    // Per received datagram: its length and sender.
+    let mut received: [(usize, Option<SockaddrStorage>); BATCH] = [(0, None); BATCH];
+    // Per reply in `outs`: where it goes.
+    let mut reply_to: [Option<SockaddrStorage>; BATCH] = [None; BATCH];
+    loop {
+        let batch = {
+            let mut chunks = bufs.chunks_exact_mut(MAX_UDP_MESSAGE);
+            let mut iovs: [[IoSliceMut<'_>; 1]; BATCH] =
+                std::array::from_fn(|_| [IoSliceMut::new(chunks.next().unwrap_or_default())]);
+            recvmmsg(
+                fd,
+                &mut recv_headers,
+                iovs.iter_mut(),
+                MsgFlags::MSG_WAITFORONE,
+                None,
+            )
+            .map(|msgs| {
+                let mut n = 0;
+                for (slot, msg) in received.iter_mut().zip(msgs) {
+                    *slot = (msg.bytes, msg.address);
+                    n += 1;
+                }
+                n
+            })
+        };
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        let n = match batch {
+            Ok(n) => n,
+            Err(Errno::EAGAIN | Errno::EINTR | Errno::ETIMEDOUT) => continue,
+            Err(e) => {
+                tracing::debug!("UDP receive on {local}: {e}");
+                continue;
+            }
+        };
+        // One processor per batch (a reload may swap it in between batches).
+        let processor = processor.load();
+        let mut replies = 0;
+        for (i, &(len, addr)) in received.iter().take(n).enumerate() {
+            let start = i * MAX_UDP_MESSAGE;
+            let (Some(addr), Some(msg)) = (addr, bufs.get(start..start + len)) else {
+                continue;
+            };
+            let Some(peer) = socket_addr(&addr) else {
+                continue;
+            };
+            let (Some(out), Some(to)) = (outs.get_mut(replies), reply_to.get_mut(replies)) else {
+                break;
+            };
+            if process_guarded(&processor, msg, Transport::Udp, out, peer) {
+                *to = Some(addr);
+                replies += 1;
+            }
+        }
+        send_batch(
+            fd,
+            &mut send_headers,
+            &outs[..replies],
+            &reply_to[..replies],
+            local,
+        );
+    }
+}
+
+/// Sends `replies[i]` to `to[i]` with as few `sendmmsg` calls as the kernel
+/// allows. A reply the kernel refuses is logged at debug level and skipped.
+#[cfg(target_os = "linux")]
+fn send_batch(
+    fd: std::os::fd::RawFd,
+    headers: &mut nix::sys::socket::MultiHeaders<nix::sys::socket::SockaddrStorage>,
+    replies: &[Vec<u8>],
+    to: &[Option<nix::sys::socket::SockaddrStorage>],
+    local: SocketAddr,
+) {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmmsg};
+    use std::io::IoSlice;
+
+    let mut start = 0;
+    while start < replies.len() {
+        let rest = replies.get(start..).unwrap_or_default();
+        let iovs: [[IoSlice<'_>; 1]; BATCH] =
+            std::array::from_fn(|i| [IoSlice::new(rest.get(i).map_or(&[][..], Vec::as_slice))]);
+        let no_cmsgs: [ControlMessage<'_>; 0] = [];
+        let sent = sendmmsg(
+            fd,
+            headers,
+            iovs.iter().take(rest.len()),
+            to.get(start..).unwrap_or_default(),
+            no_cmsgs,
+            MsgFlags::empty(),
+        )
+        .map(Iterator::count);
+        match sent {
+            // The kernel stopped before the next reply: it reports that
+            // reply's error on the next call, which skips it.
+            Ok(sent) if sent > 0 => start += sent,
+            Ok(_) => start += 1,
+            Err(e) => {
+                let peer = to
+                    .get(start)
+                    .copied()
+                    .flatten()
+                    .and_then(|a| socket_addr(&a));
+                tracing::debug!("UDP send from {local} to {peer:?}: {e}");
+                start += 1;
+            }
+        }
+    }
+}
+
+/// The IP address and port of a sender, if it is one.
+#[cfg(target_os = "linux")]
+fn socket_addr(addr: &nix::sys::socket::SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = addr.as_sockaddr_in() {
+        return Some(SocketAddr::from(*v4));
+    }
+    addr.as_sockaddr_in6().map(|v6| SocketAddr::from(*v6))
+}
+
+/// The receive loop of one worker, one datagram per system call (systems
+/// without `recvmmsg`), until `stop` is set. Receive and send
 /// failures (e.g. an ICMP error reported for an earlier send) are logged at
 /// debug level and the loop goes on.
+#[cfg(not(target_os = "linux"))]
 fn serve(sock: &UdpSocket, local: SocketAddr, processor: &ProcessorHandle, stop: &AtomicBool) {
     let mut buf = vec![0u8; MAX_UDP_MESSAGE];
     let mut out = Vec::with_capacity(4096);
