@@ -7,7 +7,7 @@
 //! zone snapshots behind `ArcSwap`: a reload builds a new snapshot off the query
 //! path and swaps it in atomically while queries keep reading the old one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,11 +20,18 @@ use crate::rr::{RRset, RType, Record};
 use crate::source::{DataSource, DataSourceError, Lookup, LookupOptions, ZoneRef};
 use crate::zonefile::{self, SourcedRecord, ZoneFileError};
 
+/// Maps on the query path: foldhash is several times faster than the default
+/// SipHash on short keys, and keys here are zone data, not chosen by clients.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// One zone's content, immutable once built.
 #[derive(Debug)]
 pub struct MemoryZone {
     origin: Name,
-    nodes: HashMap<Name, Node>,
+    nodes: FastMap<Name, Node>,
+    /// Names with at least one owner name below them (the proper ancestors of
+    /// every owner, down from the apex): the empty-non-terminal test in one probe.
+    parents: HashSet<Name, foldhash::fast::RandomState>,
     /// Owner names in canonical order.
     ordered: Vec<Name>,
     /// NSEC3 RRsets: kept out of the name tree, since their owners are not
@@ -35,7 +42,7 @@ pub struct MemoryZone {
     /// Additional-section addresses of each NS, MX and SRV RRset, resolved at
     /// build time, keyed by the RRset's address (stable while the snapshot —
     /// or anyone holding the RRset — lives).
-    additional: HashMap<usize, Arc<[Arc<RRset>]>>,
+    additional: FastMap<usize, Arc<[Arc<RRset>]>>,
     serial: u32,
     rrset_count: usize,
 }
@@ -70,7 +77,7 @@ impl MemoryZone {
 
     /// Builds a zone from whole RRsets (as [`DataSource::zone_rrsets`] returns them).
     pub fn from_rrsets(origin: Name, rrsets: impl IntoIterator<Item = RRset>) -> MemoryZone {
-        let mut nodes: HashMap<Name, Node> = HashMap::new();
+        let mut nodes: FastMap<Name, Node> = FastMap::default();
         let mut nsec3 = Vec::new();
         let mut rrset_count = 0;
         for set in rrsets {
@@ -87,6 +94,17 @@ impl MemoryZone {
         }
         let mut ordered: Vec<Name> = nodes.keys().cloned().collect();
         ordered.sort();
+        let mut parents = HashSet::default();
+        for owner in &ordered {
+            let mut name = owner.clone();
+            while name != origin {
+                let Some(parent) = name.parent() else { break };
+                if !parents.insert(parent.clone()) {
+                    break;
+                }
+                name = parent;
+            }
+        }
         let mut nsec3: Vec<(Vec<u8>, Arc<RRset>)> = nsec3
             .into_iter()
             .map(|set: RRset| {
@@ -109,9 +127,10 @@ impl MemoryZone {
         let mut zone = MemoryZone {
             origin,
             nodes,
+            parents,
             ordered,
             nsec3,
-            additional: HashMap::new(),
+            additional: FastMap::default(),
             serial,
             rrset_count,
         };
@@ -123,8 +142,8 @@ impl MemoryZone {
     /// with the shared lookup algorithm, as the query processor would per query
     /// (NS targets with glue allowed). RRsets with a target answered through a
     /// wildcard are left out: the processor synthesizes those per query.
-    fn resolve_additional(&self) -> HashMap<usize, Arc<[Arc<RRset>]>> {
-        let mut out = HashMap::new();
+    fn resolve_additional(&self) -> FastMap<usize, Arc<[Arc<RRset>]>> {
+        let mut out = FastMap::default();
         let mut memo: HashMap<(Name, bool), Option<Vec<Arc<RRset>>>> = HashMap::new();
         for node in self.nodes.values() {
             for set in &node.rrsets {
@@ -240,15 +259,7 @@ impl NodeStore for MemoryZone {
     }
 
     fn has_descendants(&self, name: &Name) -> Result<bool, DataSourceError> {
-        // In canonical order every name below X sorts right after X.
-        let next = match self.ordered.binary_search(name) {
-            Ok(i) => i + 1,
-            Err(i) => i,
-        };
-        Ok(self
-            .ordered
-            .get(next)
-            .is_some_and(|n| n.is_subdomain_of(name)))
+        Ok(self.parents.contains(name))
     }
 
     fn covering_nsec(&self, name: &Name) -> Result<Option<Arc<RRset>>, DataSourceError> {
@@ -299,7 +310,7 @@ fn next_generation() -> u64 {
 /// A data source serving zone snapshots from memory.
 pub struct MemorySource {
     label: String,
-    zones: ArcSwap<HashMap<Name, Arc<MemoryZone>>>,
+    zones: ArcSwap<FastMap<Name, Arc<MemoryZone>>>,
     generation: AtomicU64,
 }
 
@@ -316,7 +327,7 @@ impl MemorySource {
         label: &str,
         zones: impl IntoIterator<Item = Arc<MemoryZone>>,
     ) -> MemorySource {
-        let table: HashMap<Name, Arc<MemoryZone>> =
+        let table: FastMap<Name, Arc<MemoryZone>> =
             zones.into_iter().map(|z| (z.origin.clone(), z)).collect();
         MemorySource {
             label: label.to_string(),
@@ -336,7 +347,7 @@ impl MemorySource {
     /// As [`MemorySource::insert_zone`], for a shared snapshot.
     pub fn insert_zone_arc(&self, zone: Arc<MemoryZone>) {
         self.zones.rcu(|old| {
-            let mut map = HashMap::clone(old);
+            let mut map = FastMap::clone(old);
             map.insert(zone.origin.clone(), zone.clone());
             map
         });
@@ -347,7 +358,7 @@ impl MemorySource {
     pub fn remove_zone(&self, origin: &Name) -> bool {
         let mut removed = false;
         self.zones.rcu(|old| {
-            let mut map = HashMap::clone(old);
+            let mut map = FastMap::clone(old);
             removed = map.remove(origin).is_some();
             map
         });
@@ -377,7 +388,7 @@ impl MemorySource {
         }
         // One swap for all of them (not one table copy per zone).
         self.zones.rcu(|old| {
-            let mut map = HashMap::clone(old);
+            let mut map = FastMap::clone(old);
             for z in &built {
                 map.insert(z.origin.clone(), Arc::clone(z));
             }
