@@ -336,6 +336,81 @@ fn a_response_is_not_answered() {
     assert_eq!(try_query_udp(authd.addr(), &wire, 1), None);
 }
 
+/// UDP workers take queries in batches (`recvmmsg`) and send the replies
+/// together (`sendmmsg`): a burst from several clients, with a response and junk
+/// in between (no reply), must still get every reply, each to its own sender
+/// and with its own answer.
+#[test]
+fn udp_burst_from_several_clients_gets_every_reply_to_its_sender() {
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    let authd = AuthdProcess::start([os("--db"), db.as_os_str(), os("--udp-workers"), os("1")]);
+    let addr = authd.addr();
+    let hosts = ["h1", "h2", "h3", "h4", "h5"];
+    let clients: Vec<UdpSocket> = (0..4)
+        .map(|_| {
+            let s = UdpSocket::bind("127.0.0.1:0").expect("bind");
+            s.set_read_timeout(Some(Duration::from_secs(2)))
+                .expect("timeout");
+            s
+        })
+        .collect();
+    const PER_CLIENT: u16 = 60;
+    for i in 0..PER_CLIENT {
+        for (c, sock) in clients.iter().enumerate() {
+            let id = (c as u16) << 8 | i;
+            let host = hosts[(usize::from(i) + c) % hosts.len()];
+            let q = QueryBuilder::new(&format!("{host}.example.org"), "A").id(id);
+            sock.send_to(&q.wire(), addr).expect("send");
+            if i % 16 == 0 {
+                // Neither is answered; the rest of the batch must be.
+                let mut response = q.wire();
+                response[2] |= 0x80;
+                sock.send_to(&response, addr).expect("send response");
+                sock.send_to(&[0x12], addr).expect("send junk");
+            }
+        }
+    }
+    let mut buf = vec![0u8; 65_535];
+    for (c, sock) in clients.iter().enumerate() {
+        let mut seen = vec![false; usize::from(PER_CLIENT)];
+        for _ in 0..PER_CLIENT {
+            let (n, from) = sock.recv_from(&mut buf).unwrap_or_else(|e| {
+                panic!(
+                    "client {c}: {} of {PER_CLIENT} replies, then {e}",
+                    seen.iter().filter(|s| **s).count()
+                )
+            });
+            assert_eq!(from, addr);
+            let reply = parse_reply(&buf[..n]);
+            let id = reply.metadata.id;
+            assert_eq!(
+                usize::from(id >> 8),
+                c,
+                "reply {id:#06x} reached client {c}"
+            );
+            let i = usize::from(id & 0xff);
+            assert!(!seen[i], "client {c}: reply {i} twice");
+            seen[i] = true;
+            let host = hosts[(i + c) % hosts.len()];
+            assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
+            assert_eq!(
+                reply.queries[0].name().to_string(),
+                format!("{host}.example.org.")
+            );
+            let last: u8 = host[1..].parse().expect("host number");
+            assert_eq!(a_addrs(&reply), vec![format!("192.0.2.{}", 20 + last)]);
+        }
+        // Nothing more: the responses and the junk got no reply.
+        sock.set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("timeout");
+        assert!(
+            sock.recv_from(&mut buf).is_err(),
+            "client {c}: an extra reply"
+        );
+    }
+}
+
 // ---------------------------------------------------------------- signals
 
 #[test]

@@ -14,7 +14,8 @@
 //! - UDP: per address, [`ServerSettings::udp_workers`] sockets bound with
 //!   `SO_REUSEPORT` (the kernel spreads queries over them), each served by one
 //!   worker: a dedicated OS thread with a blocking receive loop and its own
-//!   receive and reply buffers, off the tokio runtime (see `udp`).
+//!   receive and reply buffers, off the tokio runtime (see `udp`); on Linux up
+//!   to 32 queries per `recvmmsg`, their replies sent with one `sendmmsg`.
 //! - TCP (RFC 1035 §4.2.2, RFC 7766): one listener per address, two-byte length
 //!   framing, any number of queries per connection answered in order, an idle
 //!   timeout, a connection limit (connections above it are closed at once).

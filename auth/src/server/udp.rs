@@ -3,8 +3,9 @@
 //! Each UDP socket of an address (bound with `SO_REUSEPORT`, so the kernel
 //! spreads queries over them by flow hash) is served by one worker: a dedicated
 //! OS thread named `authd-udp-N` running a blocking receive loop, with its own
-//! receive buffer and one reply buffer reused for every datagram. The query
-//! path takes no lock: the processor is an `ArcSwap` load per query. Workers do
+//! receive and reply buffers reused for every datagram (on Linux a batch of
+//! each: `recvmmsg` and `sendmmsg` share a system call among queries). The query
+//! path takes no lock: the processor is an `ArcSwap` load per batch. Workers do
 //! not run on the tokio runtime, so TCP (which does) cannot delay them, and
 //! they cost no reactor round trip per datagram.
 //!
