@@ -286,14 +286,20 @@ impl QueryProcessor {
             dnssec,
             ..LookupOptions::default()
         };
-        if qtype == RType::RRSIG {
-            *ans = self.rrsig_query(source, &zone, qname, opts)?;
-            return Ok(());
+        let mut run = |source: &dyn DataSource| {
+            if qtype == RType::RRSIG {
+                *ans = self.rrsig_query(source, &zone, qname, opts)?;
+                return Ok(());
+            }
+            let lookup = source.lookup(&zone, qname, qtype, opts)?;
+            self.place(source, &zone, qname, qtype, lookup, opts, ans, 0)?;
+            ans.templatable = source.immutable_rrsets();
+            Ok(())
+        };
+        match source.with_query_scope(&mut run) {
+            Some(result) => result,
+            None => run(source),
         }
-        let lookup = source.lookup(&zone, qname, qtype, opts)?;
-        self.place(source, &zone, qname, qtype, lookup, opts, ans, 0)?;
-        ans.templatable = source.immutable_rrsets();
-        Ok(())
     }
 
     /// Places the outcome of one lookup; follows CNAME/DNAME inside the zone.
@@ -467,23 +473,20 @@ impl QueryProcessor {
             return Ok(());
         }
         let glue_ok = rrset.rtype == RType::NS;
-        for rdata in &rrset.rdatas {
-            let Some(target) = rdata.additional_target(rrset.rtype) else {
-                continue;
-            };
-            if !target.is_subdomain_of(&zone.origin) {
-                continue;
-            }
-            self.addresses(
-                source,
-                zone,
-                &target,
-                LookupOptions { glue_ok, ..opts },
-                ans,
-                false,
-            )?;
-        }
-        Ok(())
+        let targets: Vec<(Name, bool)> = rrset
+            .rdatas
+            .iter()
+            .filter_map(|rdata| rdata.additional_target(rrset.rtype))
+            .filter(|target| target.is_subdomain_of(&zone.origin))
+            .map(|target| (target, false))
+            .collect();
+        self.addresses(
+            source,
+            zone,
+            &targets,
+            LookupOptions { glue_ok, ..opts },
+            ans,
+        )
     }
 
     /// Glue for a referral: addresses of the NS hosts inside the zone, found below
@@ -500,45 +503,61 @@ impl QueryProcessor {
             ans.defer_additional(ready, Some(&ns.owner));
             return Ok(());
         }
-        for rdata in &ns.rdatas {
-            let Some(target) = rdata.additional_target(RType::NS) else {
-                continue;
-            };
-            if !target.is_subdomain_of(&zone.origin) {
-                continue;
-            }
-            let in_domain = target.is_subdomain_of(&ns.owner);
-            self.addresses(
-                source,
-                zone,
-                &target,
-                LookupOptions {
-                    glue_ok: true,
-                    ..opts
-                },
-                ans,
-                in_domain,
-            )?;
-        }
-        Ok(())
+        let targets: Vec<(Name, bool)> = ns
+            .rdatas
+            .iter()
+            .filter_map(|rdata| rdata.additional_target(RType::NS))
+            .filter(|target| target.is_subdomain_of(&zone.origin))
+            .map(|target| {
+                let in_domain = target.is_subdomain_of(&ns.owner);
+                (target, in_domain)
+            })
+            .collect();
+        self.addresses(
+            source,
+            zone,
+            &targets,
+            LookupOptions {
+                glue_ok: true,
+                ..opts
+            },
+            ans,
+        )
     }
 
+    /// The A and AAAA RRsets of each (target, required) in order into the
+    /// additional section, skipping those already placed; `required` marks
+    /// glue that must fit (RFC 9471). The lookups go to the source as one
+    /// batch ([`DataSource::lookup_many`]); a repeated target is looked up once,
+    /// which gives the same reply since lookups have no side effects.
     fn addresses(
         &self,
         source: &dyn DataSource,
         zone: &ZoneRef,
-        target: &Name,
+        targets: &[(Name, bool)],
         opts: LookupOptions,
         ans: &mut Answer,
-        required: bool,
     ) -> Result<(), DataSourceError> {
         // What is placed here must come after, and not repeat, what was deferred.
         ans.place_deferred();
-        for rtype in [RType::A, RType::AAAA] {
-            if ans.contains(target, rtype) {
-                continue;
+        let mut queries: Vec<(Name, RType)> = Vec::with_capacity(targets.len() * 2);
+        let mut required = Vec::with_capacity(targets.len() * 2);
+        for (target, req) in targets {
+            for rtype in [RType::A, RType::AAAA] {
+                if ans.contains(target, rtype)
+                    || queries.iter().any(|(n, t)| *t == rtype && n == target)
+                {
+                    continue;
+                }
+                queries.push((target.clone(), rtype));
+                required.push(*req);
             }
-            let found = source.lookup(zone, target, rtype, opts)?;
+        }
+        if queries.is_empty() {
+            return Ok(());
+        }
+        let found = source.lookup_many(zone, &queries, opts)?;
+        for (((target, _), found), req) in queries.iter().zip(found).zip(required) {
             if let Outcome::Answer(rrset) = found.outcome {
                 let owner = (found.wildcard).then(|| target.clone());
                 ans.additional.push(Placed {
@@ -546,7 +565,7 @@ impl QueryProcessor {
                     owner,
                     ttl: None,
                 });
-                if required {
+                if req {
                     ans.required_glue = ans.additional.len();
                 }
             }

@@ -6,6 +6,7 @@ pub mod dnssec;
 pub mod finder;
 pub mod memory;
 pub mod name;
+mod rdata_text;
 pub mod rr;
 pub mod source;
 pub mod sqlite;

@@ -62,6 +62,28 @@ impl FromStr for RType {
     type Err = RrError;
     /// Accepts mnemonics in any case and `TYPEnnn`.
     fn from_str(s: &str) -> Result<RType, RrError> {
+        // The types every zone row has, before domain's linear table walk.
+        const COMMON: [(&str, RType); 16] = [
+            ("A", RType::A),
+            ("NS", RType::NS),
+            ("RRSIG", RType::RRSIG),
+            ("NSEC", RType::NSEC),
+            ("DS", RType::DS),
+            ("AAAA", RType::AAAA),
+            ("SOA", RType::SOA),
+            ("DNSKEY", RType::DNSKEY),
+            ("CNAME", RType::CNAME),
+            ("MX", RType::MX),
+            ("TXT", RType::TXT),
+            ("PTR", RType::PTR),
+            ("SRV", RType::SRV),
+            ("DNAME", RType::DNAME),
+            ("NSEC3", RType::NSEC3),
+            ("NSEC3PARAM", RType::NSEC3PARAM),
+        ];
+        if let Some((_, t)) = COMMON.iter().find(|(m, _)| m.eq_ignore_ascii_case(s)) {
+            return Ok(*t);
+        }
         domain::base::iana::Rtype::from_str(s)
             .map(|t| RType(t.to_int()))
             .map_err(|_| RrError::UnknownType(s.to_string()))
@@ -126,6 +148,11 @@ impl Rdata {
     ///
     /// Errors: [`RrError::BadText`] naming the type and text.
     pub fn from_text(rtype: RType, text: &str, origin: &Name) -> Result<Rdata, RrError> {
+        // Plain text of the common types is read directly (the sqlite3 backend
+        // parses rows on every lookup); the scanner handles everything else.
+        if let Some(wire) = crate::rdata_text::parse(rtype, text, origin) {
+            return Ok(Rdata(wire));
+        }
         crate::zonefile::parse_rdata_text(rtype, text, origin)
     }
 

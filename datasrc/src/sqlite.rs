@@ -8,6 +8,7 @@
 //! pooled (`rusqlite::Connection` is not `Sync`), statements prepared once per
 //! connection.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,21 +82,72 @@ impl SqliteSource {
         &self.path
     }
 
+    /// A connection from the pool, or a new one when all are in use.
+    fn take_conn(&self) -> Result<Connection, DataSourceError> {
+        let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
+        match pooled {
+            Some(c) => Ok(c),
+            None => Ok(Self::connect(&self.path)?.0),
+        }
+    }
+
+    /// Puts `conn` back in the pool, unless it was left inside a transaction.
+    fn return_conn(&self, conn: Connection) {
+        if conn.is_autocommit()
+            && let Ok(mut pool) = self.pool.lock()
+        {
+            pool.push(conn);
+        }
+    }
+
+    /// Runs `f` inside one read transaction on `conn`: one snapshot, and the
+    /// file locking and change checks SQLite does per transaction (several
+    /// system calls) once instead of once per statement.
+    fn read_txn<T>(
+        &self,
+        conn: &Connection,
+        f: impl FnOnce() -> Result<T, DataSourceError>,
+    ) -> Result<T, DataSourceError> {
+        conn.execute_batch("BEGIN")
+            .map_err(|e| storage(&self.path, e))?;
+        let result = f();
+        // Nothing was written: ending the transaction only releases the snapshot.
+        if conn.execute_batch("COMMIT").is_err() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        result
+    }
+
     /// Runs `f` with a pooled connection.
     fn with_conn<T>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, DataSourceError>,
     ) -> Result<T, DataSourceError> {
-        let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
-        let conn = match pooled {
-            Some(c) => c,
-            None => Self::connect(&self.path)?.0,
-        };
+        let conn = self.take_conn()?;
         let result = f(&conn);
-        if let Ok(mut pool) = self.pool.lock() {
-            pool.push(conn);
-        }
+        self.return_conn(conn);
         result
+    }
+
+    /// Runs [`finder::find`] for each of `queries` over one connection and memo.
+    fn find_all(
+        &self,
+        conn: &Connection,
+        memo: &Memo,
+        zone: &ZoneRef,
+        queries: &[(Name, RType)],
+        opts: LookupOptions,
+    ) -> Result<Vec<Lookup>, DataSourceError> {
+        let view = ZoneView {
+            conn,
+            zone,
+            path: &self.path,
+            memo,
+        };
+        queries
+            .iter()
+            .map(|(name, rtype)| finder::find(&view, &zone.origin, name, *rtype, opts))
+            .collect()
     }
 }
 
@@ -107,10 +159,24 @@ fn data_version(conn: &Connection) -> rusqlite::Result<i64> {
 /// which has NUMERIC affinity).
 pub(crate) fn text(v: ValueRef<'_>) -> Option<String> {
     match v {
-        ValueRef::Text(t) | ValueRef::Blob(t) => Some(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Text(t) | ValueRef::Blob(t) => Some(match std::str::from_utf8(t) {
+            Ok(s) => s.to_owned(),
+            Err(_) => String::from_utf8_lossy(t).into_owned(),
+        }),
         ValueRef::Integer(i) => Some(i.to_string()),
         ValueRef::Real(f) => Some(f.to_string()),
         ValueRef::Null => None,
+    }
+}
+
+/// [`text`], borrowing the column when it holds valid UTF-8.
+fn text_cow(v: ValueRef<'_>) -> Option<std::borrow::Cow<'_, str>> {
+    match v {
+        ValueRef::Text(t) | ValueRef::Blob(t) => Some(match std::str::from_utf8(t) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(t),
+        }),
+        other => text(other).map(std::borrow::Cow::Owned),
     }
 }
 
@@ -199,15 +265,30 @@ impl<'a> NodeBuilder<'a> {
     }
 }
 
+/// Nodes already read by the lookups of one query, with the zone id: a
+/// referral's glue lookups all pass through the apex and the same few cuts,
+/// which are then read once instead of once per target. Keyed by the exact
+/// name (case too), since RRsets take their owner from the name asked for.
+type Memo = RefCell<Vec<(i64, Name, Option<Arc<Node>>)>>;
+
 /// The zone-scoped view [`finder::find`] walks.
 struct ZoneView<'a> {
     conn: &'a Connection,
     zone: &'a ZoneRef,
     path: &'a Path,
+    memo: &'a Memo,
 }
 
 impl NodeStore for ZoneView<'_> {
     fn node(&self, name: &Name, _dnssec: bool) -> Result<Option<NodeRef<'_>>, DataSourceError> {
+        if let Some((_, _, node)) = self
+            .memo
+            .borrow()
+            .iter()
+            .find(|(z, n, _)| *z == self.zone.id && n.eq_case(name))
+        {
+            return Ok(node.clone().map(NodeRef::Shared));
+        }
         let mut stmt = self
             .conn
             .prepare_cached("SELECT rdtype, ttl, rdata FROM records WHERE zone_id=?1 AND name=?2")
@@ -220,19 +301,24 @@ impl NodeStore for ZoneView<'_> {
         while let Some(row) = rows.next().map_err(|e| storage(self.path, e))? {
             any = true;
             let (Some(rdtype), Some(ttl), Some(rdata)) = (
-                row.get_ref(0).ok().and_then(text),
+                row.get_ref(0).ok().and_then(text_cow),
                 row.get_ref(1).ok().and_then(int),
-                row.get_ref(2).ok().and_then(text),
+                row.get_ref(2).ok().and_then(text_cow),
             ) else {
                 return Err(builder.bad("row with a NULL or unreadable column".into()));
             };
             builder.add_row(&rdtype, ttl, &rdata)?;
         }
-        if !any {
-            return Ok(None);
-        }
-        let rrsets = builder.finish()?.into_iter().map(Arc::new).collect();
-        Ok(Some(NodeRef::Shared(Arc::new(Node { rrsets }))))
+        let node = if any {
+            let rrsets = builder.finish()?.into_iter().map(Arc::new).collect();
+            Some(Arc::new(Node { rrsets }))
+        } else {
+            None
+        };
+        self.memo
+            .borrow_mut()
+            .push((self.zone.id, name.clone(), node.clone()));
+        Ok(node.map(NodeRef::Shared))
     }
 
     fn has_descendants(&self, name: &Name) -> Result<bool, DataSourceError> {
@@ -444,28 +530,32 @@ impl DataSource for SqliteSource {
 
     fn find_zone(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError> {
         self.with_conn(|conn| {
-            let mut stmt = conn
-                .prepare_cached("SELECT id, name FROM zones WHERE name=?1 AND rdclass='IN' LIMIT 1")
-                .map_err(|e| storage(&self.path, e))?;
-            let labels = qname.label_count();
-            for strip in 0..=labels {
-                let Some(candidate) = qname.strip_left(strip) else {
-                    break;
-                };
-                let mut rows = stmt
-                    .query([candidate.to_string()])
+            self.read_txn(conn, || {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT id, name FROM zones WHERE name=?1 AND rdclass='IN' LIMIT 1",
+                    )
                     .map_err(|e| storage(&self.path, e))?;
-                if let Some(row) = rows.next().map_err(|e| storage(&self.path, e))? {
-                    let id = row.get_ref(0).ok().and_then(int).ok_or_else(|| {
-                        storage(&self.path, format!("zone {candidate} has a bad id"))
-                    })?;
-                    return Ok(Some(ZoneRef {
-                        origin: candidate,
-                        id,
-                    }));
+                let labels = qname.label_count();
+                for strip in 0..=labels {
+                    let Some(candidate) = qname.strip_left(strip) else {
+                        break;
+                    };
+                    let mut rows = stmt
+                        .query([candidate.to_string()])
+                        .map_err(|e| storage(&self.path, e))?;
+                    if let Some(row) = rows.next().map_err(|e| storage(&self.path, e))? {
+                        let id = row.get_ref(0).ok().and_then(int).ok_or_else(|| {
+                            storage(&self.path, format!("zone {candidate} has a bad id"))
+                        })?;
+                        return Ok(Some(ZoneRef {
+                            origin: candidate,
+                            id,
+                        }));
+                    }
                 }
-            }
-            Ok(None)
+                Ok(None)
+            })
         })
     }
 
@@ -481,9 +571,54 @@ impl DataSource for SqliteSource {
                 conn,
                 zone,
                 path: &self.path,
+                memo: &Memo::default(),
             };
             finder::find(&view, &zone.origin, qname, qtype, opts)
         })
+    }
+
+    fn lookup_many(
+        &self,
+        zone: &ZoneRef,
+        queries: &[(Name, RType)],
+        opts: LookupOptions,
+    ) -> Result<Vec<Lookup>, DataSourceError> {
+        self.with_conn(|conn| self.find_all(conn, &Memo::default(), zone, queries, opts))
+    }
+
+    fn with_query_scope(
+        &self,
+        f: &mut dyn FnMut(&dyn DataSource) -> Result<(), DataSourceError>,
+    ) -> Option<Result<(), DataSourceError>> {
+        let conn = match self.take_conn() {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        let scope = QueryScope {
+            source: self,
+            state: Mutex::new(ScopeState {
+                conn,
+                memo: Memo::default(),
+            }),
+        };
+        // One read transaction for the whole query (see `read_txn`).
+        let begun = scope
+            .state
+            .lock()
+            .map_err(|_| storage(&self.path, "query scope lock poisoned"))
+            .and_then(|st| {
+                st.conn
+                    .execute_batch("BEGIN")
+                    .map_err(|e| storage(&self.path, e))
+            });
+        let result = begun.and_then(|()| f(&scope));
+        if let Ok(state) = scope.state.into_inner() {
+            if !state.conn.is_autocommit() && state.conn.execute_batch("COMMIT").is_err() {
+                let _ = state.conn.execute_batch("ROLLBACK");
+            }
+            self.return_conn(state.conn);
+        }
+        Some(result)
     }
 
     fn zones(&self) -> Result<Vec<ZoneRef>, DataSourceError> {
@@ -561,6 +696,7 @@ impl DataSource for SqliteSource {
                 conn,
                 zone,
                 path: &self.path,
+                memo: &Memo::default(),
             })
         }))
     }
@@ -580,5 +716,80 @@ impl DataSource for SqliteSource {
             }
         }
         self.generation.load(Ordering::Acquire)
+    }
+}
+
+/// The lookups of one query ([`DataSource::with_query_scope`]): one pooled
+/// connection, and a memo of the nodes read, so that a node is read and
+/// parsed once per query however many lookups pass through it (the apex for
+/// the answer, the negative SOA and each glue target). Nothing outlives the
+/// query.
+struct QueryScope<'a> {
+    source: &'a SqliteSource,
+    state: Mutex<ScopeState>,
+}
+
+struct ScopeState {
+    conn: Connection,
+    memo: Memo,
+}
+
+impl QueryScope<'_> {
+    fn find_all(
+        &self,
+        zone: &ZoneRef,
+        queries: &[(Name, RType)],
+        opts: LookupOptions,
+    ) -> Result<Vec<Lookup>, DataSourceError> {
+        let state = self
+            .state
+            .lock()
+            .map_err(|_| storage(&self.source.path, "query scope lock poisoned"))?;
+        self.source
+            .find_all(&state.conn, &state.memo, zone, queries, opts)
+    }
+}
+
+impl DataSource for QueryScope<'_> {
+    fn describe(&self) -> String {
+        self.source.describe()
+    }
+
+    fn find_zone(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError> {
+        self.source.find_zone(qname)
+    }
+
+    fn lookup(
+        &self,
+        zone: &ZoneRef,
+        qname: &Name,
+        qtype: RType,
+        opts: LookupOptions,
+    ) -> Result<Lookup, DataSourceError> {
+        let mut found = self.find_all(zone, &[(qname.clone(), qtype)], opts)?;
+        found
+            .pop()
+            .ok_or_else(|| storage(&self.source.path, "lookup returned nothing"))
+    }
+
+    fn lookup_many(
+        &self,
+        zone: &ZoneRef,
+        queries: &[(Name, RType)],
+        opts: LookupOptions,
+    ) -> Result<Vec<Lookup>, DataSourceError> {
+        self.find_all(zone, queries, opts)
+    }
+
+    fn zones(&self) -> Result<Vec<ZoneRef>, DataSourceError> {
+        self.source.zones()
+    }
+
+    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<RRset>, DataSourceError> {
+        self.source.zone_rrsets(zone)
+    }
+
+    fn generation(&self) -> u64 {
+        self.source.generation()
     }
 }
