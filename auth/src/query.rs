@@ -127,7 +127,7 @@ impl Answer {
     /// Places the deferred additional-section RRsets, if any.
     fn place_deferred(&mut self) {
         if let Some((ready, cut)) = self.deferred.take() {
-            place_additional(self, &ready, cut.as_ref());
+            place_additional(self, &ready, cut.as_ref(), false);
         }
     }
 
@@ -138,7 +138,7 @@ impl Answer {
             self.deferred = Some((ready, cut.cloned()));
         } else {
             self.place_deferred();
-            place_additional(self, &ready, cut);
+            place_additional(self, &ready, cut, false);
         }
     }
 
@@ -327,7 +327,7 @@ impl QueryProcessor {
                     owner,
                     ttl: None,
                 });
-                self.additional_for(source, zone, &rrset, opts, ans)?;
+                self.additional_for(source, zone, &rrset, opts, ans, false)?;
             }
             Outcome::AnyAnswer(sets) => {
                 for rrset in sets {
@@ -340,7 +340,7 @@ impl QueryProcessor {
                 }
                 let sets: Vec<Arc<RRset>> = ans.answer.iter().map(|p| p.rrset.clone()).collect();
                 for rrset in sets {
-                    self.additional_for(source, zone, &rrset, opts, ans)?;
+                    self.additional_for(source, zone, &rrset, opts, ans, true)?;
                 }
             }
             Outcome::Cname(cname) => {
@@ -457,6 +457,7 @@ impl QueryProcessor {
 
     /// Additional-section addresses for NS, MX and SRV targets inside the zone
     /// (RFC 1034 §3.7, RFC 2782); only names that exist as plain answers.
+    /// `any`: a qtype ANY answer, which may hold address RRsets itself.
     fn additional_for(
         &self,
         source: &dyn DataSource,
@@ -464,12 +465,18 @@ impl QueryProcessor {
         rrset: &Arc<RRset>,
         opts: LookupOptions,
         ans: &mut Answer,
+        any: bool,
     ) -> Result<(), DataSourceError> {
         if !matches!(rrset.rtype, RType::NS | RType::MX | RType::SRV) {
             return Ok(());
         }
         if let Some(ready) = source.additional_addresses(zone, rrset)? {
-            ans.defer_additional(ready, None);
+            if any {
+                ans.place_deferred();
+                place_additional(ans, &ready, None, true);
+            } else {
+                ans.defer_additional(ready, None);
+            }
             return Ok(());
         }
         let glue_ok = rrset.rtype == RType::NS;
@@ -651,16 +658,36 @@ impl QueryProcessor {
 
 /// Adds prepared additional-section RRsets not placed yet; with `cut`, those at
 /// or below it are in-domain glue whose omission must set TC (RFC 9471).
-fn place_additional(ans: &mut Answer, ready: &[Arc<RRset>], cut: Option<&Name>) {
+/// `by_name`: also skip a set whose owner and type are placed already (a
+/// cache may hand out an older copy of a set placed in an ANY answer).
+fn place_additional(ans: &mut Answer, ready: &[Arc<RRset>], cut: Option<&Name>, by_name: bool) {
+    // The list holds no duplicates: with no address set placed yet (a
+    // referral, a plain NS or MX answer), every set goes in unchecked.
+    let fresh = ans.additional.is_empty()
+        && !ans
+            .answer
+            .iter()
+            .chain(&ans.authority)
+            .any(|p| matches!(p.rrset.rtype, RType::A | RType::AAAA));
     for set in ready {
-        // Prepared sets come from the same snapshot as everything placed, so a
-        // duplicate is the very same RRset: compare addresses, not names.
+        if fresh {
+            ans.additional.push(Placed::plain(set.clone()));
+            if cut.is_some_and(|c| set.owner.is_subdomain_of(c)) {
+                ans.required_glue = ans.additional.len();
+            }
+            continue;
+        }
+        // Otherwise a duplicate is the very same RRset: the prepared list
+        // is the only source of address sets in the reply, so compare addresses.
         let placed = ans
             .answer
             .iter()
             .chain(&ans.authority)
             .chain(&ans.additional)
-            .any(|p| Arc::ptr_eq(&p.rrset, set));
+            .any(|p| {
+                Arc::ptr_eq(&p.rrset, set)
+                    || (by_name && p.rrset.rtype == set.rtype && p.owner() == &set.owner)
+            });
         if placed {
             continue;
         }

@@ -7,23 +7,31 @@
 //! the closest enclosers, the wildcard that does not exist. So this cache sits
 //! at the node level: it runs the shared lookup algorithm ([`finder::find`])
 //! itself over the wrapped source's node view, caching each node (present or
-//! absent), each empty-non-terminal answer and each denial RRset; and it keeps
-//! the zone table, so finding the zone of a unique qname costs no query either.
-//! Whole lookup results are cached too, for names that do repeat.
+//! absent, and then whether anything exists below it), each empty-non-terminal
+//! answer, each denial RRset and the additional-section addresses of each NS,
+//! MX and SRV RRset; and it keeps the zone table, so finding the zone of a
+//! unique qname costs no query either. A lookup first walks the cached entries
+//! alone, under one read lock and without copying them; only when one is
+//! missing does it walk again through the source. Sources without a node view
+//! have whole lookup results cached instead.
 //!
-//! Entries share one LRU (`lru` crate) bounded by a slot count. Everything is
-//! keyed by the wrapped source's [`DataSource::generation`]: when that changes
-//! (a commit to an sqlite3 file is seen within 200 ms, a reload at once) the
-//! cache is emptied, so no answer from before a change outlives it by more
-//! than the source's polling interval.
+//! Entries share one LRU (`lru` crate) bounded by a slot count. Hits do not
+//! reorder it (that would need the write lock): they mark the entry, and an
+//! entry due for eviction that was marked since it last came round is moved to
+//! the front instead (second chance, as CLOCK does). Everything is keyed by
+//! the wrapped source's [`DataSource::generation`]: when that changes (a commit
+//! to an sqlite3 file is seen within 200 ms, a reload at once) the cache is
+//! emptied, so no answer from before a change outlives it by more than the
+//! source's polling interval.
 
+use std::cell::{Cell, RefCell};
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use authd_datasrc::finder::{self, Node, NodeRef, NodeStore};
 use authd_datasrc::{
-    DataSource, DataSourceError, Lookup, LookupOptions, Name, RRset, RType, ZoneRef,
+    DataSource, DataSourceError, Lookup, LookupOptions, Name, Outcome, RRset, RType, ZoneRef,
 };
 use lru::LruCache;
 
@@ -47,31 +55,134 @@ impl Slots {
 }
 
 /// What one cache entry is about.
-#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+#[derive(Clone, Debug)]
 enum Key {
-    /// The zone table: which zone apexes the source holds.
-    Zones,
-    /// A whole lookup result. Zones are told apart by their apex: a name can be
-    /// in two zones (the parent side and the apex of a child).
+    /// A whole lookup result (sources without a node view). Zones are told
+    /// apart by their apex: a name can be in two zones (the parent side and
+    /// the apex of a child).
     Lookup(Name, Name, RType, LookupOptions),
     /// The node at a name (present or absent).
     Node(Name, Name),
-    /// Whether names exist below a name.
+    /// Whether names exist below a name that owns records.
     Descendants(Name, Name),
     /// The NSEC covering a name.
     Nsec(Name, Name),
     /// The NSEC3 covering a hash.
     Nsec3(Name, Vec<u8>),
+    /// The additional-section addresses of an NS, MX or SRV RRset, by the
+    /// RRset's address: the entry holds the RRset, so while it lives the
+    /// address names no other one.
+    Additional(Name, usize),
 }
 
-#[derive(Clone, Debug)]
+/// A [`Key`] made of borrowed parts: probes look entries up through it, so a
+/// hit copies no name (`Key` borrows as `dyn AsKey`, hashing and comparing
+/// the same parts).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum KeyRef<'a> {
+    Lookup(&'a Name, &'a Name, RType, LookupOptions),
+    Node(&'a Name, &'a Name),
+    Descendants(&'a Name, &'a Name),
+    Nsec(&'a Name, &'a Name),
+    Nsec3(&'a Name, &'a [u8]),
+    Additional(&'a Name, usize),
+}
+
+trait AsKey {
+    fn key(&self) -> KeyRef<'_>;
+}
+
+impl AsKey for Key {
+    fn key(&self) -> KeyRef<'_> {
+        match self {
+            Key::Lookup(z, n, t, o) => KeyRef::Lookup(z, n, *t, *o),
+            Key::Node(z, n) => KeyRef::Node(z, n),
+            Key::Descendants(z, n) => KeyRef::Descendants(z, n),
+            Key::Nsec(z, n) => KeyRef::Nsec(z, n),
+            Key::Nsec3(z, h) => KeyRef::Nsec3(z, h),
+            Key::Additional(z, a) => KeyRef::Additional(z, *a),
+        }
+    }
+}
+
+impl AsKey for KeyRef<'_> {
+    fn key(&self) -> KeyRef<'_> {
+        *self
+    }
+}
+
+impl KeyRef<'_> {
+    fn owned(self) -> Key {
+        match self {
+            KeyRef::Lookup(z, n, t, o) => Key::Lookup(z.clone(), n.clone(), t, o),
+            KeyRef::Node(z, n) => Key::Node(z.clone(), n.clone()),
+            KeyRef::Descendants(z, n) => Key::Descendants(z.clone(), n.clone()),
+            KeyRef::Nsec(z, n) => Key::Nsec(z.clone(), n.clone()),
+            KeyRef::Nsec3(z, h) => Key::Nsec3(z.clone(), h.to_vec()),
+            KeyRef::Additional(z, a) => Key::Additional(z.clone(), a),
+        }
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn AsKey + 'a> for Key {
+    fn borrow(&self) -> &(dyn AsKey + 'a) {
+        self
+    }
+}
+
+impl std::hash::Hash for dyn AsKey + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+impl PartialEq for dyn AsKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for dyn AsKey + '_ {}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Key {}
+
+#[derive(Debug)]
 enum Value {
-    Zones(Arc<Vec<ZoneRef>>),
     Lookup(Lookup),
-    Node(Option<Arc<Node>>),
+    Node(Arc<Node>),
+    /// No records at the name; whether some name below it owns records. When
+    /// not, every name below is absent too, which spares a probe per unique
+    /// name under a non-existent one (the junk TLDs of root traffic).
+    Absent {
+        descendants: bool,
+    },
     Descendants(bool),
     Nsec(Option<Arc<RRset>>),
     Nsec3(Option<(Arc<RRset>, bool)>),
+    Additional {
+        /// Keeps the key's address taken.
+        _rrset: Arc<RRset>,
+        ready: Option<Arc<[Arc<RRset>]>>,
+    },
+}
+
+#[derive(Debug)]
+struct Entry {
+    value: Value,
+    /// Hit since eviction last came round to it.
+    used: AtomicBool,
 }
 
 /// Hit and miss counts since creation (or the last [`HotSpotCache::reset_stats`]).
@@ -100,15 +211,30 @@ impl CacheStats {
 }
 
 struct State {
-    lru: LruCache<Key, Value>,
+    lru: LruCache<Key, Entry>,
+    /// The zone table, asked for by every query: kept beside the slots, not
+    /// in them, so it is never evicted and costs no hash probe.
+    zones: Option<Arc<Vec<ZoneRef>>>,
     generation: u64,
+}
+
+impl State {
+    /// The value of `key`, marking the entry used.
+    fn get(&self, key: KeyRef<'_>) -> Option<&Value> {
+        let entry = self.lru.peek(&key as &dyn AsKey)?;
+        // Written only when it changes: hot entries stay clean in other cores' caches.
+        if !entry.used.load(Ordering::Relaxed) {
+            entry.used.store(true, Ordering::Relaxed);
+        }
+        Some(&entry.value)
+    }
 }
 
 /// A [`DataSource`] that caches another one's lookups (see the module docs).
 pub struct HotSpotCache {
     inner: Arc<dyn DataSource>,
     slots: Slots,
-    state: Option<Mutex<State>>,
+    state: Option<RwLock<State>>,
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
@@ -118,16 +244,21 @@ pub struct HotSpotCache {
 impl HotSpotCache {
     /// Wraps `inner` with a cache of `slots` entries.
     pub fn new(inner: Arc<dyn DataSource>, slots: Slots) -> HotSpotCache {
-        let lru = match slots {
-            Slots::Disabled => None,
-            Slots::Bounded(n) => Some(LruCache::new(n)),
-            Slots::Unlimited => Some(LruCache::unbounded()),
-        };
         let generation = inner.generation();
+        // Unbounded underneath, the bound kept by `put`: a bounded `LruCache`
+        // allocates its whole table up front, and a large table scattered
+        // over mostly untouched pages made every probe a cache miss.
+        let state = (slots != Slots::Disabled).then(|| {
+            RwLock::new(State {
+                lru: LruCache::unbounded(),
+                zones: None,
+                generation,
+            })
+        });
         HotSpotCache {
             inner,
             slots,
-            state: lru.map(|lru| Mutex::new(State { lru, generation })),
+            state,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
@@ -147,7 +278,7 @@ impl HotSpotCache {
 
     /// Entries held now.
     pub fn len(&self) -> usize {
-        self.lock().map_or(0, |s| s.lru.len())
+        self.fresh().map_or(0, |s| s.lru.len())
     }
 
     /// True when nothing is cached.
@@ -172,100 +303,322 @@ impl HotSpotCache {
         }
     }
 
-    /// The cache state, emptied first if the wrapped source changed.
-    fn lock(&self) -> Option<MutexGuard<'_, State>> {
-        let mut state = self.state.as_ref()?.lock().ok()?;
+    /// The cache state, emptied first if the wrapped source changed. Each
+    /// entry point checks once; the probes of one lookup share that check
+    /// (sqlite3's check reads the clock, too dear per probe).
+    fn fresh(&self) -> Option<RwLockReadGuard<'_, State>> {
+        let lock = self.state.as_ref()?;
         let generation = self.inner.generation();
-        if generation != state.generation {
+        let state = lock.read().ok()?;
+        if state.generation == generation {
+            return Some(state);
+        }
+        drop(state);
+        let mut state = lock.write().ok()?;
+        if state.generation != generation {
             state.lru.clear();
+            state.zones = None;
             state.generation = generation;
             self.flushes.fetch_add(1, Ordering::Relaxed);
         }
-        Some(state)
+        drop(state);
+        lock.read().ok()
     }
 
-    fn get(&self, key: &Key) -> Option<Value> {
-        let mut state = self.lock()?;
-        let found = state.lru.get(key).cloned();
-        drop(state);
-        let counter = if found.is_some() {
-            &self.hits
-        } else {
-            &self.misses
+    /// The cache state, without the generation check.
+    fn held(&self) -> Option<RwLockReadGuard<'_, State>> {
+        self.state.as_ref()?.read().ok()
+    }
+
+    fn hit(&self, n: u64) {
+        self.hits.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn miss(&self) {
+        self.misses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Caches `value`, read from the source while the cache was at
+    /// `generation`: if it was flushed since, the value may predate the change.
+    fn put(&self, key: Key, value: Value, generation: u64) {
+        let Some(mut state) = self.state.as_ref().and_then(|l| l.write().ok()) else {
+            return;
         };
-        counter.fetch_add(1, Ordering::Relaxed);
+        if state.generation != generation {
+            return;
+        }
+        let entry = Entry {
+            value,
+            used: AtomicBool::new(false),
+        };
+        state.lru.put(key, entry);
+        let Slots::Bounded(n) = self.slots else {
+            return;
+        };
+        // Each turn evicts or clears a mark set by a hit (none can be set
+        // meanwhile: hits take the read lock), so this ends.
+        while state.lru.len() > n.get() {
+            let Some((key, entry)) = state.lru.peek_lru() else {
+                break;
+            };
+            if entry.used.swap(false, Ordering::Relaxed) {
+                let key = key.clone();
+                state.lru.promote(&key);
+            } else {
+                state.lru.pop_lru();
+                self.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The additional-section addresses of `rrset` through the cache's own
+    /// lookups, as the query processor would find them per query; `None` when
+    /// a wildcard produced one (the processor synthesizes those per query).
+    fn resolve_additional(
+        &self,
+        zone: &ZoneRef,
+        rrset: &RRset,
+    ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
+        let opts = LookupOptions {
+            glue_ok: rrset.rtype == RType::NS,
+            ..LookupOptions::default()
+        };
+        let mut list: Vec<Arc<RRset>> = Vec::new();
+        for rdata in &rrset.rdatas {
+            let Some(target) = rdata.additional_target(rrset.rtype) else {
+                continue;
+            };
+            if !target.is_subdomain_of(&zone.origin) {
+                continue;
+            }
+            for rtype in [RType::A, RType::AAAA] {
+                let found = self.lookup(zone, &target, rtype, opts)?;
+                if let Outcome::Answer(set) = found.outcome {
+                    if found.wildcard {
+                        return Ok(None);
+                    }
+                    if !list
+                        .iter()
+                        .any(|l| l.rtype == set.rtype && l.owner == set.owner)
+                    {
+                        list.push(set);
+                    }
+                }
+            }
+        }
+        Ok(Some(list.into()))
+    }
+}
+
+/// What a node probe found.
+enum Found<'a> {
+    Node(NodeRef<'a>),
+    Absent { descendants: bool },
+}
+
+/// The node view [`finder::find`] walks for the cache. Two passes: first over
+/// cached entries only, borrowed under one read lock held throughout, giving
+/// up at the first entry not cached; then, only if that gave up, through the
+/// wrapped source's view, caching what it returns.
+struct View<'a> {
+    cache: &'a HotSpotCache,
+    zone: &'a Name,
+    /// The cache's generation when the lookup began.
+    generation: u64,
+    /// First pass: the read-locked state. Second: `None`.
+    held: Option<&'a State>,
+    /// Second pass: the wrapped source's view.
+    inner: Option<&'a dyn NodeStore>,
+    /// The first pass met an entry not cached.
+    gave_up: Cell<bool>,
+    hits: Cell<u64>,
+    /// A name seen with no records at or below it: names below it need no probe.
+    empty: RefCell<Option<Name>>,
+    /// The last name probed and found absent, and whether names exist below
+    /// it: the lookup asks that next (spares a probe per negative answer).
+    absent: RefCell<Option<(Name, bool)>>,
+}
+
+impl<'a> View<'a> {
+    fn new(
+        cache: &'a HotSpotCache,
+        zone: &'a Name,
+        generation: u64,
+        held: Option<&'a State>,
+        inner: Option<&'a dyn NodeStore>,
+    ) -> Self {
+        View {
+            cache,
+            zone,
+            generation,
+            held,
+            inner,
+            gave_up: Cell::new(false),
+            hits: Cell::new(0),
+            empty: RefCell::new(None),
+            absent: RefCell::new(None),
+        }
+    }
+
+    /// What `f` takes from the cached value of `key`.
+    fn cached<T>(&self, key: KeyRef<'_>, f: impl FnOnce(&Value) -> Option<T>) -> Option<T> {
+        let found = match self.held {
+            Some(state) => state.get(key).and_then(f),
+            None => self.cache.held()?.get(key).and_then(f),
+        };
+        if found.is_some() {
+            self.hits.set(self.hits.get() + 1);
+        }
         found
     }
 
-    fn put(&self, key: Key, value: Value) {
-        let Some(mut state) = self.lock() else {
-            return;
+    /// The cached node at `name`: borrowed in the first pass, shared in the second.
+    fn cached_node(&self, key: KeyRef<'_>) -> Option<Found<'a>> {
+        let found = match self.held {
+            Some(state) => match state.get(key)? {
+                Value::Node(n) => Found::Node(NodeRef::Borrowed(n)),
+                Value::Absent { descendants } => Found::Absent {
+                    descendants: *descendants,
+                },
+                _ => return None,
+            },
+            None => match self.cache.held()?.get(key)? {
+                Value::Node(n) => Found::Node(NodeRef::Shared(n.clone())),
+                Value::Absent { descendants } => Found::Absent {
+                    descendants: *descendants,
+                },
+                _ => return None,
+            },
         };
-        // `push` hands back either the entry it evicted or the old value of
-        // this same key; only the first is an eviction.
-        if let Some((old, _)) = state.lru.push(key.clone(), value)
-            && old != key
-        {
-            self.evictions.fetch_add(1, Ordering::Relaxed);
+        self.hits.set(self.hits.get() + 1);
+        Some(found)
+    }
+
+    /// The wrapped source's view; in the first pass, an error that ends it.
+    fn source(&self) -> Result<&'a dyn NodeStore, DataSourceError> {
+        match self.inner {
+            Some(inner) => {
+                self.cache.miss();
+                Ok(inner)
+            }
+            None => {
+                self.gave_up.set(true);
+                Err(DataSourceError::Storage(String::new()))
+            }
         }
     }
 
-    fn zones(&self) -> Result<Arc<Vec<ZoneRef>>, DataSourceError> {
-        if let Some(Value::Zones(z)) = self.get(&Key::Zones) {
-            return Ok(z);
+    fn put(&self, key: KeyRef<'_>, value: Value) {
+        self.cache.put(key.owned(), value, self.generation);
+    }
+
+    fn in_empty(&self, name: &Name) -> bool {
+        self.empty
+            .borrow()
+            .as_ref()
+            .is_some_and(|e| name.is_subdomain_of(e))
+    }
+
+    fn mark_empty(&self, name: &Name) {
+        let mut empty = self.empty.borrow_mut();
+        if empty.is_none() {
+            *empty = Some(name.clone());
         }
-        let zones = Arc::new(self.inner.zones()?);
-        self.put(Key::Zones, Value::Zones(zones.clone()));
-        Ok(zones)
     }
 }
 
-/// The node view of the wrapped source, with every probe cached.
-struct CachingStore<'a> {
-    cache: &'a HotSpotCache,
-    inner: &'a dyn NodeStore,
-    zone: &'a Name,
-}
-
-impl NodeStore for CachingStore<'_> {
+impl NodeStore for View<'_> {
     fn node(&self, name: &Name, dnssec: bool) -> Result<Option<NodeRef<'_>>, DataSourceError> {
-        // Nodes are cached with their RRSIGs: the sqlite3 and memory views always attach them.
-        let key = Key::Node(self.zone.clone(), name.clone());
-        if let Some(Value::Node(n)) = self.cache.get(&key) {
-            return Ok(n.map(NodeRef::Shared));
+        if self.in_empty(name) {
+            return Ok(None);
         }
-        let node = self.inner.node(name, dnssec)?.map(NodeRef::into_shared);
-        self.cache.put(key, Value::Node(node.clone()));
-        Ok(node.map(NodeRef::Shared))
+        // Nodes are cached with their RRSIGs: the sqlite3 and memory views always attach them.
+        let key = KeyRef::Node(self.zone, name);
+        let found = match self.cached_node(key) {
+            Some(found) => found,
+            None => {
+                let inner = self.source()?;
+                match inner.node(name, dnssec)? {
+                    Some(n) => {
+                        let n = n.into_shared();
+                        self.put(key, Value::Node(n.clone()));
+                        Found::Node(NodeRef::Shared(n))
+                    }
+                    None => {
+                        let descendants = inner.has_descendants(name)?;
+                        self.put(key, Value::Absent { descendants });
+                        Found::Absent { descendants }
+                    }
+                }
+            }
+        };
+        match found {
+            Found::Node(n) => Ok(Some(n)),
+            Found::Absent { descendants } => {
+                if !descendants {
+                    self.mark_empty(name);
+                }
+                *self.absent.borrow_mut() = Some((name.clone(), descendants));
+                Ok(None)
+            }
+        }
     }
 
     fn has_descendants(&self, name: &Name) -> Result<bool, DataSourceError> {
-        let key = Key::Descendants(self.zone.clone(), name.clone());
-        if let Some(Value::Descendants(b)) = self.cache.get(&key) {
+        if self.in_empty(name) {
+            return Ok(false);
+        }
+        if let Some((absent, descendants)) = &*self.absent.borrow()
+            && absent == name
+        {
+            return Ok(*descendants);
+        }
+        // Asked almost only of absent names, whose node entry knows.
+        let absent = self.cached(KeyRef::Node(self.zone, name), |v| match v {
+            Value::Absent { descendants } => Some(*descendants),
+            _ => None,
+        });
+        if let Some(b) = absent {
             return Ok(b);
         }
-        let b = self.inner.has_descendants(name)?;
-        self.cache.put(key, Value::Descendants(b));
+        let key = KeyRef::Descendants(self.zone, name);
+        let found = self.cached(key, |v| match v {
+            Value::Descendants(b) => Some(*b),
+            _ => None,
+        });
+        if let Some(b) = found {
+            return Ok(b);
+        }
+        let b = self.source()?.has_descendants(name)?;
+        self.put(key, Value::Descendants(b));
         Ok(b)
     }
 
     fn covering_nsec(&self, name: &Name) -> Result<Option<Arc<RRset>>, DataSourceError> {
-        let key = Key::Nsec(self.zone.clone(), name.clone());
-        if let Some(Value::Nsec(n)) = self.cache.get(&key) {
+        let key = KeyRef::Nsec(self.zone, name);
+        let found = self.cached(key, |v| match v {
+            Value::Nsec(n) => Some(n.clone()),
+            _ => None,
+        });
+        if let Some(n) = found {
             return Ok(n);
         }
-        let n = self.inner.covering_nsec(name)?;
-        self.cache.put(key, Value::Nsec(n.clone()));
+        let n = self.source()?.covering_nsec(name)?;
+        self.put(key, Value::Nsec(n.clone()));
         Ok(n)
     }
 
     fn covering_nsec3(&self, hash: &[u8]) -> Result<Option<(Arc<RRset>, bool)>, DataSourceError> {
-        let key = Key::Nsec3(self.zone.clone(), hash.to_vec());
-        if let Some(Value::Nsec3(n)) = self.cache.get(&key) {
+        let key = KeyRef::Nsec3(self.zone, hash);
+        let found = self.cached(key, |v| match v {
+            Value::Nsec3(n) => Some(n.clone()),
+            _ => None,
+        });
+        if let Some(n) = found {
             return Ok(n);
         }
-        let n = self.inner.covering_nsec3(hash)?;
-        self.cache.put(key, Value::Nsec3(n.clone()));
+        let n = self.source()?.covering_nsec3(hash)?;
+        self.put(key, Value::Nsec3(n.clone()));
         Ok(n)
     }
 }
@@ -276,16 +629,34 @@ impl DataSource for HotSpotCache {
     }
 
     fn find_zone(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError> {
-        if self.state.is_none() {
+        let Some(state) = self.fresh() else {
             return self.inner.find_zone(qname);
-        }
+        };
         // Longest match over the cached zone table (RFC 1034 §4.3.2 step 2).
-        let zones = self.zones()?;
-        Ok(zones
-            .iter()
-            .filter(|z| qname.is_subdomain_of(&z.origin))
-            .max_by_key(|z| z.origin.label_count())
-            .cloned())
+        let best = |zones: &[ZoneRef]| {
+            zones
+                .iter()
+                .filter(|z| qname.is_subdomain_of(&z.origin))
+                .max_by_key(|z| z.origin.label_count())
+                .cloned()
+        };
+        if let Some(zones) = &state.zones {
+            let found = best(zones);
+            drop(state);
+            self.hit(1);
+            return Ok(found);
+        }
+        let generation = state.generation;
+        drop(state);
+        self.miss();
+        let zones = Arc::new(self.inner.zones()?);
+        let found = best(&zones);
+        if let Some(mut state) = self.state.as_ref().and_then(|l| l.write().ok())
+            && state.generation == generation
+        {
+            state.zones = Some(zones);
+        }
+        Ok(found)
     }
 
     fn lookup(
@@ -295,28 +666,44 @@ impl DataSource for HotSpotCache {
         qtype: RType,
         opts: LookupOptions,
     ) -> Result<Lookup, DataSourceError> {
-        if self.state.is_none() {
+        let Some(state) = self.fresh() else {
             return self.inner.lookup(zone, qname, qtype, opts);
+        };
+        let generation = state.generation;
+        // First pass: cached entries only. Every repeat ends here, and so do
+        // most unique qnames (under a cached cut, or a cached absent TLD).
+        let view = View::new(self, &zone.origin, generation, Some(&state), None);
+        let found = finder::find(&view, &zone.origin, qname, qtype, opts);
+        if !view.gave_up.get() {
+            self.hit(view.hits.get());
+            return found;
         }
-        let key = Key::Lookup(zone.origin.clone(), qname.clone(), qtype, opts);
-        if let Some(Value::Lookup(l)) = self.get(&key) {
+        drop(view);
+        drop(state);
+        let mut run = |store: &dyn NodeStore| {
+            let view = View::new(self, &zone.origin, generation, None, Some(store));
+            let found = finder::find(&view, &zone.origin, qname, qtype, opts);
+            self.hit(view.hits.get());
+            found
+        };
+        if let Some(result) = self.inner.with_node_store(zone, &mut run) {
+            return result;
+        }
+        // A source without a node view: whole results, keyed by qname.
+        let key = KeyRef::Lookup(&zone.origin, qname, qtype, opts);
+        let found = self.held().and_then(|s| match s.get(key) {
+            Some(Value::Lookup(l)) => Some(l.clone()),
+            _ => None,
+        });
+        if let Some(l) = found {
+            self.hit(1);
             return Ok(l);
         }
-        let mut run = |store: &dyn NodeStore| {
-            let caching = CachingStore {
-                cache: self,
-                inner: store,
-                zone: &zone.origin,
-            };
-            finder::find(&caching, &zone.origin, qname, qtype, opts)
-        };
-        let lookup = match self.inner.with_node_store(zone, &mut run) {
-            Some(result) => result?,
-            None => self.inner.lookup(zone, qname, qtype, opts)?,
-        };
+        self.miss();
+        let lookup = self.inner.lookup(zone, qname, qtype, opts)?;
         // Owners synthesized from a wildcard keep the wildcard owner in the
         // result, so the entry is valid for this qname only: fine, it is keyed by it.
-        self.put(key, Value::Lookup(lookup.clone()));
+        self.put(key.owned(), Value::Lookup(lookup.clone()), generation);
         Ok(lookup)
     }
 
@@ -336,7 +723,32 @@ impl DataSource for HotSpotCache {
         zone: &ZoneRef,
         rrset: &Arc<RRset>,
     ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
-        self.inner.additional_addresses(zone, rrset)
+        if let Some(ready) = self.inner.additional_addresses(zone, rrset)? {
+            return Ok(Some(ready));
+        }
+        if !matches!(rrset.rtype, RType::NS | RType::MX | RType::SRV) {
+            return Ok(None);
+        }
+        // No generation check: `rrset` comes from a lookup that just made it.
+        let Some(state) = self.held() else {
+            return Ok(None);
+        };
+        let key = KeyRef::Additional(&zone.origin, Arc::as_ptr(rrset) as usize);
+        if let Some(Value::Additional { ready, .. }) = state.get(key) {
+            let ready = ready.clone();
+            drop(state);
+            self.hit(1);
+            return Ok(ready);
+        }
+        let generation = state.generation;
+        drop(state);
+        let ready = self.resolve_additional(zone, rrset)?;
+        let value = Value::Additional {
+            _rrset: rrset.clone(),
+            ready: ready.clone(),
+        };
+        self.put(key.owned(), value, generation);
+        Ok(ready)
     }
 
     fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<RRset>, DataSourceError> {

@@ -184,6 +184,28 @@ fn eviction_at_the_slot_count() {
 }
 
 #[test]
+fn hot_entries_outlive_a_stream_of_unique_names() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = make_db(dir.path());
+    let cached = HotSpotCache::new(
+        Arc::new(SqliteSource::open(&db).expect("open")),
+        Slots::from_count(8),
+    );
+    let www: Name = "www.example.com.".parse().expect("name");
+    let opts = LookupOptions::default();
+    let first = lookup(&cached, &www, RType::A, opts);
+    for i in 0..50 {
+        let q: Name = format!("u{i}.example.com.").parse().expect("name");
+        lookup(&cached, &q, RType::A, opts);
+        let misses = cached.stats().misses;
+        assert_eq!(lookup(&cached, &www, RType::A, opts), first);
+        assert_eq!(cached.stats().misses, misses, "www evicted after u{i}");
+        assert!(cached.len() <= 8);
+    }
+    assert!(cached.stats().evictions > 0);
+}
+
+#[test]
 fn direct_sql_change_is_seen_within_a_second() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = make_db(dir.path());

@@ -183,7 +183,7 @@ pub trait DataSource: Send + Sync {
         false
     }
 
-    /// The address RRsets (A, AAAA, RRSIGs attached) for additional-section
+    /// The address RRsets (A, AAAA, RRSIGs attached; each once) for additional-section
     /// processing of `rrset` (NS, MX or SRV, RFC 1034 §3.7), when the source
     /// has them ready: for NS the targets' addresses found below zone cuts too
     /// (glue), for MX and SRV only authoritative ones; in-zone targets only.
