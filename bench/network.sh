@@ -35,7 +35,9 @@
 # memory's. The server's CPU time is utime+stime from /proc/PID/stat (which
 # covers every thread of a process, also exited ones) summed over the server's
 # process tree, each stat line cut after its last ')' (NSD renames its
-# processes "nsd: server 1"). "bound" is "server" when the server used at
+# processes "nsd: server 1"); "user / kernel µs per query" splits it into
+# utime and stime per completed query (on loopback the kernel part includes
+# delivering each reply to dnsperf's socket). "bound" is "server" when the server used at
 # least 90% of its core, else "client": dnsperf (or CPU taken by others on a
 # shared machine), not the server, was the bottleneck. "rest CPU" is the
 # machine's busy CPU (from /proc/stat) minus the server and dnsperf, in % of
@@ -160,19 +162,20 @@ tree() {
     done
 }
 
-# utime+stime in ticks over the process tree of $1 (each /proc/PID/stat covers
-# all threads of that process). The line is cut after the last ')', so field 1
-# is the state, 12 utime, 13 stime.
+# "utime stime" in ticks over the process tree of $1 (each /proc/PID/stat
+# covers all threads of that process). The line is cut after the last ')', so
+# field 1 is the state, 12 utime, 13 stime.
 cpu_ticks() {
-    local total=0 p line rest
+    local user=0 sys=0 p line rest
     for p in $(tree "$1"); do
         line=$(cat "/proc/$p/stat" 2>/dev/null) || continue
         rest=${line##*) }
         # shellcheck disable=SC2086
         set -- $rest
-        total=$((total + ${12} + ${13}))
+        user=$((user + ${12}))
+        sys=$((sys + ${13}))
     done
-    echo "$total"
+    echo "$user $sys"
 }
 
 # Busy ticks of the whole machine (all CPUs) from /proc/stat.
@@ -421,9 +424,9 @@ check_answers() {
 # run ROUND ZONE SERVER MIX PORT: one timed dnsperf run.
 run_dnsperf() {
     local round=$1 z=$2 s=$3 mix=$4 port=$5 out=$WORK/dnsperf.out
-    local c0 c1 b0 b1 t0 t1 clients=(-c 1) pin=0
+    local c0 c1 u0 u1 b0 b1 t0 t1 clients=(-c 1) pin=0
     [ "$MODE" = workers ] && clients=(-c 8)
-    c0=$(cpu_ticks "$SERVER_PID")
+    read -r u0 c0 < <(cpu_ticks "$SERVER_PID")
     b0=$(busy_ticks)
     t0=$(date +%s.%N)
     TIMEFORMAT='%U %S'
@@ -436,12 +439,13 @@ run_dnsperf() {
         tail -5 "$out" >&2
     }
     t1=$(date +%s.%N)
-    c1=$(cpu_ticks "$SERVER_PID")
+    read -r u1 c1 < <(cpu_ticks "$SERVER_PID")
     b1=$(busy_ticks)
     python3 - "$out" "$WORK/time.out" "$round" "$z" "$s" "$SERVER_NAME" "$mix" \
-        "$(echo "$t1 - $t0" | bc)" "$((c1 - c0))" "$((b1 - b0))" "$HZ" "$CHECK" >>"$RESULTS" <<'EOF'
+        "$(echo "$t1 - $t0" | bc)" "$((u1 - u0))" "$((c1 - c0))" "$((b1 - b0))" "$HZ" "$CHECK" >>"$RESULTS" <<'EOF'
 import re, sys
-out, timef, rnd, zone, sid, name, mix, wall, cpu, busy, hz, check = sys.argv[1:]
+out, timef, rnd, zone, sid, name, mix, wall, user, sys_, busy, hz, check = sys.argv[1:]
+cpu = int(user) + int(sys_)
 text = open(out).read()
 def num(pat, default="0"):
     m = re.search(pat, text)
@@ -461,7 +465,8 @@ hz = float(hz)
 server_cpu = int(cpu) / hz
 other = max(0.0, int(busy) / hz - server_cpu - client)
 print("\t".join(str(x) for x in [rnd, zone, sid, name, mix, qps, lat, lost, completed,
-      f"{server_cpu:.2f}", runtime, f"{other:.2f}", resp, check]))
+      f"{server_cpu:.2f}", runtime, f"{other:.2f}", resp, check,
+      f"{int(user) / hz:.2f}", f"{int(sys_) / hz:.2f}"]))
 EOF
 }
 
@@ -610,16 +615,19 @@ for key, runs in cells.items():
                     lat=float(r[6]) * 1e6, lost=int(r[7]), cpu=cpu, wall=wall,
                     util=cpu / wall, qpc=qpc, other=float(r[11]) / wall,
                     resp=r[12], check=checks.get(key, "-"), n=len(runs),
+                    user_us=float(r[14]) / done * 1e6 if done else float("nan"),
+                    sys_us=float(r[15]) / done * 1e6 if done else float("nan"),
                     spread=(min(float(x[5]) for x in runs), max(float(x[5]) for x in runs))))
 print()
-print("| zone | mix | server | qps | mean latency (µs) | lost | server CPU (s) | server CPU % | queries / CPU-s | bound | resp. bytes | rest CPU % | answers |")
-print("|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
+print("| zone | mix | server | qps | mean latency (µs) | lost | server CPU (s) | server CPU % | queries / CPU-s | user / kernel µs per query | bound | resp. bytes | rest CPU % | answers |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
 for c in out:
     qps = f"{c['qps']:,.0f}"
     if c["n"] > 1:
         qps += f" ({c['spread'][0]:,.0f}–{c['spread'][1]:,.0f})"
     print(f"| {c['zone']} | {c['mix']} | {c['name']} | {qps} | {c['lat']:.0f} | {c['lost']} | "
           f"{c['cpu']:.2f} | {100 * c['util']:.0f} | {c['qpc']:,.0f} | "
+          f"{c['user_us']:.2f} / {c['sys_us']:.2f} | "
           f"{'server' if c['util'] >= 0.9 else 'client'} | {c['resp']} | {100 * c['other']:.0f} | {c['check']} |")
 if mode == "workers":
     base = {(c["zone"], c["mix"]): c for c in out if c["sid"] == "authd-w1"}
