@@ -11,9 +11,11 @@
 #              default), authd sqlite3 without cache (--cache-slots 0), NSD,
 #              Knot DNS, PowerDNS gsqlite3 with and without its caches
 #   --quick    root real + nxdomain; authd memory, NSD, Knot; 5 s per cell
-#   --workers  instead: authd (memory, root zone) with 1 then 2 UDP workers on
-#              both cores, dnsperf -c 8 (several source ports, so SO_REUSEPORT
-#              spreads them) pinned to core 0, which it then shares with authd
+#   --workers  instead: authd (root zone) from memory, then from sqlite3 without
+#              the cache (CPU-heavy per query, so dnsperf does not saturate
+#              first), each with 1 then 2 UDP workers on both cores, dnsperf
+#              -c 8 (several source ports, so SO_REUSEPORT spreads them) pinned
+#              to core 0, which it then shares with authd
 #   --soak     instead: authd (memory, root zone, 1 UDP worker on core 1); its
 #              maximum qps on the root real mix in a 5 s run, then dnsperf at
 #              80% of it (-Q RATE) for SECONDS (default 60), authd's VmRSS
@@ -204,7 +206,7 @@ if [ "$MODE" = quick ]; then
 elif [ "$MODE" = workers ]; then
     ZONES=(root)
     MIXES[root]="real nxdomain"
-    SERVERS=(authd-w1 authd-w2)
+    SERVERS=(authd-w1 authd-w2 authd-sql-w1 authd-sql-w2)
 elif [ "$MODE" = soak ]; then
     ZONES=(root)
     MIXES[root]=real
@@ -292,6 +294,12 @@ start_server() {
         SERVER_NAME="authd (memory), ${s#authd-w} UDP worker(s)"
         taskset -c $cpus "$AUTHD" --zone "$origin=$zf" --listen "127.0.0.1:$port" \
             --udp-workers "${s#authd-w}" --log-level warn >"$log" 2>&1 &
+        ;;
+    authd-sql-w1 | authd-sql-w2)
+        cpus=0,1
+        SERVER_NAME="authd (sqlite3, no cache), ${s#authd-sql-w} UDP worker(s)"
+        taskset -c $cpus "$AUTHD" --db "$WORK/$z.sqlite3" --listen "127.0.0.1:$port" \
+            --udp-workers "${s#authd-sql-w}" --cache-slots 0 --log-level warn >"$log" 2>&1 &
         ;;
     authd-sql)
         SERVER_NAME="authd (sqlite3 + cache)"
@@ -630,14 +638,16 @@ for c in out:
           f"{c['user_us']:.2f} / {c['sys_us']:.2f} | "
           f"{'server' if c['util'] >= 0.9 else 'client'} | {c['resp']} | {100 * c['other']:.0f} | {c['check']} |")
 if mode == "workers":
-    base = {(c["zone"], c["mix"]): c for c in out if c["sid"] == "authd-w1"}
+    # authd-w1 / authd-sql-w1 are the one-worker base of their source.
+    base = {(c["sid"][:-1], c["zone"], c["mix"]): c for c in out if c["sid"].endswith("w1")}
     print()
-    print("| zone | mix | UDP workers | qps | x 1 worker | server CPU % (of one core) |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| zone | mix | source | UDP workers | qps | x 1 worker | server CPU % (of one core) |")
+    print("|---|---|---|---:|---:|---:|---:|")
     for c in out:
-        b = base.get((c["zone"], c["mix"]))
+        b = base.get((c["sid"][:-1], c["zone"], c["mix"]))
         ratio = c["qps"] / b["qps"] if b and b["qps"] else float("nan")
-        print(f"| {c['zone']} | {c['mix']} | {c['sid'][-1]} | {c['qps']:,.0f} | {ratio:.2f} | {100 * c['util']:.0f} |")
+        source = "sqlite3, no cache" if c["sid"].startswith("authd-sql") else "memory"
+        print(f"| {c['zone']} | {c['mix']} | {source} | {c['sid'][-1]} | {c['qps']:,.0f} | {ratio:.2f} | {100 * c['util']:.0f} |")
     sys.exit(0)
 print()
 print("authd / best peer (NSD, Knot, PowerDNS) in the same mix:")
