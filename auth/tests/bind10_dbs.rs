@@ -1003,8 +1003,13 @@ fn assert_rest_of_test_sqlite3_answers(p: &QueryProcessor) {
     );
 }
 
+/// A row whose rdata does not parse fails the lookups that need its type (and
+/// qtype ANY, and RRSIG, which is answered from ANY) at its name, and nothing
+/// else: other types at that name answer as if the row were not there. This
+/// follows BIND 10's `DatabaseClient` (database.cc `getRRsets`), which
+/// converted only the rdata of the types a find wanted.
 #[test]
-fn unparsable_rdata_row_is_servfail_for_that_name_only() {
+fn unparsable_rdata_row_is_servfail_for_its_type_only() {
     // `www.example.com. 3600 A 192.0.2.1` becomes an address that does not parse.
     let (_dir, path) = broken_copy(
         "datasrc/test.sqlite3",
@@ -1012,7 +1017,7 @@ fn unparsable_rdata_row_is_servfail_for_that_name_only() {
     );
     let sqlite = Arc::new(SqliteSource::open(&path).expect("opens"));
     let p = processor(sqlite.clone());
-    for qtype in [RType::A, RType::NSEC, RType::TXT] {
+    for qtype in [RType::A, RType::ANY, RType::RRSIG] {
         let r = q(&p, "www.example.com.", qtype);
         assert_eq!(r.rcode, ResponseCode::ServFail, "{qtype}");
         assert!(
@@ -1020,6 +1025,26 @@ fn unparsable_rdata_row_is_servfail_for_that_name_only() {
             "{qtype}"
         );
     }
+    // `www.example.com.` has A and NSEC only: TXT is NODATA, NSEC answers.
+    assert_negative(
+        &q(&p, "www.example.com.", RType::TXT),
+        ResponseCode::NoError,
+        "example.com. 3600 SOA master.example.com. admin.example.com. 1234 3600 1800 2419200 7200",
+        "TXT",
+    );
+    let r = ask(&p, "www.example.com.", RType::NSEC, true, Transport::Tcp);
+    assert_eq!(r.rcode, ResponseCode::NoError, "NSEC");
+    assert!(r.aa, "NSEC: AA");
+    assert_eq!(r.answer.len(), 2, "NSEC and its RRSIG: {:?}", r.answer);
+    assert_eq!(
+        r.answer[0], "www.example.com. 7200 NSEC example.com. A RRSIG NSEC",
+        "NSEC"
+    );
+    assert!(
+        r.answer[1].starts_with("www.example.com. 7200 RRSIG NSEC "),
+        "{:?}",
+        r.answer
+    );
     // A CNAME leading to it fails too; everything else answers.
     assert_eq!(
         q(&p, "cname-int.example.com.", RType::A).rcode,
@@ -1036,6 +1061,40 @@ fn unparsable_rdata_row_is_servfail_for_that_name_only() {
     let e = MemorySource::new("broken")
         .load_from_source(sqlite.as_ref())
         .expect_err("bad zone");
+    assert_eq!(bad_data_name(e), "www.example.com.");
+}
+
+/// An RRSIG row that does not parse fails only the lookups that want the
+/// RRSIGs of the type it covers (with DO) at its name; the RRset itself, and
+/// other types with their RRSIGs, answer.
+#[test]
+fn unparsable_rrsig_row_is_servfail_for_signed_lookups_of_its_type_only() {
+    // The RRSIG covering `www.example.com. 7200 NSEC` loses its signature.
+    let (_dir, path) = broken_copy(
+        "datasrc/test.sqlite3",
+        "UPDATE records SET rdata='NSEC 5 3 7200 not-a-signature' \
+         WHERE name='www.example.com.' AND rdtype='RRSIG' AND rdata LIKE 'NSEC %'",
+    );
+    let sqlite = Arc::new(SqliteSource::open(&path).expect("opens"));
+    let p = processor(sqlite.clone());
+    let r = ask(&p, "www.example.com.", RType::NSEC, true, Transport::Tcp);
+    assert_eq!(r.rcode, ResponseCode::ServFail, "NSEC with DO");
+    assert!(r.answer.is_empty(), "NSEC with DO");
+    assert_answer(
+        &q(&p, "www.example.com.", RType::NSEC),
+        &["www.example.com. 7200 NSEC example.com. A RRSIG NSEC"],
+        "NSEC without DO",
+    );
+    let r = ask(&p, "www.example.com.", RType::A, true, Transport::Tcp);
+    assert_eq!(r.rcode, ResponseCode::NoError, "A with DO");
+    assert_eq!(r.answer.len(), 2, "A and its RRSIG: {:?}", r.answer);
+    assert_eq!(
+        r.answer[0], "www.example.com. 3600 A 192.0.2.1",
+        "A with DO"
+    );
+    let e = sqlite
+        .zone_rrsets(&sqlite.zones().expect("zones")[0])
+        .expect_err("bad row");
     assert_eq!(bad_data_name(e), "www.example.com.");
 }
 

@@ -532,18 +532,23 @@ impl NodeStore for View<'_> {
         if self.in_empty(name) {
             return Ok(None);
         }
-        // Nodes are cached with their RRSIGs: the sqlite3 and memory views always attach them.
+        // Nodes are cached fully built with their RRSIGs (`NodeRef::to_shared`).
         let key = KeyRef::Node(self.zone, name);
         let found = match self.cached_node(key) {
             Some(found) => found,
             None => {
                 let inner = self.source()?;
                 match inner.node(name, dnssec)? {
-                    Some(n) => {
-                        let n = n.into_shared();
-                        self.put(key, Value::Node(n.clone()));
-                        Found::Node(NodeRef::Shared(n))
-                    }
+                    // Cached fully built; a node with a row that does not parse
+                    // is served as the source gives it, uncached, so that only
+                    // the lookups needing that row's type fail.
+                    Some(n) => match n.to_shared() {
+                        Ok(n) => {
+                            self.put(key, Value::Node(n.clone()));
+                            Found::Node(NodeRef::Shared(n))
+                        }
+                        Err(_) => Found::Node(n),
+                    },
                     None => {
                         let descendants = inner.has_descendants(name)?;
                         self.put(key, Value::Absent { descendants });

@@ -81,12 +81,12 @@ pub fn prove<S: NodeStore + ?Sized>(
         return Ok(ProofSets::new());
     };
     let denial = if let Some(p) = apex
-        .get(RType::NSEC3PARAM)
+        .get(RType::NSEC3PARAM)?
         .and_then(|s| s.rdatas.first())
         .and_then(|r| Nsec3Params::from_rdata(r.as_wire()))
     {
         Denial::Nsec3(p)
-    } else if apex.get(RType::NSEC).is_some() {
+    } else if apex.has(RType::NSEC) {
         Denial::Nsec
     } else if let Outcome::Delegation(ns) = &lookup.outcome {
         // Unsigned zone: still hand out a DS if one is stored.
@@ -124,7 +124,7 @@ pub fn prove<S: NodeStore + ?Sized>(
                 // The NSEC whose span covers the empty non-terminal.
                 p.nsec_cover(qname)?;
             } else if let Some(node) = store.node(qname, true)?
-                && let Some(nsec) = node.get(RType::NSEC)
+                && let Some(nsec) = node.get(RType::NSEC)?
             {
                 // The name's own NSEC: its type bitmap lacks qtype. A name
                 // without one (unsigned glue, say) gets no proof.
@@ -166,7 +166,7 @@ pub fn prove<S: NodeStore + ?Sized>(
                     // RFC 4035 §3.1.4.1: the NSEC at the cut shows no DS bit.
                     Denial::Nsec => {
                         if let Some(node) = store.node(&ns.owner, true)?
-                            && let Some(nsec) = node.get(RType::NSEC)
+                            && let Some(nsec) = node.get(RType::NSEC)?
                         {
                             p.push(nsec.clone());
                         }
@@ -189,9 +189,10 @@ fn ds_at<S: NodeStore + ?Sized>(
     store: &S,
     cut: &Name,
 ) -> Result<Option<Arc<RRset>>, DataSourceError> {
-    Ok(store
-        .node(cut, true)?
-        .and_then(|n| n.get(RType::DS).cloned()))
+    match store.node(cut, true)? {
+        Some(n) => Ok(n.get(RType::DS)?.cloned()),
+        None => Ok(None),
+    }
 }
 
 /// The ancestor of `qname` one label longer than `encloser` (RFC 5155 §1.3).

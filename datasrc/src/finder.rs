@@ -23,31 +23,86 @@ impl Node {
     }
 }
 
-/// A node handed out by a [`NodeStore`]: borrowed from a snapshot, or shared
-/// (built per call by sqlite3, or held by a cache) without copying it.
+/// A node whose RRsets are built from stored rows on first use, each type on
+/// its own (the sqlite3 backend): a lookup parses only the types it needs, and
+/// a row that does not parse fails only the lookups that need its type (as
+/// BIND 10's `DatabaseClient` did, converting only the types a find wanted).
+pub trait LazyNode: Send + Sync {
+    /// True when the node owns records of `rtype` (never RRSIG); parses nothing.
+    fn has(&self, rtype: RType) -> bool;
+
+    /// The RRset of `rtype` (never RRSIG); its RRSIGs are attached when
+    /// `dnssec` is true (they may be anyway).
+    ///
+    /// Errors: [`DataSourceError::BadData`] naming the owner when a row of
+    /// that type (or, with `dnssec`, an RRSIG row) does not parse.
+    fn get(&self, rtype: RType, dnssec: bool) -> Result<Option<&Arc<RRset>>, DataSourceError>;
+
+    /// Every RRset, RRSIGs attached, in type order.
+    ///
+    /// Errors: as [`LazyNode::get`], for any row of the node.
+    fn all(&self) -> Result<Vec<Arc<RRset>>, DataSourceError>;
+}
+
+/// A node handed out by a [`NodeStore`]: borrowed from a snapshot, shared
+/// (held by a cache) without copying it, or built type by type on first use.
 pub enum NodeRef<'a> {
     /// Borrowed from the store.
     Borrowed(&'a Node),
     /// Owned jointly with the store.
     Shared(Arc<Node>),
-}
-
-impl std::ops::Deref for NodeRef<'_> {
-    type Target = Node;
-    fn deref(&self) -> &Node {
-        match self {
-            NodeRef::Borrowed(n) => n,
-            NodeRef::Shared(n) => n,
-        }
-    }
+    /// Parsed per type on first use.
+    Lazy {
+        /// The node.
+        node: Arc<dyn LazyNode>,
+        /// Whether the lookup wants RRSIGs attached.
+        dnssec: bool,
+    },
 }
 
 impl NodeRef<'_> {
-    /// A shared handle to the node (a copy only when borrowed).
-    pub fn into_shared(self) -> Arc<Node> {
+    /// True when the node owns records of `rtype` (never RRSIG), without
+    /// building the RRset.
+    pub fn has(&self, rtype: RType) -> bool {
         match self {
-            NodeRef::Borrowed(n) => Arc::new(n.clone()),
-            NodeRef::Shared(n) => n,
+            NodeRef::Borrowed(n) => n.get(rtype).is_some(),
+            NodeRef::Shared(n) => n.get(rtype).is_some(),
+            NodeRef::Lazy { node, .. } => node.has(rtype),
+        }
+    }
+
+    /// The RRset of type `rtype`, if any.
+    ///
+    /// Errors: a lazy node's rows of that type do not parse ([`LazyNode::get`]).
+    pub fn get(&self, rtype: RType) -> Result<Option<&Arc<RRset>>, DataSourceError> {
+        match self {
+            NodeRef::Borrowed(n) => Ok(n.get(rtype)),
+            NodeRef::Shared(n) => Ok(n.get(rtype)),
+            NodeRef::Lazy { node, dnssec } => node.get(rtype, *dnssec),
+        }
+    }
+
+    /// Every RRset of the node, RRSIGs attached, in the node's order.
+    ///
+    /// Errors: a lazy node has a row that does not parse.
+    pub fn all(&self) -> Result<Vec<Arc<RRset>>, DataSourceError> {
+        match self {
+            NodeRef::Borrowed(n) => Ok(n.rrsets.clone()),
+            NodeRef::Shared(n) => Ok(n.rrsets.clone()),
+            NodeRef::Lazy { node, .. } => node.all(),
+        }
+    }
+
+    /// A shared, fully built handle to the node (a copy only when borrowed).
+    ///
+    /// Errors: a lazy node has a row that does not parse.
+    pub fn to_shared(&self) -> Result<Arc<Node>, DataSourceError> {
+        match self {
+            NodeRef::Borrowed(n) => Ok(Arc::new((*n).clone())),
+            NodeRef::Shared(n) => Ok(n.clone()),
+            NodeRef::Lazy { node, .. } => Ok(Arc::new(Node {
+                rrsets: node.all()?,
+            })),
         }
     }
 }
@@ -123,14 +178,14 @@ fn find_outcome<S: NodeStore + ?Sized>(
         };
         last_known = labels;
         if labels != olabels
-            && let Some(ns) = node.get(RType::NS)
+            && let Some(ns) = node.get(RType::NS)?
         {
             if !opts.glue_ok {
                 return Ok((Lookup::plain(Outcome::Delegation(ns.clone())), None));
             }
             first_ns.get_or_insert_with(|| ns.clone());
         }
-        if let Some(dname) = node.get(RType::DNAME) {
+        if let Some(dname) = node.get(RType::DNAME)? {
             return Ok((Lookup::plain(Outcome::Dname(dname.clone())), None));
         }
     }
@@ -138,7 +193,7 @@ fn find_outcome<S: NodeStore + ?Sized>(
     // (2) The name itself.
     if let Some(node) = store.node(qname, opts.dnssec)? {
         let at_apex = qlabels == olabels;
-        return Ok((Lookup::plain(at_node(&node, qtype, at_apex, opts)), None));
+        return Ok((Lookup::plain(at_node(&node, qtype, at_apex, opts)?), None));
     }
 
     // (3) No data at qname.
@@ -171,7 +226,7 @@ fn find_outcome<S: NodeStore + ?Sized>(
                     // A glue lookup below a cut never matches through a wildcard.
                     return Ok((Lookup::plain(Outcome::Delegation(ns)), None));
                 }
-                let outcome = match at_node(&node, qtype, false, opts) {
+                let outcome = match at_node(&node, qtype, false, opts)? {
                     // RFC 6672 §3.3: a wildcard DNAME does not redirect.
                     Outcome::Answer(r) if r.rtype == RType::DNAME && qtype != RType::DNAME => {
                         Outcome::NoData
@@ -219,24 +274,29 @@ fn closest_encloser<S: NodeStore + ?Sized>(
         .unwrap_or_else(Name::root))
 }
 
-fn at_node(node: &Node, qtype: RType, at_apex: bool, opts: LookupOptions) -> Outcome {
+fn at_node(
+    node: &NodeRef<'_>,
+    qtype: RType,
+    at_apex: bool,
+    opts: LookupOptions,
+) -> Result<Outcome, DataSourceError> {
     if !at_apex
         && !opts.glue_ok
         && qtype != RType::DS
-        && let Some(ns) = node.get(RType::NS)
+        && let Some(ns) = node.get(RType::NS)?
     {
-        return Outcome::Delegation(ns.clone());
+        return Ok(Outcome::Delegation(ns.clone()));
     }
     if qtype != RType::CNAME
-        && let Some(cname) = node.get(RType::CNAME)
+        && let Some(cname) = node.get(RType::CNAME)?
     {
-        return Outcome::Cname(cname.clone());
+        return Ok(Outcome::Cname(cname.clone()));
     }
     if qtype == RType::ANY {
-        return Outcome::AnyAnswer(node.rrsets.clone());
+        return Ok(Outcome::AnyAnswer(node.all()?));
     }
-    match node.get(qtype) {
+    Ok(match node.get(qtype)? {
         Some(rrset) => Outcome::Answer(rrset.clone()),
         None => Outcome::NoData,
-    }
+    })
 }

@@ -9,16 +9,15 @@
 //! connection.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use rusqlite::types::ValueRef;
 
-use crate::finder::{self, Node, NodeRef, NodeStore};
+use crate::finder::{self, LazyNode, NodeRef, NodeStore};
 use crate::name::Name;
 use crate::rr::{Class, RRset, RType, Rdata};
 use crate::source::{DataSource, DataSourceError, Lookup, LookupOptions, ZoneRef};
@@ -190,86 +189,237 @@ pub(crate) fn int(v: ValueRef<'_>) -> Option<i64> {
     }
 }
 
-/// Groups rows of (rdtype, ttl, rdata) at one owner into RRsets with RRSIGs attached.
-struct NodeBuilder<'a> {
-    zone: &'a ZoneRef,
-    owner: Name,
-    sets: BTreeMap<RType, RRset>,
-    sigs: Vec<(u32, Rdata)>,
+/// One row of a node: its type and TTL checked, its rdata text kept unparsed.
+struct Row {
+    rtype: RType,
+    ttl: u32,
+    /// The rdata text: a range of [`RowNode::text`].
+    text: std::ops::Range<usize>,
+    /// For an RRSIG row, the type covered as its text names it (the first
+    /// field); `None` when that does not read as a type (`\#` data, say).
+    covers: Option<RType>,
 }
 
-impl<'a> NodeBuilder<'a> {
+/// The RRset of one type at a node, each form built on first use.
+struct Slot {
+    rtype: RType,
+    /// The set without RRSIGs.
+    plain: OnceLock<Result<Arc<RRset>, DataSourceError>>,
+    /// The set with its RRSIGs attached.
+    signed: OnceLock<Result<Arc<RRset>, DataSourceError>>,
+}
+
+/// Collects the rows at one owner for a [`RowNode`], checking the cheap
+/// columns (type, TTL) as they come.
+struct RowsBuilder<'a> {
+    zone: &'a ZoneRef,
+    owner: Name,
+    text: String,
+    rows: Vec<Row>,
+}
+
+impl<'a> RowsBuilder<'a> {
     fn new(zone: &'a ZoneRef, owner: Name) -> Self {
-        NodeBuilder {
+        RowsBuilder {
             zone,
             owner,
-            sets: BTreeMap::new(),
-            sigs: Vec::new(),
+            text: String::new(),
+            rows: Vec::new(),
         }
     }
 
     fn bad(&self, reason: String) -> DataSourceError {
-        DataSourceError::BadData {
-            zone: self.zone.origin.to_string(),
-            name: self.owner.to_string(),
-            reason,
-        }
+        bad_data(&self.zone.origin, &self.owner, reason)
     }
 
     fn add_row(&mut self, rdtype: &str, ttl: i64, rdata: &str) -> Result<(), DataSourceError> {
         let rtype: RType = rdtype.parse().map_err(|e| self.bad(format!("{e}")))?;
         let ttl = u32::try_from(ttl).map_err(|_| self.bad(format!("bad TTL {ttl}")))?;
-        let rdata = Rdata::from_text(rtype, rdata, &self.zone.origin)
-            .map_err(|e| self.bad(e.to_string()))?;
-        if rtype == RType::RRSIG {
-            self.sigs.push((ttl, rdata));
+        let covers = if rtype == RType::RRSIG {
+            rdata
+                .split_ascii_whitespace()
+                .next()
+                .and_then(|t| t.parse::<RType>().ok())
         } else {
-            self.sets
-                .entry(rtype)
-                .or_insert_with(|| RRset::new(self.owner.clone(), rtype, Class::IN, ttl))
-                .push(ttl, rdata);
-        }
+            None
+        };
+        let start = self.text.len();
+        self.text.push_str(rdata);
+        self.rows.push(Row {
+            rtype,
+            ttl,
+            text: start..self.text.len(),
+            covers,
+        });
         Ok(())
     }
 
-    /// Attaches RRSIGs and checks BIND 10's per-node rules (one CNAME, nothing
-    /// beside it but RRSIG/NSEC; one DNAME).
-    fn finish(mut self) -> Result<Vec<RRset>, DataSourceError> {
-        for (ttl, sig) in std::mem::take(&mut self.sigs) {
-            if let Some(covered) = sig.rrsig_type_covered()
-                && let Some(set) = self.sets.get_mut(&covered)
-            {
-                set.push_sig(ttl, sig);
-            }
-        }
-        if let Some(cname) = self.sets.get(&RType::CNAME) {
-            if cname.rdatas.len() > 1 {
-                return Err(self.bad("more than one CNAME".into()));
-            }
-            if self
-                .sets
-                .keys()
-                .any(|t| *t != RType::CNAME && *t != RType::NSEC)
-            {
-                return Err(self.bad("CNAME and other data".into()));
-            }
-        }
-        if self
-            .sets
-            .get(&RType::DNAME)
-            .is_some_and(|d| d.rdatas.len() > 1)
+    /// The node, after BIND 10's per-node rules (one CNAME, nothing beside it
+    /// but RRSIG/NSEC; one DNAME). A type with several CNAME or DNAME rows is
+    /// built here to count its distinct records.
+    fn finish(self) -> Result<RowNode, DataSourceError> {
+        let mut types: Vec<RType> = self
+            .rows
+            .iter()
+            .map(|r| r.rtype)
+            .filter(|t| *t != RType::RRSIG)
+            .collect();
+        types.sort_unstable();
+        types.dedup();
+        let node = RowNode {
+            origin: self.zone.origin.clone(),
+            owner: self.owner,
+            text: self.text,
+            rows: self.rows,
+            slots: types
+                .into_iter()
+                .map(|rtype| Slot {
+                    rtype,
+                    plain: OnceLock::new(),
+                    signed: OnceLock::new(),
+                })
+                .collect(),
+        };
+        let several = |t: RType| node.rows.iter().filter(|r| r.rtype == t).count() > 1;
+        if several(RType::CNAME)
+            && node
+                .get(RType::CNAME, false)?
+                .is_some_and(|c| c.rdatas.len() > 1)
         {
-            return Err(self.bad("more than one DNAME".into()));
+            return Err(node.bad("more than one CNAME".into()));
         }
-        Ok(self.sets.into_values().collect())
+        if node.has(RType::CNAME)
+            && node
+                .slots
+                .iter()
+                .any(|s| s.rtype != RType::CNAME && s.rtype != RType::NSEC)
+        {
+            return Err(node.bad("CNAME and other data".into()));
+        }
+        if several(RType::DNAME)
+            && node
+                .get(RType::DNAME, false)?
+                .is_some_and(|d| d.rdatas.len() > 1)
+        {
+            return Err(node.bad("more than one DNAME".into()));
+        }
+        Ok(node)
     }
+}
+
+fn bad_data(origin: &Name, owner: &Name, reason: String) -> DataSourceError {
+    DataSourceError::BadData {
+        zone: origin.to_string(),
+        name: owner.to_string(),
+        reason,
+    }
+}
+
+/// The records at one owner as stored, each type parsed on first use
+/// ([`LazyNode`]): a lookup at the apex that wants the SOA parses neither the
+/// NS nor the DNSKEY rows, and RRSIG rows are parsed only for a lookup that
+/// wants DNSSEC records, and then only those covering the type asked for.
+struct RowNode {
+    origin: Name,
+    owner: Name,
+    text: String,
+    /// In the order read.
+    rows: Vec<Row>,
+    /// One per type other than RRSIG, in type order.
+    slots: Vec<Slot>,
+}
+
+impl RowNode {
+    fn bad(&self, reason: String) -> DataSourceError {
+        bad_data(&self.origin, &self.owner, reason)
+    }
+
+    fn parse(&self, row: &Row) -> Result<Rdata, DataSourceError> {
+        let text = self.text.get(row.text.clone()).unwrap_or_default();
+        Rdata::from_text(row.rtype, text, &self.origin).map_err(|e| self.bad(e.to_string()))
+    }
+
+    fn plain<'a>(&'a self, slot: &'a Slot) -> Result<&'a Arc<RRset>, DataSourceError> {
+        let built = slot.plain.get_or_init(|| {
+            let mut set: Option<RRset> = None;
+            for row in self.rows.iter().filter(|r| r.rtype == slot.rtype) {
+                let rdata = self.parse(row)?;
+                set.get_or_insert_with(|| {
+                    RRset::new(self.owner.clone(), slot.rtype, Class::IN, row.ttl)
+                })
+                .push(row.ttl, rdata);
+            }
+            set.map(Arc::new)
+                .ok_or_else(|| self.bad(format!("no {} rows", slot.rtype)))
+        });
+        built.as_ref().map_err(Clone::clone)
+    }
+
+    fn signed<'a>(&'a self, slot: &'a Slot) -> Result<&'a Arc<RRset>, DataSourceError> {
+        let built = slot.signed.get_or_init(|| {
+            let plain = self.plain(slot)?;
+            let mut set: Option<RRset> = None;
+            // In row order, as they were always attached; an RRSIG whose text
+            // does not name its covered type up front is parsed to find it.
+            for row in self
+                .rows
+                .iter()
+                .filter(|r| r.rtype == RType::RRSIG && r.covers.is_none_or(|t| t == slot.rtype))
+            {
+                let sig = self.parse(row)?;
+                if sig.rrsig_type_covered() == Some(slot.rtype) {
+                    set.get_or_insert_with(|| RRset::clone(plain))
+                        .push_sig(row.ttl, sig);
+                }
+            }
+            Ok(set.map_or_else(|| plain.clone(), Arc::new))
+        });
+        built.as_ref().map_err(Clone::clone)
+    }
+}
+
+impl LazyNode for RowNode {
+    fn has(&self, rtype: RType) -> bool {
+        self.slots.iter().any(|s| s.rtype == rtype)
+    }
+
+    fn get(&self, rtype: RType, dnssec: bool) -> Result<Option<&Arc<RRset>>, DataSourceError> {
+        let Some(slot) = self.slots.iter().find(|s| s.rtype == rtype) else {
+            return Ok(None);
+        };
+        if dnssec {
+            return self.signed(slot).map(Some);
+        }
+        // Built with its RRSIGs already by an earlier lookup of the query.
+        if let Some(Ok(set)) = slot.signed.get() {
+            return Ok(Some(set));
+        }
+        self.plain(slot).map(Some)
+    }
+
+    fn all(&self) -> Result<Vec<Arc<RRset>>, DataSourceError> {
+        self.slots.iter().map(|s| self.signed(s).cloned()).collect()
+    }
+}
+
+/// The node handed to [`finder::find`].
+fn lazy(node: Arc<RowNode>, dnssec: bool) -> NodeRef<'static> {
+    NodeRef::Lazy { node, dnssec }
+}
+
+/// Every RRset of a node, all rows parsed (transfers, loading into memory).
+fn all_rrsets(rows: RowsBuilder<'_>) -> Result<Vec<RRset>, DataSourceError> {
+    let node = rows.finish()?;
+    let sets = node.all()?;
+    drop(node);
+    Ok(sets.into_iter().map(Arc::unwrap_or_clone).collect())
 }
 
 /// Nodes already read by the lookups of one query, with the zone id: a
 /// referral's glue lookups all pass through the apex and the same few cuts,
 /// which are then read once instead of once per target. Keyed by the exact
 /// name (case too), since RRsets take their owner from the name asked for.
-type Memo = RefCell<Vec<(i64, Name, Option<Arc<Node>>)>>;
+type Memo = RefCell<Vec<(i64, Name, Option<Arc<RowNode>>)>>;
 
 /// The zone-scoped view [`finder::find`] walks.
 struct ZoneView<'a> {
@@ -280,14 +430,14 @@ struct ZoneView<'a> {
 }
 
 impl NodeStore for ZoneView<'_> {
-    fn node(&self, name: &Name, _dnssec: bool) -> Result<Option<NodeRef<'_>>, DataSourceError> {
+    fn node(&self, name: &Name, dnssec: bool) -> Result<Option<NodeRef<'_>>, DataSourceError> {
         if let Some((_, _, node)) = self
             .memo
             .borrow()
             .iter()
             .find(|(z, n, _)| *z == self.zone.id && n.eq_case(name))
         {
-            return Ok(node.clone().map(NodeRef::Shared));
+            return Ok(node.clone().map(|node| lazy(node, dnssec)));
         }
         let mut stmt = self
             .conn
@@ -296,7 +446,7 @@ impl NodeStore for ZoneView<'_> {
         let mut rows = stmt
             .query(rusqlite::params![self.zone.id, name.to_string()])
             .map_err(|e| storage(self.path, e))?;
-        let mut builder = NodeBuilder::new(self.zone, name.clone());
+        let mut builder = RowsBuilder::new(self.zone, name.clone());
         let mut any = false;
         while let Some(row) = rows.next().map_err(|e| storage(self.path, e))? {
             any = true;
@@ -310,15 +460,14 @@ impl NodeStore for ZoneView<'_> {
             builder.add_row(&rdtype, ttl, &rdata)?;
         }
         let node = if any {
-            let rrsets = builder.finish()?.into_iter().map(Arc::new).collect();
-            Some(Arc::new(Node { rrsets }))
+            Some(Arc::new(builder.finish()?))
         } else {
             None
         };
         self.memo
             .borrow_mut()
             .push((self.zone.id, name.clone(), node.clone()));
-        Ok(node.map(NodeRef::Shared))
+        Ok(node.map(|node| lazy(node, dnssec)))
     }
 
     fn has_descendants(&self, name: &Name) -> Result<bool, DataSourceError> {
@@ -386,9 +535,10 @@ impl NodeStore for ZoneView<'_> {
         let Some(owner) = below.or(last) else {
             return Ok(None);
         };
-        Ok(self
-            .node(&owner, true)?
-            .and_then(|n| n.get(RType::NSEC).cloned()))
+        match self.node(&owner, true)? {
+            Some(n) => Ok(n.get(RType::NSEC)?.cloned()),
+            None => Ok(None),
+        }
     }
 
     fn covering_nsec3(&self, hash: &[u8]) -> Result<Option<(Arc<RRset>, bool)>, DataSourceError> {
@@ -458,9 +608,10 @@ impl ZoneView<'_> {
                 name: owner.clone(),
                 reason: e.to_string(),
             })?;
-        Ok(self
-            .node(&owner, true)?
-            .and_then(|n| n.get(RType::NSEC).cloned()))
+        match self.node(&owner, true)? {
+            Some(n) => Ok(n.get(RType::NSEC)?.cloned()),
+            None => Ok(None),
+        }
     }
 
     fn covering_nsec3_impl(
@@ -487,7 +638,7 @@ impl ZoneView<'_> {
         let mut rows = stmt
             .query(rusqlite::params![self.zone.id, found])
             .map_err(|e| storage(self.path, e))?;
-        let mut builder: Option<NodeBuilder<'_>> = None;
+        let mut builder: Option<RowsBuilder<'_>> = None;
         while let Some(row) = rows.next().map_err(|e| storage(self.path, e))? {
             let (Some(rdtype), Some(ttl), Some(rdata), Some(owner)) = (
                 row.get_ref(0).ok().and_then(text),
@@ -505,7 +656,7 @@ impl ZoneView<'_> {
                         reason: e.to_string(),
                     }
                 })?;
-                builder = Some(NodeBuilder::new(self.zone, owner));
+                builder = Some(RowsBuilder::new(self.zone, owner));
             }
             if let Some(b) = builder.as_mut() {
                 b.add_row(&rdtype, ttl, &rdata)?;
@@ -517,9 +668,8 @@ impl ZoneView<'_> {
         let exact = found.eq_ignore_ascii_case(&hash);
         Ok(builder
             .finish()?
-            .into_iter()
-            .find(|s| s.rtype == RType::NSEC3)
-            .map(|s| (Arc::new(s), exact)))
+            .get(RType::NSEC3, true)?
+            .map(|s| (s.clone(), exact)))
     }
 }
 
@@ -653,7 +803,7 @@ impl DataSource for SqliteSource {
             ] {
                 let mut stmt = conn.prepare(sql).map_err(|e| storage(&self.path, e))?;
                 let mut rows = stmt.query([zone.id]).map_err(|e| storage(&self.path, e))?;
-                let mut current: Option<NodeBuilder<'_>> = None;
+                let mut current: Option<RowsBuilder<'_>> = None;
                 while let Some(row) = rows.next().map_err(|e| storage(&self.path, e))? {
                     let (Some(owner), Some(rdtype), Some(ttl), Some(rdata)) = (
                         row.get_ref(0).ok().and_then(text),
@@ -670,16 +820,16 @@ impl DataSource for SqliteSource {
                     })?;
                     if current.as_ref().is_none_or(|b| b.owner != owner) {
                         if let Some(done) = current.take() {
-                            out.extend(done.finish()?);
+                            out.extend(all_rrsets(done)?);
                         }
-                        current = Some(NodeBuilder::new(zone, owner));
+                        current = Some(RowsBuilder::new(zone, owner));
                     }
                     if let Some(b) = current.as_mut() {
                         b.add_row(&rdtype, ttl, &rdata)?;
                     }
                 }
                 if let Some(done) = current.take() {
-                    out.extend(done.finish()?);
+                    out.extend(all_rrsets(done)?);
                 }
             }
             Ok(out)
