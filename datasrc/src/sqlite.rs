@@ -5,7 +5,7 @@
 //! per label to find the zone, all records at one name per node, and a range
 //! scan over the reversed-name column (`rname`) for the empty-non-terminal test.
 //! Serving opens the file read-only and never changes it. Connections are
-//! pooled (`rusqlite::Connection` is not `Sync`), statements prepared once per
+//! pooled per thread (`rusqlite::Connection` is not `Sync`), statements prepared once per
 //! connection.
 
 use std::cell::RefCell;
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use rusqlite::types::ValueRef;
+use thread_local::ThreadLocal;
 
 use crate::finder::{self, LazyNode, NodeRef, NodeStore};
 use crate::name::Name;
@@ -30,7 +31,10 @@ const CHANGE_POLL: Duration = Duration::from_millis(200);
 /// A data source over one BIND 10 sqlite3 zone DB.
 pub struct SqliteSource {
     path: PathBuf,
-    pool: Mutex<Vec<Connection>>,
+    /// Idle connections, per thread: a connection stays with the thread that
+    /// opened it, so SQLite's page cache memory is allocated and freed by one
+    /// thread (sharing them made UDP workers contend on malloc's arena locks).
+    pool: ThreadLocal<RefCell<Vec<Connection>>>,
     watch: Mutex<Watch>,
     generation: AtomicU64,
 }
@@ -54,9 +58,11 @@ impl SqliteSource {
         let (conn, _version) = Self::connect(path)?;
         let (watch_conn, _) = Self::connect(path)?;
         let data_version = data_version(&watch_conn).map_err(|e| storage(path, e))?;
+        let pool = ThreadLocal::new();
+        pool.get_or(|| RefCell::new(vec![conn]));
         Ok(SqliteSource {
             path: path.to_path_buf(),
-            pool: Mutex::new(vec![conn]),
+            pool,
             watch: Mutex::new(Watch {
                 conn: watch_conn,
                 data_version,
@@ -83,7 +89,7 @@ impl SqliteSource {
 
     /// A connection from the pool, or a new one when all are in use.
     fn take_conn(&self) -> Result<Connection, DataSourceError> {
-        let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
+        let pooled = self.pool.get_or_default().borrow_mut().pop();
         match pooled {
             Some(c) => Ok(c),
             None => Ok(Self::connect(&self.path)?.0),
@@ -92,10 +98,8 @@ impl SqliteSource {
 
     /// Puts `conn` back in the pool, unless it was left inside a transaction.
     fn return_conn(&self, conn: Connection) {
-        if conn.is_autocommit()
-            && let Ok(mut pool) = self.pool.lock()
-        {
-            pool.push(conn);
+        if conn.is_autocommit() {
+            self.pool.get_or_default().borrow_mut().push(conn);
         }
     }
 
