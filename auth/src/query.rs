@@ -798,13 +798,15 @@ struct Template {
 /// Most RRsets in the answer and authority sections of a templated reply.
 const TEMPLATE_SETS: usize = 6;
 
-/// (addresses of the answer and authority RRsets, their count, rcode and AA,
-/// question length (UDP only: what fits depends on it), size limit, EDNS, DO,
-/// processor id). Not the qtype: the body does not depend on it once the
-/// placed RRsets are the same (it is in the question only).
+/// (addresses of the answer and authority RRsets, how many of them are in the
+/// answer section and in all — the apex SOA is the answer to `SOA` and the
+/// authority of a NODATA —, rcode and AA, question length (UDP only: what fits
+/// depends on it), size limit, EDNS, DO, processor id). Not the qtype: the body
+/// does not depend on it once the placed RRsets are the same (it is in the
+/// question only).
 type TemplateKey = (
     [usize; TEMPLATE_SETS],
-    usize,
+    (usize, usize),
     (u16, bool),
     usize,
     usize,
@@ -867,7 +869,7 @@ fn render_templated(
     };
     let key: TemplateKey = (
         sets,
-        n,
+        (ans.answer.len(), n),
         (ans.rcode, ans.aa),
         qlen,
         limit,

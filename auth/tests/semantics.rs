@@ -1279,5 +1279,26 @@ fn reused_renderings_keep_rcode_case_and_names() {
             let r = s.q(qname, RecordType::A);
             assert_eq!(r.answer(), [format!("{qname} 3600 A 192.0.2.80")]);
         }
+        // The apex SOA as the answer to SOA and as the authority of a NODATA at
+        // the apex: the same RRset in two sections, never one rendering for both.
+        for _ in 0..2 {
+            let r = s.q("example.com.", RecordType::SOA);
+            assert_eq!(r.rcode(), ResponseCode::NoError, "{backend}: SOA");
+            assert_eq!(
+                r.answer().len(),
+                1,
+                "{backend}: SOA answer {:?}",
+                r.answer()
+            );
+            assert!(r.answer()[0].contains(" SOA "), "{:?}", r.answer());
+            let r = s.q("example.com.", RecordType::SRV);
+            assert_eq!(r.rcode(), ResponseCode::NoError, "{backend}: apex NODATA");
+            assert_eq!(
+                r.answer(),
+                Vec::<String>::new(),
+                "{backend}: apex NODATA answer"
+            );
+            assert_eq!(r.authority(), [SOA_NEG], "{backend}: apex NODATA authority");
+        }
     });
 }
