@@ -480,20 +480,17 @@ impl QueryProcessor {
             return Ok(());
         }
         let glue_ok = rrset.rtype == RType::NS;
-        let targets: Vec<(Name, bool)> = rrset
-            .rdatas
-            .iter()
-            .filter_map(|rdata| rdata.additional_target(rrset.rtype))
-            .filter(|target| target.is_subdomain_of(&zone.origin))
-            .map(|target| (target, false))
-            .collect();
-        self.addresses(
-            source,
-            zone,
-            &targets,
-            LookupOptions { glue_ok, ..opts },
-            ans,
-        )
+        for rdata in &rrset.rdatas {
+            let Some(target) = rdata.additional_target(rrset.rtype) else {
+                continue;
+            };
+            if !target.is_subdomain_of(&zone.origin) {
+                continue;
+            }
+            let opts = LookupOptions { glue_ok, ..opts };
+            self.addresses(source, zone, &target, opts, ans, false)?;
+        }
+        Ok(())
     }
 
     /// Glue for a referral: addresses of the NS hosts inside the zone, found below
@@ -510,61 +507,41 @@ impl QueryProcessor {
             ans.defer_additional(ready, Some(&ns.owner));
             return Ok(());
         }
-        let targets: Vec<(Name, bool)> = ns
-            .rdatas
-            .iter()
-            .filter_map(|rdata| rdata.additional_target(RType::NS))
-            .filter(|target| target.is_subdomain_of(&zone.origin))
-            .map(|target| {
-                let in_domain = target.is_subdomain_of(&ns.owner);
-                (target, in_domain)
-            })
-            .collect();
-        self.addresses(
-            source,
-            zone,
-            &targets,
-            LookupOptions {
+        for rdata in &ns.rdatas {
+            let Some(target) = rdata.additional_target(RType::NS) else {
+                continue;
+            };
+            if !target.is_subdomain_of(&zone.origin) {
+                continue;
+            }
+            let in_domain = target.is_subdomain_of(&ns.owner);
+            let opts = LookupOptions {
                 glue_ok: true,
                 ..opts
-            },
-            ans,
-        )
+            };
+            self.addresses(source, zone, &target, opts, ans, in_domain)?;
+        }
+        Ok(())
     }
 
-    /// The A and AAAA RRsets of each (target, required) in order into the
-    /// additional section, skipping those already placed; `required` marks
-    /// glue that must fit (RFC 9471). The lookups go to the source as one
-    /// batch ([`DataSource::lookup_many`]); a repeated target is looked up once,
-    /// which gives the same reply since lookups have no side effects.
+    /// The A and AAAA RRsets of `target` into the additional section, unless
+    /// placed already; `required` marks glue that must fit (RFC 9471).
     fn addresses(
         &self,
         source: &dyn DataSource,
         zone: &ZoneRef,
-        targets: &[(Name, bool)],
+        target: &Name,
         opts: LookupOptions,
         ans: &mut Answer,
+        required: bool,
     ) -> Result<(), DataSourceError> {
         // What is placed here must come after, and not repeat, what was deferred.
         ans.place_deferred();
-        let mut queries: Vec<(Name, RType)> = Vec::with_capacity(targets.len() * 2);
-        let mut required = Vec::with_capacity(targets.len() * 2);
-        for (target, req) in targets {
-            for rtype in [RType::A, RType::AAAA] {
-                if ans.contains(target, rtype)
-                    || queries.iter().any(|(n, t)| *t == rtype && n == target)
-                {
-                    continue;
-                }
-                queries.push((target.clone(), rtype));
-                required.push(*req);
+        for rtype in [RType::A, RType::AAAA] {
+            if ans.contains(target, rtype) {
+                continue;
             }
-        }
-        if queries.is_empty() {
-            return Ok(());
-        }
-        let found = source.lookup_many(zone, &queries, opts)?;
-        for (((target, _), found), req) in queries.iter().zip(found).zip(required) {
+            let found = source.lookup(zone, target, rtype, opts)?;
             if let Outcome::Answer(rrset) = found.outcome {
                 let owner = (found.wildcard).then(|| target.clone());
                 ans.additional.push(Placed {
@@ -572,7 +549,7 @@ impl QueryProcessor {
                     owner,
                     ttl: None,
                 });
-                if req {
+                if required {
                     ans.required_glue = ans.additional.len();
                 }
             }

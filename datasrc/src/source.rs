@@ -126,24 +126,6 @@ pub trait DataSource: Send + Sync {
         opts: LookupOptions,
     ) -> Result<Lookup, DataSourceError>;
 
-    /// Looks up each (name, type) of `queries` in `zone` with `opts`: the
-    /// results of [`DataSource::lookup`] in order, for additional-section
-    /// processing, where a backend may share work between the lookups (sqlite3
-    /// reads each node once for all NS targets instead of once per target).
-    ///
-    /// Errors: the first error of the lookups in order.
-    fn lookup_many(
-        &self,
-        zone: &ZoneRef,
-        queries: &[(Name, RType)],
-        opts: LookupOptions,
-    ) -> Result<Vec<Lookup>, DataSourceError> {
-        queries
-            .iter()
-            .map(|(name, rtype)| self.lookup(zone, name, *rtype, opts))
-            .collect()
-    }
-
     /// Runs `f` over a view of this source for the lookups of one query, which
     /// may share what they read (sqlite3 reads and parses each node once per
     /// query instead of once per lookup). `None` when the source has no such

@@ -132,25 +132,23 @@ impl SqliteSource {
         result
     }
 
-    /// Runs [`finder::find`] for each of `queries` over one connection and memo.
-    fn find_all(
+    /// Runs [`finder::find`] over `conn`, reading nodes through `memo`.
+    fn find(
         &self,
         conn: &Connection,
         memo: &Memo,
         zone: &ZoneRef,
-        queries: &[(Name, RType)],
+        qname: &Name,
+        qtype: RType,
         opts: LookupOptions,
-    ) -> Result<Vec<Lookup>, DataSourceError> {
+    ) -> Result<Lookup, DataSourceError> {
         let view = ZoneView {
             conn,
             zone,
             path: &self.path,
             memo,
         };
-        queries
-            .iter()
-            .map(|(name, rtype)| finder::find(&view, &zone.origin, name, *rtype, opts))
-            .collect()
+        finder::find(&view, &zone.origin, qname, qtype, opts)
     }
 }
 
@@ -720,24 +718,7 @@ impl DataSource for SqliteSource {
         qtype: RType,
         opts: LookupOptions,
     ) -> Result<Lookup, DataSourceError> {
-        self.with_conn(|conn| {
-            let view = ZoneView {
-                conn,
-                zone,
-                path: &self.path,
-                memo: &Memo::default(),
-            };
-            finder::find(&view, &zone.origin, qname, qtype, opts)
-        })
-    }
-
-    fn lookup_many(
-        &self,
-        zone: &ZoneRef,
-        queries: &[(Name, RType)],
-        opts: LookupOptions,
-    ) -> Result<Vec<Lookup>, DataSourceError> {
-        self.with_conn(|conn| self.find_all(conn, &Memo::default(), zone, queries, opts))
+        self.with_conn(|conn| self.find(conn, &Memo::default(), zone, qname, qtype, opts))
     }
 
     fn with_query_scope(
@@ -888,22 +869,6 @@ struct ScopeState {
     memo: Memo,
 }
 
-impl QueryScope<'_> {
-    fn find_all(
-        &self,
-        zone: &ZoneRef,
-        queries: &[(Name, RType)],
-        opts: LookupOptions,
-    ) -> Result<Vec<Lookup>, DataSourceError> {
-        let state = self
-            .state
-            .lock()
-            .map_err(|_| storage(&self.source.path, "query scope lock poisoned"))?;
-        self.source
-            .find_all(&state.conn, &state.memo, zone, queries, opts)
-    }
-}
-
 impl DataSource for QueryScope<'_> {
     fn describe(&self) -> String {
         self.source.describe()
@@ -920,19 +885,12 @@ impl DataSource for QueryScope<'_> {
         qtype: RType,
         opts: LookupOptions,
     ) -> Result<Lookup, DataSourceError> {
-        let mut found = self.find_all(zone, &[(qname.clone(), qtype)], opts)?;
-        found
-            .pop()
-            .ok_or_else(|| storage(&self.source.path, "lookup returned nothing"))
-    }
-
-    fn lookup_many(
-        &self,
-        zone: &ZoneRef,
-        queries: &[(Name, RType)],
-        opts: LookupOptions,
-    ) -> Result<Vec<Lookup>, DataSourceError> {
-        self.find_all(zone, queries, opts)
+        let state = self
+            .state
+            .lock()
+            .map_err(|_| storage(&self.source.path, "query scope lock poisoned"))?;
+        self.source
+            .find(&state.conn, &state.memo, zone, qname, qtype, opts)
     }
 
     fn zones(&self) -> Result<Vec<ZoneRef>, DataSourceError> {

@@ -608,15 +608,6 @@ impl DataSource for ZoneFilter {
         self.inner.lookup(zone, qname, qtype, opts)
     }
 
-    fn lookup_many(
-        &self,
-        zone: &ZoneRef,
-        queries: &[(Name, RType)],
-        opts: LookupOptions,
-    ) -> Result<Vec<Lookup>, DataSourceError> {
-        self.inner.lookup_many(zone, queries, opts)
-    }
-
     fn zones(&self) -> Result<Vec<ZoneRef>, DataSourceError> {
         Ok(self
             .inner
