@@ -111,14 +111,16 @@ impl SqliteSource {
         conn: &Connection,
         f: impl FnOnce() -> Result<T, DataSourceError>,
     ) -> Result<T, DataSourceError> {
-        conn.execute_batch("BEGIN")
-            .map_err(|e| storage(&self.path, e))?;
+        self.begin_read(conn)?;
         let result = f();
-        // Nothing was written: ending the transaction only releases the snapshot.
-        if conn.execute_batch("COMMIT").is_err() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
+        end_read(conn);
         result
+    }
+
+    /// Starts the read transaction of [`Self::read_txn`].
+    fn begin_read(&self, conn: &Connection) -> Result<(), DataSourceError> {
+        conn.execute_batch("BEGIN")
+            .map_err(|e| storage(&self.path, e))
     }
 
     /// Runs `f` with a pooled connection.
@@ -149,6 +151,14 @@ impl SqliteSource {
             memo,
         };
         finder::find(&view, &zone.origin, qname, qtype, opts)
+    }
+}
+
+/// Ends a read transaction, if one is open. Nothing was written: ending it only
+/// releases the snapshot, so a failed COMMIT is rolled back and forgotten.
+fn end_read(conn: &Connection) {
+    if !conn.is_autocommit() && conn.execute_batch("COMMIT").is_err() {
+        let _ = conn.execute_batch("ROLLBACK");
     }
 }
 
@@ -741,16 +751,10 @@ impl DataSource for SqliteSource {
             .state
             .lock()
             .map_err(|_| storage(&self.path, "query scope lock poisoned"))
-            .and_then(|st| {
-                st.conn
-                    .execute_batch("BEGIN")
-                    .map_err(|e| storage(&self.path, e))
-            });
+            .and_then(|st| self.begin_read(&st.conn));
         let result = begun.and_then(|()| f(&scope));
         if let Ok(state) = scope.state.into_inner() {
-            if !state.conn.is_autocommit() && state.conn.execute_batch("COMMIT").is_err() {
-                let _ = state.conn.execute_batch("ROLLBACK");
-            }
+            end_read(&state.conn);
             self.return_conn(state.conn);
         }
         Some(result)
