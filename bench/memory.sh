@@ -33,36 +33,13 @@ if [ ! -x "$AUTHD" ]; then
     (cd "$ROOT" && cargo build --release -p authd --bin authd)
 fi
 
-WORK=$(mktemp -d /tmp/authd-bench.XXXXXX)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+bench_workdir authd-bench
 cp "$ZONE_IN" "$WORK/zone"
 ZONE=$WORK/zone
 
-free_port() {
-    python3 -c 'import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0))
-t = socket.socket(); t.bind(("127.0.0.1", s.getsockname()[1]))
-print(s.getsockname()[1])'
-}
-
 now() { date +%s.%N; }
-
-# The PID and every descendant of it.
-tree() {
-    local pid=$1
-    echo "$pid"
-    for child in $(pgrep -P "$pid" 2>/dev/null || true); do
-        tree "$child"
-    done
-}
 
 # Sum of a /proc/PID/$3 field (kB; default file status) over the process tree of $1.
 sum_status() {

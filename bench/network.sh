@@ -132,37 +132,14 @@ else
     LOADZONE=$TARGET/release/loadzone
 fi
 
-WORK=$(mktemp -d /tmp/authd-network.XXXXXX)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+bench_workdir authd-network
 trap 'exit 130' INT TERM
 RESULTS=$WORK/results.tsv
 : >"$RESULTS"
 HZ=$(getconf CLK_TCK)
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-
-free_port() {
-    python3 -c 'import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0))
-t = socket.socket(); t.bind(("127.0.0.1", s.getsockname()[1]))
-print(s.getsockname()[1])'
-}
-
-# The PID and every descendant of it.
-tree() {
-    local pid=$1 child
-    echo "$pid"
-    for child in $(pgrep -P "$pid" 2>/dev/null || true); do
-        tree "$child"
-    done
-}
 
 # "utime stime" in ticks over the process tree of $1 (each /proc/PID/stat
 # covers all threads of that process). The line is cut after the last ')', so

@@ -1,0 +1,36 @@
+# Shared by the bench scripts: sourced, not run.
+#
+# bench_workdir PREFIX: makes a temporary folder in $WORK and, on exit, stops
+# every PID in $PIDS (by PID) and removes the folder.
+
+bench_workdir() {
+    WORK=$(mktemp -d "/tmp/$1.XXXXXX")
+    PIDS=()
+    trap bench_cleanup EXIT
+}
+
+bench_cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$WORK"
+}
+
+# A loopback port free for both UDP and TCP.
+free_port() {
+    python3 -c 'import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0))
+t = socket.socket(); t.bind(("127.0.0.1", s.getsockname()[1]))
+print(s.getsockname()[1])'
+}
+
+# The PID and every descendant of it.
+tree() {
+    local pid=$1 child
+    echo "$pid"
+    for child in $(pgrep -P "$pid" 2>/dev/null || true); do
+        tree "$child"
+    done
+}
