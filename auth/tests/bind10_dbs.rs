@@ -1245,3 +1245,93 @@ fn memory_nsec3_owner_names_are_not_zone_names() {
     opened.assert_unmodified();
     opened2.assert_unmodified();
 }
+
+/// The zone is the longest suffix of qname in the `zones` table however many
+/// labels qname has (the sqlite3 backend asks for eight suffixes per
+/// statement; these names need one and two statements).
+#[test]
+fn zone_found_for_names_of_any_length() {
+    let sqlite = Arc::new(SqliteSource::open(&db_path("datasrc/test.sqlite3")).expect("opens"));
+    let p = processor(sqlite);
+    let sql1 = "sql1.example.com. 3600 SOA master.example.com. admin.example.com. 678 3600 1800 2419200 7200";
+    let example =
+        "example.com. 3600 SOA master.example.com. admin.example.com. 1234 3600 1800 2419200 7200";
+    for (qname, soa) in [
+        ("nx.sql1.example.com.", sql1),
+        ("a.b.c.d.e.sql1.example.com.", sql1),
+        ("a.b.c.d.e.f.sql1.example.com.", sql1),
+        ("a.b.c.d.e.f.g.h.i.j.k.l.m.sql1.example.com.", sql1),
+        ("a.b.c.d.e.f.g.h.i.j.k.l.m.nx1.example.com.", example),
+        ("a.b.c.d.e.f.g.h.example.com.", example),
+    ] {
+        assert_negative(&q(&p, qname, RType::A), ResponseCode::NXDomain, soa, qname);
+    }
+    assert_answer(
+        &q(&p, "www.SQL1.example.com.", RType::A),
+        &["www.SQL1.example.com. 3600 A 192.0.2.100"],
+        "mixed case",
+    );
+    let r = q(&p, "a.b.c.d.e.f.g.h.i.example.net.", RType::A);
+    assert_eq!(r.rcode, ResponseCode::Refused, "no zone");
+    assert!(!r.aa && r.authority.is_empty(), "no zone");
+}
+
+/// A batch of queries (one `recvmmsg` batch of a UDP worker) is answered from
+/// one read transaction: a writer cannot commit in the middle of it (the DB
+/// is in rollback-journal mode, as BIND 10 made it), and once the batch ends
+/// the lock is gone and the next query sees the change.
+#[test]
+fn batch_reads_one_snapshot_and_releases_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("batch.sqlite3");
+    std::fs::copy(db_path("datasrc/test.sqlite3"), &path).expect("copy");
+    let sqlite = Arc::new(SqliteSource::open(&path).expect("opens"));
+    let p = processor(sqlite);
+    let writer = rusqlite::Connection::open(&path).expect("open");
+    writer
+        .busy_timeout(std::time::Duration::ZERO)
+        .expect("busy timeout");
+    let mode: String = writer
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .expect("journal mode");
+    assert_eq!(mode, "delete");
+    let update =
+        "UPDATE records SET rdata='192.0.2.99' WHERE name='www.example.com.' AND rdtype='A'";
+    let www = |p: &QueryProcessor| q(p, "www.example.com.", RType::A);
+
+    let batch = p.sources().batch();
+    assert_answer(&www(&p), &["www.example.com. 3600 A 192.0.2.1"], "first");
+    let e = writer
+        .execute(update, [])
+        .expect_err("the batch holds its snapshot");
+    assert_eq!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy),
+        "{e}"
+    );
+    assert_answer(
+        &www(&p),
+        &["www.example.com. 3600 A 192.0.2.1"],
+        "same batch",
+    );
+    drop(batch);
+
+    assert_eq!(
+        writer.execute(update, []).expect("no lock after the batch"),
+        1
+    );
+    assert_answer(&www(&p), &["www.example.com. 3600 A 192.0.2.99"], "after");
+    // Batches nest; the outer one keeps the transaction.
+    let outer = p.sources().batch();
+    drop(p.sources().batch());
+    assert_answer(&www(&p), &["www.example.com. 3600 A 192.0.2.99"], "nested");
+    let e = writer
+        .execute(update, [])
+        .expect_err("outer batch still open");
+    assert_eq!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy)
+    );
+    drop(outer);
+    assert_eq!(writer.execute(update, []).expect("released"), 1);
+}

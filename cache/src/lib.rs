@@ -629,6 +629,14 @@ impl NodeStore for View<'_> {
 }
 
 impl DataSource for HotSpotCache {
+    fn begin_batch(&self) {
+        self.inner.begin_batch();
+    }
+
+    fn end_batch(&self) {
+        self.inner.end_batch();
+    }
+
     fn describe(&self) -> String {
         format!("cache({:?}) over {}", self.slots, self.inner.describe())
     }

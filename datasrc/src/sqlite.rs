@@ -23,6 +23,21 @@ use crate::name::Name;
 use crate::rr::{Class, RRset, RType, Rdata};
 use crate::source::{DataSource, DataSourceError, Lookup, LookupOptions, ZoneRef};
 
+/// Suffixes of qname asked for per zone-table statement in `find_zone`.
+const ZONE_CANDIDATES: usize = 8;
+/// The zone-table statement: ZONE_CANDIDATES equality searches, longest name
+/// first, stopping at the first zone found. (An `IN` list or `ORDER BY` would
+/// make SQLite build an ephemeral table per execution, which cost more than
+/// the statements saved.)
+const FIND_ZONE_SQL: &str = "\
+    SELECT id, name FROM zones WHERE name=?1 AND rdclass='IN' UNION ALL \
+    SELECT id, name FROM zones WHERE name=?2 AND rdclass='IN' UNION ALL \
+    SELECT id, name FROM zones WHERE name=?3 AND rdclass='IN' UNION ALL \
+    SELECT id, name FROM zones WHERE name=?4 AND rdclass='IN' UNION ALL \
+    SELECT id, name FROM zones WHERE name=?5 AND rdclass='IN' UNION ALL \
+    SELECT id, name FROM zones WHERE name=?6 AND rdclass='IN' UNION ALL \
+    SELECT id, name FROM zones WHERE name=?7 AND rdclass='IN' UNION ALL \
+    SELECT id, name FROM zones WHERE name=?8 AND rdclass='IN' LIMIT 1";
 /// How long a reader waits on a writer's lock before failing (rollback-journal DBs).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often [`DataSource::generation`] polls `PRAGMA data_version`.
@@ -35,8 +50,22 @@ pub struct SqliteSource {
     /// opened it, so SQLite's page cache memory is allocated and freed by one
     /// thread (sharing them made UDP workers contend on malloc's arena locks).
     pool: ThreadLocal<RefCell<Vec<Connection>>>,
+    /// Each thread's batch of queries ([`DataSource::begin_batch`]).
+    batch: ThreadLocal<RefCell<Batch>>,
     watch: Mutex<Watch>,
     generation: AtomicU64,
+}
+
+/// A batch of queries answered back to back by one thread (a UDP worker's
+/// `recvmmsg` batch): they share one read transaction, begun by the first
+/// read and ended by the end of the batch.
+#[derive(Default)]
+struct Batch {
+    /// Nesting depth of `begin_batch` calls.
+    depth: u32,
+    /// The connection inside the batch's read transaction, when one is open
+    /// and not lent out.
+    conn: Option<Connection>,
 }
 
 struct Watch {
@@ -63,6 +92,7 @@ impl SqliteSource {
         Ok(SqliteSource {
             path: path.to_path_buf(),
             pool,
+            batch: ThreadLocal::new(),
             watch: Mutex::new(Watch {
                 conn: watch_conn,
                 data_version,
@@ -103,27 +133,67 @@ impl SqliteSource {
         }
     }
 
-    /// Runs `f` inside one read transaction on `conn`: one snapshot, and the
+    /// A pooled connection inside a read transaction: one snapshot, and the
     /// file locking and change checks SQLite does per transaction (several
-    /// system calls) once instead of once per statement.
-    fn read_txn<T>(
+    /// system calls) once instead of once per statement. Inside a batch
+    /// ([`DataSource::begin_batch`]) it is the batch's connection, whose
+    /// transaction stays open until the batch ends.
+    fn lease(&self) -> Result<Connection, DataSourceError> {
+        if let Some(batch) = self.batch.get() {
+            let mut batch = batch.borrow_mut();
+            if batch.depth > 0
+                && let Some(conn) = batch.conn.take()
+            {
+                return Ok(conn);
+            }
+        }
+        let conn = self.take_conn()?;
+        if let Err(e) = self.begin_read(&conn) {
+            self.return_conn(conn);
+            return Err(e);
+        }
+        Ok(conn)
+    }
+
+    /// Gives back a connection from [`Self::lease`]: kept, transaction open,
+    /// for the rest of this thread's batch; otherwise (or after a failure,
+    /// which may have left the transaction in any state) its transaction ends.
+    fn release(&self, conn: Connection, ok: bool) {
+        if ok
+            && !conn.is_autocommit()
+            && let Some(batch) = self.batch.get()
+        {
+            let mut batch = batch.borrow_mut();
+            if batch.depth > 0 && batch.conn.is_none() {
+                batch.conn = Some(conn);
+                return;
+            }
+        }
+        end_read(&conn);
+        self.return_conn(conn);
+    }
+
+    /// Runs `f` over a connection from [`Self::lease`].
+    fn with_read<T>(
         &self,
-        conn: &Connection,
-        f: impl FnOnce() -> Result<T, DataSourceError>,
+        f: impl FnOnce(&Connection) -> Result<T, DataSourceError>,
     ) -> Result<T, DataSourceError> {
-        self.begin_read(conn)?;
-        let result = f();
-        end_read(conn);
+        let conn = self.lease()?;
+        let result = f(&conn);
+        self.release(conn, result.is_ok());
         result
     }
 
-    /// Starts the read transaction of [`Self::read_txn`].
+    /// Starts a read transaction on `conn` (prepared once per connection:
+    /// parsing `BEGIN` anew cost more than running it).
     fn begin_read(&self, conn: &Connection) -> Result<(), DataSourceError> {
-        conn.execute_batch("BEGIN")
+        conn.prepare_cached("BEGIN")
+            .and_then(|mut stmt| stmt.execute([]))
+            .map(drop)
             .map_err(|e| storage(&self.path, e))
     }
 
-    /// Runs `f` with a pooled connection.
+    /// Runs `f` with a pooled connection, outside any transaction.
     fn with_conn<T>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, DataSourceError>,
@@ -157,7 +227,12 @@ impl SqliteSource {
 /// Ends a read transaction, if one is open. Nothing was written: ending it only
 /// releases the snapshot, so a failed COMMIT is rolled back and forgotten.
 fn end_read(conn: &Connection) {
-    if !conn.is_autocommit() && conn.execute_batch("COMMIT").is_err() {
+    if !conn.is_autocommit()
+        && conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut stmt| stmt.execute([]))
+            .is_err()
+    {
         let _ = conn.execute_batch("ROLLBACK");
     }
 }
@@ -691,33 +766,49 @@ impl DataSource for SqliteSource {
     }
 
     fn find_zone(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError> {
-        self.with_conn(|conn| {
-            self.read_txn(conn, || {
-                let mut stmt = conn
-                    .prepare_cached(
-                        "SELECT id, name FROM zones WHERE name=?1 AND rdclass='IN' LIMIT 1",
-                    )
-                    .map_err(|e| storage(&self.path, e))?;
-                let labels = qname.label_count();
-                for strip in 0..=labels {
-                    let Some(candidate) = qname.strip_left(strip) else {
-                        break;
-                    };
-                    let mut rows = stmt
-                        .query([candidate.to_string()])
-                        .map_err(|e| storage(&self.path, e))?;
-                    if let Some(row) = rows.next().map_err(|e| storage(&self.path, e))? {
-                        let id = row.get_ref(0).ok().and_then(int).ok_or_else(|| {
-                            storage(&self.path, format!("zone {candidate} has a bad id"))
-                        })?;
-                        return Ok(Some(ZoneRef {
-                            origin: candidate,
-                            id,
-                        }));
+        // BIND 10 asked for each suffix of qname in turn, one statement per label;
+        // here one statement asks for up to ZONE_CANDIDATES suffixes at once,
+        // longest first; the first found is the longest match (RFC 1034 §4.3.2 step 2).
+        self.with_read(|conn| {
+            let mut stmt = conn
+                .prepare_cached(FIND_ZONE_SQL)
+                .map_err(|e| storage(&self.path, e))?;
+            let labels = qname.label_count();
+            let mut strip = 0;
+            while strip <= labels {
+                let mut names: [Option<Name>; ZONE_CANDIDATES] = Default::default();
+                let mut candidates: [String; ZONE_CANDIDATES] = Default::default();
+                for (i, (name, text)) in names.iter_mut().zip(&mut candidates).enumerate() {
+                    // Past the root, repeat it: the statement takes a fixed count.
+                    *name = qname.strip_left((strip + i).min(labels));
+                    if let Some(n) = name {
+                        *text = n.to_string();
                     }
                 }
-                Ok(None)
-            })
+                strip += ZONE_CANDIDATES;
+                let mut rows = stmt
+                    .query(rusqlite::params_from_iter(candidates.iter()))
+                    .map_err(|e| storage(&self.path, e))?;
+                let Some(row) = rows.next().map_err(|e| storage(&self.path, e))? else {
+                    continue;
+                };
+                let name = row.get_ref(1).ok().and_then(text).unwrap_or_default();
+                let id = row
+                    .get_ref(0)
+                    .ok()
+                    .and_then(int)
+                    .ok_or_else(|| storage(&self.path, format!("zone {name} has a bad id")))?;
+                // The stored spelling may differ in case; the origin is the
+                // suffix of qname it matched (as BIND 10, which echoed qname).
+                let origin = candidates
+                    .iter()
+                    .zip(names)
+                    .find(|(c, _)| c.eq_ignore_ascii_case(&name))
+                    .and_then(|(_, n)| n)
+                    .ok_or_else(|| storage(&self.path, format!("zone {name:?} matched no name")))?;
+                return Ok(Some(ZoneRef { origin, id }));
+            }
+            Ok(None)
         })
     }
 
@@ -728,14 +819,15 @@ impl DataSource for SqliteSource {
         qtype: RType,
         opts: LookupOptions,
     ) -> Result<Lookup, DataSourceError> {
-        self.with_conn(|conn| self.find(conn, &Memo::default(), zone, qname, qtype, opts))
+        self.with_read(|conn| self.find(conn, &Memo::default(), zone, qname, qtype, opts))
     }
 
     fn with_query_scope(
         &self,
         f: &mut dyn FnMut(&dyn DataSource) -> Result<(), DataSourceError>,
     ) -> Option<Result<(), DataSourceError>> {
-        let conn = match self.take_conn() {
+        // One read transaction for the whole query, or the whole batch (see `lease`).
+        let conn = match self.lease() {
             Ok(c) => c,
             Err(e) => return Some(Err(e)),
         };
@@ -746,18 +838,35 @@ impl DataSource for SqliteSource {
                 memo: Memo::default(),
             }),
         };
-        // One read transaction for the whole query (see `read_txn`).
-        let begun = scope
-            .state
-            .lock()
-            .map_err(|_| storage(&self.path, "query scope lock poisoned"))
-            .and_then(|st| self.begin_read(&st.conn));
-        let result = begun.and_then(|()| f(&scope));
+        let result = f(&scope);
+        // A poisoned lock (a panic inside `f` that was caught there) leaves the
+        // connection in an unknown state: it is dropped, not pooled.
         if let Ok(state) = scope.state.into_inner() {
-            end_read(&state.conn);
-            self.return_conn(state.conn);
+            self.release(state.conn, result.is_ok());
         }
         Some(result)
+    }
+
+    fn begin_batch(&self) {
+        self.batch.get_or_default().borrow_mut().depth += 1;
+    }
+
+    fn end_batch(&self) {
+        let Some(batch) = self.batch.get() else {
+            return;
+        };
+        let conn = {
+            let mut batch = batch.borrow_mut();
+            batch.depth = batch.depth.saturating_sub(1);
+            if batch.depth > 0 {
+                return;
+            }
+            batch.conn.take()
+        };
+        if let Some(conn) = conn {
+            end_read(&conn);
+            self.return_conn(conn);
+        }
     }
 
     fn zones(&self) -> Result<Vec<ZoneRef>, DataSourceError> {
@@ -830,7 +939,7 @@ impl DataSource for SqliteSource {
         zone: &ZoneRef,
         f: &mut dyn FnMut(&dyn NodeStore) -> Result<Lookup, DataSourceError>,
     ) -> Option<Result<Lookup, DataSourceError>> {
-        Some(self.with_conn(|conn| {
+        Some(self.with_read(|conn| {
             f(&ZoneView {
                 conn,
                 zone,

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use authd::query::{ChaosOptions, QueryProcessor, Transport};
+use authd::server::UDP_BATCH;
 use authd_cache::{HotSpotCache, Slots};
 use authd_datasrc::memory::{MemorySource, MemoryZone};
 use authd_datasrc::sqlite::SqliteSource;
@@ -228,8 +229,12 @@ fn run() -> Result<()> {
         let mut out = Vec::with_capacity(4096);
         let start = Instant::now();
         for _ in 0..args.iterations {
-            for wire in &queries {
-                p.process(wire, Transport::Udp, &mut out);
+            // In batches, as a UDP worker answers each `recvmmsg` batch.
+            for batch in queries.chunks(UDP_BATCH) {
+                let _batch = p.sources().batch();
+                for wire in batch {
+                    p.process(wire, Transport::Udp, &mut out);
+                }
             }
         }
         let seconds = start.elapsed().as_secs_f64();

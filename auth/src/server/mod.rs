@@ -33,6 +33,8 @@ pub mod reload;
 mod tcp;
 mod udp;
 
+pub use udp::BATCH as UDP_BATCH;
+
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;

@@ -577,6 +577,14 @@ impl ZoneFilter {
 }
 
 impl DataSource for ZoneFilter {
+    fn begin_batch(&self) {
+        self.inner.begin_batch();
+    }
+
+    fn end_batch(&self) {
+        self.inner.end_batch();
+    }
+
     fn describe(&self) -> String {
         self.inner.describe()
     }
@@ -626,5 +634,13 @@ impl DataSource for ZoneFilter {
 
     fn generation(&self) -> u64 {
         self.inner.generation()
+    }
+
+    fn with_query_scope(
+        &self,
+        f: &mut dyn FnMut(&dyn DataSource) -> Result<(), DataSourceError>,
+    ) -> Option<Result<(), DataSourceError>> {
+        // The scope only looks up in zones this filter's find_zone let through.
+        self.inner.with_query_scope(f)
     }
 }

@@ -102,8 +102,7 @@ impl Drop for UdpWorker {
 /// batch fills and the per-call kernel cost is shared; at low rates
 /// `MSG_WAITFORONE` returns with whatever one wake-up found, so no query waits
 /// for others. A reply waits at most for the rest of its batch to be answered.
-#[cfg(target_os = "linux")]
-const BATCH: usize = 32;
+pub const BATCH: usize = 32;
 
 /// The receive loop of one worker, until `stop` is set: up to [`BATCH`]
 /// queries per `recvmmsg`, their replies sent with one `sendmmsg`. Receive and
@@ -162,6 +161,9 @@ fn serve(sock: &UdpSocket, local: SocketAddr, processor: &ProcessorHandle, stop:
         };
         // One processor per batch (a reload may swap it in between batches).
         let processor = processor.load();
+        // One batch for the data sources too: sqlite3 answers it from one read
+        // transaction, ended before the replies go out.
+        let batch = processor.sources().batch();
         let mut replies = 0;
         for (i, &(len, addr)) in received.iter().take(n).enumerate() {
             let start = i * MAX_UDP_MESSAGE;
@@ -179,6 +181,7 @@ fn serve(sock: &UdpSocket, local: SocketAddr, processor: &ProcessorHandle, stop:
                 replies += 1;
             }
         }
+        drop(batch);
         send_batch(
             fd,
             &mut send_headers,
