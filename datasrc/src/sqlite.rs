@@ -330,6 +330,11 @@ impl<'a> RowsBuilder<'a> {
         } else {
             None
         };
+        if self.rows.is_empty() {
+            // Room for a typical node at once instead of growing by doubling.
+            self.rows.reserve(16);
+            self.text.reserve(512);
+        }
         let start = self.text.len();
         self.text.push_str(rdata);
         self.rows.push(Row {
