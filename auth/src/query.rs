@@ -327,7 +327,7 @@ impl QueryProcessor {
                     owner,
                     ttl: None,
                 });
-                self.additional_for(source, zone, &rrset, opts, ans, false)?;
+                self.additional_for(source, zone, &rrset, opts, ans, false);
             }
             Outcome::AnyAnswer(sets) => {
                 for rrset in sets {
@@ -340,7 +340,7 @@ impl QueryProcessor {
                 }
                 let sets: Vec<Arc<RRset>> = ans.answer.iter().map(|p| p.rrset.clone()).collect();
                 for rrset in sets {
-                    self.additional_for(source, zone, &rrset, opts, ans, true)?;
+                    self.additional_for(source, zone, &rrset, opts, ans, true);
                 }
             }
             Outcome::Cname(cname) => {
@@ -386,7 +386,7 @@ impl QueryProcessor {
                     owner,
                     ttl: None,
                 });
-                self.glue_for(source, zone, &ns, opts, ans)?;
+                self.glue_for(source, zone, &ns, opts, ans);
             }
             Outcome::NxDomain => {
                 ans.rcode = rcode::NXDOMAIN;
@@ -458,6 +458,7 @@ impl QueryProcessor {
     /// Additional-section addresses for NS, MX and SRV targets inside the zone
     /// (RFC 1034 §3.7, RFC 2782); only names that exist as plain answers.
     /// `any`: a qtype ANY answer, which may hold address RRsets itself.
+    /// Additional data is optional: a target whose lookup fails is left out.
     fn additional_for(
         &self,
         source: &dyn DataSource,
@@ -466,18 +467,18 @@ impl QueryProcessor {
         opts: LookupOptions,
         ans: &mut Answer,
         any: bool,
-    ) -> Result<(), DataSourceError> {
+    ) {
         if !matches!(rrset.rtype, RType::NS | RType::MX | RType::SRV) {
-            return Ok(());
+            return;
         }
-        if let Some(ready) = source.additional_addresses(zone, rrset)? {
+        if let Some(ready) = prepared_additional(source, zone, rrset) {
             if any {
                 ans.place_deferred();
                 place_additional(ans, &ready, None, true);
             } else {
                 ans.defer_additional(ready, None);
             }
-            return Ok(());
+            return;
         }
         let glue_ok = rrset.rtype == RType::NS;
         for rdata in &rrset.rdatas {
@@ -488,13 +489,13 @@ impl QueryProcessor {
                 continue;
             }
             let opts = LookupOptions { glue_ok, ..opts };
-            self.addresses(source, zone, &target, opts, ans, false)?;
+            self.addresses(source, zone, &target, opts, ans, false);
         }
-        Ok(())
     }
 
     /// Glue for a referral: addresses of the NS hosts inside the zone, found below
-    /// the cut; those under the cut itself are in-domain glue (RFC 9471).
+    /// the cut; those under the cut itself are in-domain glue (RFC 9471). A host
+    /// whose lookup fails is left out: the other hosts' glue still serves.
     fn glue_for(
         &self,
         source: &dyn DataSource,
@@ -502,10 +503,10 @@ impl QueryProcessor {
         ns: &Arc<RRset>,
         opts: LookupOptions,
         ans: &mut Answer,
-    ) -> Result<(), DataSourceError> {
-        if let Some(ready) = source.additional_addresses(zone, ns)? {
+    ) {
+        if let Some(ready) = prepared_additional(source, zone, ns) {
             ans.defer_additional(ready, Some(&ns.owner));
-            return Ok(());
+            return;
         }
         for rdata in &ns.rdatas {
             let Some(target) = rdata.additional_target(RType::NS) else {
@@ -519,13 +520,13 @@ impl QueryProcessor {
                 glue_ok: true,
                 ..opts
             };
-            self.addresses(source, zone, &target, opts, ans, in_domain)?;
+            self.addresses(source, zone, &target, opts, ans, in_domain);
         }
-        Ok(())
     }
 
     /// The A and AAAA RRsets of `target` into the additional section, unless
-    /// placed already; `required` marks glue that must fit (RFC 9471).
+    /// placed already; `required` marks glue that must fit (RFC 9471). A failed
+    /// lookup (storage error) is logged and its RRset omitted, not the reply.
     fn addresses(
         &self,
         source: &dyn DataSource,
@@ -534,14 +535,23 @@ impl QueryProcessor {
         opts: LookupOptions,
         ans: &mut Answer,
         required: bool,
-    ) -> Result<(), DataSourceError> {
+    ) {
         // What is placed here must come after, and not repeat, what was deferred.
         ans.place_deferred();
         for rtype in [RType::A, RType::AAAA] {
             if ans.contains(target, rtype) {
                 continue;
             }
-            let found = source.lookup(zone, target, rtype, opts)?;
+            let found = match source.lookup(zone, target, rtype, opts) {
+                Ok(found) => found,
+                Err(e) => {
+                    tracing::warn!(
+                        "zone {}: additional {target} {rtype} omitted: {e}",
+                        zone.origin
+                    );
+                    continue;
+                }
+            };
             if let Outcome::Answer(rrset) = found.outcome {
                 let owner = (found.wildcard).then(|| target.clone());
                 ans.additional.push(Placed {
@@ -554,7 +564,6 @@ impl QueryProcessor {
                 }
             }
         }
-        Ok(())
     }
 
     /// qtype RRSIG: every RRSIG at qname as the answer (RFC 4035 §3.1.5 leaves the
@@ -631,6 +640,27 @@ impl QueryProcessor {
         }
         ans
     }
+}
+
+/// The additional-section RRsets `source` has ready for `rrset`, if any. A
+/// storage error is taken as "not prepared": the caller then looks each target
+/// up, so only the failing ones are left out (and warned about, by name).
+fn prepared_additional(
+    source: &dyn DataSource,
+    zone: &ZoneRef,
+    rrset: &Arc<RRset>,
+) -> Option<Arc<[Arc<RRset>]>> {
+    source
+        .additional_addresses(zone, rrset)
+        .unwrap_or_else(|e| {
+            tracing::debug!(
+                "zone {}: additional addresses for {} {}: {e}; looking up each target",
+                zone.origin,
+                rrset.owner,
+                rrset.rtype
+            );
+            None
+        })
 }
 
 /// Adds prepared additional-section RRsets not placed yet; with `cut`, those at

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use authd::query::{ChaosOptions, QueryProcessor, Transport};
+use authd_cache::{HotSpotCache, Slots};
 use authd_datasrc::memory::MemorySource;
 use authd_datasrc::sqlite::SqliteSource;
 use authd_datasrc::{DataSource, DataSourceError, Name, RRset, RType, Rdata, SourceList, ZoneRef};
@@ -1062,6 +1063,81 @@ fn unparsable_rdata_row_is_servfail_for_its_type_only() {
         .load_from_source(sqlite.as_ref())
         .expect_err("bad zone");
     assert_eq!(bad_data_name(e), "www.example.com.");
+}
+
+/// Additional-section data is optional: an unparsable address row of an MX
+/// target or of an NS host leaves that address RRset out of the replies that
+/// would carry it as additional data, logged, and fails only the lookups that
+/// ask for it directly. Also through the hot-spot cache, whose prepared
+/// address list for the MX set fails as a whole.
+#[test]
+fn unparsable_additional_address_row_is_omitted_not_servfail() {
+    // `mail.example.com. 3600 A 192.0.2.10` (target of `example.com. MX 10`)
+    // and the glue `ns1.subzone.example.com. 3600 A 192.0.2.1` stop parsing;
+    // `example.com. MX 20` points to `mix.example.com.` (two A, two AAAA).
+    let (_dir, path) = broken_copy(
+        "datasrc/test.sqlite3",
+        "UPDATE records SET rdata='192.0.2.300' WHERE name='mail.example.com.' AND rdtype='A'",
+    );
+    let conn = rusqlite::Connection::open(&path).expect("open copy");
+    for sql in [
+        "UPDATE records SET rdata='192.0.2.300' WHERE name='ns1.subzone.example.com.' AND rdtype='A'",
+        "UPDATE records SET rdata='20 mix.example.com.' WHERE rdata='20 mail.subzone.example.com.'",
+    ] {
+        assert_eq!(conn.execute(sql, []).expect("update"), 1, "{sql}");
+    }
+    drop(conn);
+    let sqlite: Arc<dyn DataSource> = Arc::new(SqliteSource::open(&path).expect("opens"));
+    let cached: Arc<dyn DataSource> =
+        Arc::new(HotSpotCache::new(sqlite.clone(), Slots::from_count(64)));
+    for (backend, source) in [("sqlite3", sqlite), ("cache", cached)] {
+        let p = processor(source);
+        for round in ["cold", "warm"] {
+            let what = format!("{backend} {round}");
+            let r = q(&p, "example.com.", RType::MX);
+            assert_eq!(r.rcode, ResponseCode::NoError, "{what}");
+            assert!(r.aa && !r.tc, "{what}");
+            assert_eq!(
+                sorted(r.answer.clone()),
+                [
+                    "example.com. 3600 MX 10 mail.example.com.",
+                    "example.com. 3600 MX 20 mix.example.com.",
+                ],
+                "{what}"
+            );
+            assert_eq!(
+                sorted(r.additional.clone()),
+                [
+                    "mix.example.com. 3600 A 192.0.2.1",
+                    "mix.example.com. 3600 A 192.0.2.2",
+                    "mix.example.com. 3600 AAAA 2001:db8::1",
+                    "mix.example.com. 3600 AAAA 2001:db8::2",
+                ],
+                "{what}"
+            );
+            // The referral keeps both NS and the glue that parses.
+            let r = q(&p, "www.subzone.example.com.", RType::A);
+            assert_eq!(r.rcode, ResponseCode::NoError, "{what}");
+            assert!(!r.aa && r.answer.is_empty(), "{what}");
+            assert_eq!(
+                sorted(r.authority.clone()),
+                [
+                    "subzone.example.com. 3600 NS ns1.subzone.example.com.",
+                    "subzone.example.com. 3600 NS ns2.subzone.example.com.",
+                ],
+                "{what}"
+            );
+            assert_eq!(
+                r.additional,
+                ["ns2.subzone.example.com. 3600 A 192.0.2.2"],
+                "{what}"
+            );
+            // Asked for directly, the bad RRset is still SERVFAIL.
+            let r = q(&p, "mail.example.com.", RType::A);
+            assert_eq!(r.rcode, ResponseCode::ServFail, "{what}");
+            assert!(r.answer.is_empty() && r.additional.is_empty(), "{what}");
+        }
+    }
 }
 
 /// An RRSIG row that does not parse fails only the lookups that want the

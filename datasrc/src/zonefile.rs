@@ -243,6 +243,28 @@ fn parse_into(
                     .unwrap_or(0);
                 let msg = parts.next().map_or(text.as_str(), str::trim);
                 let line = error_line(starts.get(next..).unwrap_or(&[]), l, c);
+                if let Some((owner, ttl)) = oversized_ttl(data, line) {
+                    let what = match owner {
+                        Some(o) if o.eq_ignore_ascii_case("$TTL") => "$TTL ".to_string(),
+                        Some(o) => {
+                            let current = zf.origin().ok().and_then(|o| name_from_domain(&o).ok());
+                            match Name::parse(&o, Some(current.as_ref().unwrap_or(origin))) {
+                                Ok(name) => format!("{name}: TTL "),
+                                Err(_) => format!("{o}: TTL "),
+                            }
+                        }
+                        // A blank owner repeats the last one of this file.
+                        None => out
+                            .iter()
+                            .rev()
+                            .find(|r| *r.file == file)
+                            .map_or("TTL ".into(), |r| format!("{}: TTL ", r.record.owner)),
+                    };
+                    return Err(err(
+                        line,
+                        format!("{what}{ttl} is over {MAX_TTL} (RFC 2181 §8)"),
+                    ));
+                }
                 return Err(err(line, format!("syntax error: {msg}")));
             }
         };
@@ -319,6 +341,42 @@ fn parse_into(
         }
     }
     Ok(())
+}
+
+/// A TTL too large for the 32-bit field at all, in the entry starting at `line`
+/// of `data`: the scanner takes it for a type ("expected rtype") or, after
+/// `$TTL`, reports an overflow, neither of which names the real problem.
+/// Returns the owner as written (`None` when blank; `$TTL` for the directive)
+/// and the TTL as written.
+fn oversized_ttl(data: &[u8], line: usize) -> Option<(Option<String>, String)> {
+    let text = String::from_utf8_lossy(data);
+    let mut lines = text.lines().skip(line.checked_sub(1)?);
+    let first = lines.next()?;
+    let blank_owner = first.starts_with([' ', '\t']);
+    let mut tokens = std::iter::once(first)
+        .chain(lines)
+        .flat_map(|l| {
+            l.split(';')
+                .next()
+                .unwrap_or("")
+                .split([' ', '\t', '(', ')'])
+        })
+        .filter(|t| !t.is_empty());
+    let owner = if blank_owner {
+        None
+    } else {
+        Some(tokens.next()?)
+    };
+    let candidates = match owner {
+        Some(o) if o.eq_ignore_ascii_case("$TTL") => 1,
+        Some(o) if o.starts_with('$') => return None,
+        // [<TTL>] [<class>] <type> or [<class>] [<TTL>] <type> (RFC 1035 §5.1).
+        _ => 2,
+    };
+    let ttl = tokens
+        .take(candidates)
+        .find(|t| t.bytes().all(|b| b.is_ascii_digit()) && t.parse::<u32>().is_err())?;
+    Some((owner.map(str::to_string), ttl.to_string()))
 }
 
 /// Parses one record's RDATA text (e.g. a BIND 10 `records.rdata` value).
@@ -539,6 +597,30 @@ mod tests {
             e.to_string(),
             "z:3: big.example.org. A: TTL 2147483648 is over 2147483647 (RFC 2181 §8)"
         );
+        // Too large for the TTL field at all (the scanner would say "expected
+        // rtype"): the same error, in either position, owner blank or not, and after $TTL.
+        for (text, message) in [
+            (
+                "@ 300 IN SOA ns hm 1 2 3 4 5\nfoo 4294967296 IN A 192.0.2.1\n",
+                "z:2: foo.example.org.: TTL 4294967296 is over 2147483647 (RFC 2181 §8)",
+            ),
+            (
+                "$ORIGIN sub.example.org.\nfoo IN 99999999999999999999 A 192.0.2.1\n",
+                "z:2: foo.sub.example.org.: TTL 99999999999999999999 is over 2147483647 (RFC 2181 §8)",
+            ),
+            (
+                "foo 300 A 192.0.2.1\n\n  4294967296 A 192.0.2.2\n",
+                "z:3: foo.example.org.: TTL 4294967296 is over 2147483647 (RFC 2181 §8)",
+            ),
+            (
+                "$TTL 4294967296\nfoo A 192.0.2.1\n",
+                "z:1: $TTL 4294967296 is over 2147483647 (RFC 2181 §8)",
+            ),
+            ("foo 1x A 192.0.2.1\n", "z:1: syntax error: expected rtype"),
+        ] {
+            let e = parse_master_text(text, Path::new("z"), &origin()).expect_err(text);
+            assert_eq!(e.to_string(), message, "{text}");
+        }
         let dir = std::env::temp_dir().join(format!("authd-empty-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let empty = dir.join("empty.zone");

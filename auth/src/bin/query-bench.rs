@@ -10,6 +10,7 @@
 //! against the zone cut, a direct rendering against the qname), equal once
 //! decoded.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -78,37 +79,64 @@ struct Row {
     hit_rate: f64,
 }
 
+/// Skipped lines named on stderr (with why); the rest are only counted.
+const SKIPPED_SHOWN: usize = 5;
+
 /// One query per line: `qname qtype`; returns the wire queries and the number of
-/// lines skipped as unparsable.
-fn read_queries(path: &PathBuf) -> Result<(Vec<Vec<u8>>, usize)> {
+/// lines skipped as unparsable. The first skipped lines are reported on stderr,
+/// so that a mistyped query file does not go unnoticed behind a mere count
+/// (to `notes`: stderr, or a buffer in tests).
+fn read_queries(path: &PathBuf, notes: &mut impl Write) -> Result<(Vec<Vec<u8>>, usize)> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut out = Vec::new();
     let mut skipped = 0;
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
+    for (i, line) in text.lines().enumerate() {
+        match query_line(line) {
+            Ok(Some(wire)) => out.push(wire),
+            Ok(None) => {}
+            Err(reason) => {
+                skipped += 1;
+                if skipped <= SKIPPED_SHOWN {
+                    writeln!(
+                        notes,
+                        "{}:{}: skipped: {reason} ({})",
+                        path.display(),
+                        i + 1,
+                        line.trim()
+                    )?;
+                }
+            }
         }
-        let mut fields = line.split_whitespace();
-        let (Some(qname), Some(qtype)) = (fields.next(), fields.next()) else {
-            skipped += 1;
-            continue;
-        };
-        let (Ok(name), Ok(rtype)) = (
-            Name::parse(qname, Some(&Name::root())),
-            qtype.parse::<RType>(),
-        ) else {
-            skipped += 1;
-            continue;
-        };
-        let mut wire = vec![0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
-        wire.extend_from_slice(name.as_wire());
-        wire.extend_from_slice(&rtype.0.to_be_bytes());
-        wire.extend_from_slice(&1u16.to_be_bytes());
-        out.push(wire);
+    }
+    if skipped > SKIPPED_SHOWN {
+        writeln!(
+            notes,
+            "... and {} more skipped lines",
+            skipped - SKIPPED_SHOWN
+        )?;
     }
     Ok((out, skipped))
+}
+
+/// The wire query for one query-file line; `None` for a blank or `#` comment
+/// line. Errors: why the line cannot be a query.
+fn query_line(line: &str) -> Result<Option<Vec<u8>>, String> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return Ok(None);
+    }
+    let mut fields = line.split_whitespace();
+    let (Some(qname), Some(qtype)) = (fields.next(), fields.next()) else {
+        return Err("expected `qname qtype`".into());
+    };
+    let name = Name::parse(qname, Some(&Name::root())).map_err(|e| format!("bad qname: {e}"))?;
+    let rtype = qtype.parse::<RType>().map_err(|e| e.to_string())?;
+    let mut wire = vec![0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+    wire.extend_from_slice(name.as_wire());
+    wire.extend_from_slice(&rtype.0.to_be_bytes());
+    wire.extend_from_slice(&1u16.to_be_bytes());
+    Ok(Some(wire))
 }
 
 fn open_source(args: &Args) -> Result<Arc<dyn DataSource>> {
@@ -150,7 +178,7 @@ fn run() -> Result<()> {
     if args.iterations == 0 {
         bail!("-n must be at least 1");
     }
-    let (queries, skipped) = read_queries(&args.queryfile)?;
+    let (queries, skipped) = read_queries(&args.queryfile, &mut std::io::stderr())?;
     if queries.is_empty() {
         bail!("no queries in {}", args.queryfile.display());
     }
@@ -315,5 +343,67 @@ fn same_message(a: &[u8], b: &[u8]) -> bool {
     match (Message::from_vec(a), Message::from_vec(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_line_parses_or_says_why() {
+        assert_eq!(query_line("  # comment"), Ok(None));
+        assert_eq!(query_line(""), Ok(None));
+        let wire = query_line("www.example. aaaa")
+            .expect("parses")
+            .expect("a query");
+        assert_eq!(
+            wire,
+            [
+                &[0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0][..],
+                b"\x03www\x07example\x00",
+                &[0, 28, 0, 1],
+            ]
+            .concat()
+        );
+        assert_eq!(
+            query_line("www.example."),
+            Err("expected `qname qtype`".into())
+        );
+        assert_eq!(
+            query_line("www..example. A"),
+            Err("bad qname: empty label in \"www..example.\"".into())
+        );
+        assert_eq!(
+            query_line("www.example. AAA"),
+            Err("unknown record type \"AAA\"".into())
+        );
+    }
+
+    /// The first five skipped lines are named with line number and reason,
+    /// the rest counted; the queries around them are kept.
+    #[test]
+    fn read_queries_names_first_skipped_lines() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("queries.txt");
+        let text = "# queries\na.example. A\nbad\nb..example. A\n\nc.example. XYZ\nd e f\n\
+                    e.example. MX\nf\ng\nh\n";
+        std::fs::write(&path, text).expect("write");
+        let mut notes = Vec::new();
+        let (queries, skipped) = read_queries(&path, &mut notes).expect("reads");
+        assert_eq!(queries.len(), 2);
+        assert_eq!(skipped, 7);
+        let p = path.display();
+        assert_eq!(
+            String::from_utf8(notes).expect("utf-8"),
+            format!(
+                "{p}:3: skipped: expected `qname qtype` (bad)\n\
+                 {p}:4: skipped: bad qname: empty label in \"b..example.\" (b..example. A)\n\
+                 {p}:6: skipped: unknown record type \"XYZ\" (c.example. XYZ)\n\
+                 {p}:7: skipped: unknown record type \"e\" (d e f)\n\
+                 {p}:9: skipped: expected `qname qtype` (f)\n\
+                 ... and 2 more skipped lines\n"
+            )
+        );
     }
 }

@@ -52,7 +52,7 @@ use crate::query::QueryProcessor;
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// Requested size of each UDP socket's kernel receive and send buffers, in bytes
-/// (the kernel caps it at `net.core.rmem_max` / `wmem_max`).
+/// (the kernel caps it at `net.core.rmem_max` / `wmem_max`; see [`size_buffer`]).
 pub const UDP_SOCKET_BUFFER: usize = 2 * 1024 * 1024;
 
 /// Largest DNS message over TCP (the two-byte length prefix), in bytes.
@@ -369,26 +369,111 @@ fn bind_udp_group(addr: SocketAddr, n: usize) -> io::Result<Vec<std::net::UdpSoc
         probe.bind(&SockAddr::from(addr))?;
     }
     let mut socks = Vec::with_capacity(n);
+    let mut short = [None, None];
     for _ in 0..n {
-        socks.push(bind_udp(addr)?);
+        let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+        for (i, buffer) in [Buffer::Recv, Buffer::Send].into_iter().enumerate() {
+            let (requested, granted) = size_buffer(&sock, buffer, UDP_SOCKET_BUFFER);
+            if granted < requested {
+                short[i] = Some((buffer, requested, granted));
+            }
+        }
+        socks.push(bind_udp(sock, addr)?);
+    }
+    // Once per address: the workers' sockets all get the same size.
+    for (buffer, requested, granted) in short.into_iter().flatten() {
+        tracing::warn!(
+            "UDP {addr}: {} is {granted} bytes, not the {requested} requested; \
+             bursts may be dropped: raise sysctl {} (or run with CAP_NET_ADMIN)",
+            buffer.option(),
+            buffer.sysctl()
+        );
     }
     Ok(socks)
 }
 
-fn bind_udp(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
-    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+fn bind_udp(sock: Socket, addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
     if addr.is_ipv6() {
         sock.set_only_v6(true)?;
     }
     sock.set_reuse_port(true)?;
-    if let Err(e) = sock.set_recv_buffer_size(UDP_SOCKET_BUFFER) {
-        tracing::debug!("SO_RCVBUF on {addr}: {e}");
-    }
-    if let Err(e) = sock.set_send_buffer_size(UDP_SOCKET_BUFFER) {
-        tracing::debug!("SO_SNDBUF on {addr}: {e}");
-    }
     sock.bind(&SockAddr::from(addr))?;
     Ok(sock.into())
+}
+
+/// A socket's kernel buffer, sized by [`size_buffer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Buffer {
+    Recv,
+    Send,
+}
+
+impl Buffer {
+    fn option(self) -> &'static str {
+        match self {
+            Buffer::Recv => "SO_RCVBUF",
+            Buffer::Send => "SO_SNDBUF",
+        }
+    }
+
+    /// The sysctl that caps the size an unprivileged process may set.
+    fn sysctl(self) -> &'static str {
+        match self {
+            Buffer::Recv => "net.core.rmem_max",
+            Buffer::Send => "net.core.wmem_max",
+        }
+    }
+
+    fn set(self, sock: &Socket, size: usize) -> io::Result<()> {
+        match self {
+            Buffer::Recv => sock.set_recv_buffer_size(size),
+            Buffer::Send => sock.set_send_buffer_size(size),
+        }
+    }
+
+    /// Sets the size above the sysctl cap; needs `CAP_NET_ADMIN` (Linux).
+    #[cfg(target_os = "linux")]
+    fn force(self, sock: &Socket, size: usize) -> nix::Result<()> {
+        use nix::sys::socket::{setsockopt, sockopt};
+        match self {
+            Buffer::Recv => setsockopt(sock, sockopt::RcvBufForce, &size),
+            Buffer::Send => setsockopt(sock, sockopt::SndBufForce, &size),
+        }
+    }
+
+    /// The size in effect, bytes (0 if it cannot be read). Linux reports
+    /// double the size granted, the other half being its bookkeeping (socket(7)).
+    fn granted(self, sock: &Socket) -> usize {
+        let reported = match self {
+            Buffer::Recv => sock.recv_buffer_size(),
+            Buffer::Send => sock.send_buffer_size(),
+        };
+        let reported = reported.unwrap_or(0);
+        if cfg!(target_os = "linux") {
+            reported / 2
+        } else {
+            reported
+        }
+    }
+}
+
+/// Asks for a `requested`-byte buffer and returns `(requested, granted)`, bytes.
+/// The kernel silently caps SO_RCVBUF/SO_SNDBUF at a sysctl, so the size is read
+/// back and, when short, SO_RCVBUFFORCE/SO_SNDBUFFORCE tried (as Unbound and
+/// Knot DNS do), which succeeds only with `CAP_NET_ADMIN`.
+fn size_buffer(sock: &Socket, buffer: Buffer, requested: usize) -> (usize, usize) {
+    if let Err(e) = buffer.set(sock, requested) {
+        tracing::debug!("{}: {e}", buffer.option());
+    }
+    let granted = buffer.granted(sock);
+    #[cfg(target_os = "linux")]
+    if granted < requested {
+        // EPERM without CAP_NET_ADMIN: keep what the plain option granted.
+        if buffer.force(sock, requested).is_ok() {
+            return (requested, buffer.granted(sock));
+        }
+    }
+    (requested, granted)
 }
 
 fn bind_tcp(addr: SocketAddr) -> io::Result<tokio::net::TcpListener> {
@@ -438,6 +523,52 @@ mod tests {
         assert_eq!(io_reason(&e), "Address already in use");
         let e = io::Error::other("plain");
         assert_eq!(io_reason(&e), "plain");
+    }
+
+    /// The sysctl value capping `buffer` for processes without CAP_NET_ADMIN.
+    #[cfg(target_os = "linux")]
+    fn sysctl_max(buffer: Buffer) -> usize {
+        let file = match buffer {
+            Buffer::Recv => "/proc/sys/net/core/rmem_max",
+            Buffer::Send => "/proc/sys/net/core/wmem_max",
+        };
+        let text = std::fs::read_to_string(file).expect(file);
+        text.trim().parse().expect(file)
+    }
+
+    /// Whether this process has CAP_NET_ADMIN (bit 12 of `CapEff`, capabilities(7)).
+    #[cfg(target_os = "linux")]
+    fn net_admin() -> bool {
+        let status = std::fs::read_to_string("/proc/self/status").expect("status");
+        let caps = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .expect("CapEff");
+        u64::from_str_radix(caps.trim(), 16).expect("CapEff hex") & (1 << 12) != 0
+    }
+
+    /// A size within the cap is granted as asked (not the doubled figure Linux
+    /// reports); one above it is granted in full with CAP_NET_ADMIN
+    /// (SO_RCVBUFFORCE), else capped at the sysctl, and reported as such.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn buffer_size_granted_is_read_back() {
+        for buffer in [Buffer::Recv, Buffer::Send] {
+            let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).expect("socket");
+            assert_eq!(
+                size_buffer(&sock, buffer, 65_536),
+                (65_536, 65_536),
+                "{buffer:?}"
+            );
+            let max = sysctl_max(buffer);
+            let requested = max + 65_536;
+            let granted = if net_admin() { requested } else { max };
+            assert_eq!(
+                size_buffer(&sock, buffer, requested),
+                (requested, granted),
+                "{buffer:?}"
+            );
+        }
     }
 
     #[tokio::test]
