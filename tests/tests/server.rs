@@ -639,7 +639,10 @@ fn environment_overrides_config() {
     let dir = tempdir();
     let cfg = config_file(dir.path(), "[tcp]\nidle_timeout = 30\n");
     let mut cmd = Command::new(binary("authd"));
-    cmd.arg("--config")
+    // No data source configured: the bundled example DB is made in the working
+    // folder, which must be the test's own.
+    cmd.current_dir(dir.path())
+        .arg("--config")
         .arg(&cfg)
         .env("AUTHD_LISTEN", "127.0.0.1:0")
         .env("AUTHD_TCP__IDLE_TIMEOUT", "1");
@@ -652,6 +655,7 @@ fn environment_overrides_config() {
     // An unknown AUTHD_ variable is an error naming it.
     let out = authd_tests::run_with_timeout(
         Command::new(binary("authd"))
+            .current_dir(dir.path())
             .arg("--config")
             .arg(&cfg)
             .env("AUTHD_TCP__IDEL_TIMEOUT", "1"),
@@ -797,7 +801,14 @@ fn udp_port_shared_by_reuseport_socket_is_in_use() {
         .as_socket()
         .expect("inet")
         .port();
-    let out = authd_tests::run_authd(["--listen".to_string(), format!("127.0.0.1:{port}")]);
+    // Without a data source authd makes its example DB in the working folder.
+    let dir = tempdir();
+    let out = authd_tests::run_with_timeout(
+        Command::new(binary("authd"))
+            .current_dir(dir.path())
+            .args(["--listen".to_string(), format!("127.0.0.1:{port}")]),
+        Duration::from_secs(30),
+    );
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
