@@ -1411,3 +1411,75 @@ fn batch_reads_one_snapshot_and_releases_it() {
     drop(outer);
     assert_eq!(writer.execute(update, []).expect("released"), 1);
 }
+
+/// A row whose TTL is not a 32-bit number fails the lookups of its type only,
+/// as a row with bad rdata does (BIND 10's database.cc read the TTL of the
+/// wanted types only); a bad type column still fails the whole name, since
+/// its row cannot be told apart.
+#[test]
+fn bad_ttl_row_is_servfail_for_its_type_only() {
+    for ttl in ["-1", "4294967296", "'one hour'", "NULL"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ttl.sqlite3");
+        std::fs::copy(db_path("datasrc/test.sqlite3"), &path).expect("copy");
+        let conn = rusqlite::Connection::open(&path).expect("open copy");
+        // The schema says NOT NULL; a table rebuilt without it (as plain SQL
+        // administration may do) holds one.
+        if ttl == "NULL" {
+            conn.execute_batch(
+                "PRAGMA writable_schema=ON; \
+                 UPDATE sqlite_master SET sql=replace(sql, 'ttl INTEGER NOT NULL', 'ttl INTEGER') \
+                 WHERE name='records'; PRAGMA writable_schema=OFF;",
+            )
+            .expect("drop NOT NULL");
+        }
+        drop(conn);
+        let conn = rusqlite::Connection::open(&path).expect("reopen copy");
+        let changed = conn
+            .execute(
+                &format!(
+                    "UPDATE records SET ttl={ttl} WHERE name='www.example.com.' AND rdtype='A'"
+                ),
+                [],
+            )
+            .expect("update");
+        assert_eq!(changed, 1, "{ttl}");
+        drop(conn);
+        let sqlite = Arc::new(SqliteSource::open(&path).expect("opens"));
+        let p = processor(sqlite.clone());
+        for qtype in [RType::A, RType::ANY] {
+            let r = q(&p, "www.example.com.", qtype);
+            assert_eq!(r.rcode, ResponseCode::ServFail, "{ttl} {qtype}");
+        }
+        assert_negative(
+            &q(&p, "www.example.com.", RType::TXT),
+            ResponseCode::NoError,
+            "example.com. 3600 SOA master.example.com. admin.example.com. 1234 3600 1800 2419200 7200",
+            ttl,
+        );
+        let r = ask(&p, "www.example.com.", RType::NSEC, true, Transport::Tcp);
+        assert_eq!(r.rcode, ResponseCode::NoError, "{ttl}: NSEC");
+        assert_eq!(
+            r.answer[0], "www.example.com. 7200 NSEC example.com. A RRSIG NSEC",
+            "{ttl}"
+        );
+        assert_rest_of_test_sqlite3_answers(&p);
+        let zones = sqlite.zones().expect("zones");
+        let e = sqlite.zone_rrsets(&zones[0]).expect_err("bad row");
+        assert_eq!(bad_data_name(e), "www.example.com.", "{ttl}");
+    }
+    // A type column that names no type fails every lookup at its name.
+    let (_dir, path) = broken_copy(
+        "datasrc/test.sqlite3",
+        "UPDATE records SET rdtype='NOTATYPE' WHERE name='www.example.com.' AND rdtype='A'",
+    );
+    let p = processor(Arc::new(SqliteSource::open(&path).expect("opens")));
+    for qtype in [RType::A, RType::TXT, RType::NSEC] {
+        assert_eq!(
+            q(&p, "www.example.com.", qtype).rcode,
+            ResponseCode::ServFail,
+            "{qtype}"
+        );
+    }
+    assert_rest_of_test_sqlite3_answers(&p);
+}

@@ -279,7 +279,8 @@ pub(crate) fn int(v: ValueRef<'_>) -> Option<i64> {
 /// One row of a node: its type and TTL checked, its rdata text kept unparsed.
 struct Row {
     rtype: RType,
-    ttl: u32,
+    /// As stored; checked when the row's type is built ([`RowNode::ttl`]).
+    ttl: Option<i64>,
     /// The rdata text: a range of [`RowNode::text`].
     text: std::ops::Range<usize>,
     /// For an RRSIG row, the type covered as its text names it (the first
@@ -319,9 +320,17 @@ impl<'a> RowsBuilder<'a> {
         bad_data(&self.zone.origin, &self.owner, reason)
     }
 
-    fn add_row(&mut self, rdtype: &str, ttl: i64, rdata: &str) -> Result<(), DataSourceError> {
+    /// Adds one row; `ttl` is `None` when the column is NULL or not a number.
+    /// A bad type fails the node (its rows cannot be told apart); a bad TTL,
+    /// like bad rdata, only the lookups that need its type (as BIND 10's
+    /// database.cc, which read the TTL of the wanted types only).
+    fn add_row(
+        &mut self,
+        rdtype: &str,
+        ttl: Option<i64>,
+        rdata: &str,
+    ) -> Result<(), DataSourceError> {
         let rtype: RType = rdtype.parse().map_err(|e| self.bad(format!("{e}")))?;
-        let ttl = u32::try_from(ttl).map_err(|_| self.bad(format!("bad TTL {ttl}")))?;
         let covers = if rtype == RType::RRSIG {
             rdata
                 .split_ascii_whitespace()
@@ -426,6 +435,15 @@ impl RowNode {
         bad_data(&self.origin, &self.owner, reason)
     }
 
+    fn ttl(&self, row: &Row) -> Result<u32, DataSourceError> {
+        row.ttl
+            .and_then(|t| u32::try_from(t).ok())
+            .ok_or_else(|| match row.ttl {
+                Some(t) => self.bad(format!("{} row: bad TTL {t}", row.rtype)),
+                None => self.bad(format!("{} row: TTL not a number", row.rtype)),
+            })
+    }
+
     fn parse(&self, row: &Row) -> Result<Rdata, DataSourceError> {
         let text = self.text.get(row.text.clone()).unwrap_or_default();
         Rdata::from_text(row.rtype, text, &self.origin).map_err(|e| self.bad(e.to_string()))
@@ -435,11 +453,12 @@ impl RowNode {
         let built = slot.plain.get_or_init(|| {
             let mut set: Option<RRset> = None;
             for row in self.rows.iter().filter(|r| r.rtype == slot.rtype) {
+                let ttl = self.ttl(row)?;
                 let rdata = self.parse(row)?;
                 set.get_or_insert_with(|| {
-                    RRset::new(self.owner.clone(), slot.rtype, Class::IN, row.ttl)
+                    RRset::new(self.owner.clone(), slot.rtype, Class::IN, ttl)
                 })
-                .push(row.ttl, rdata);
+                .push(ttl, rdata);
             }
             set.map(Arc::new)
                 .ok_or_else(|| self.bad(format!("no {} rows", slot.rtype)))
@@ -460,8 +479,9 @@ impl RowNode {
             {
                 let sig = self.parse(row)?;
                 if sig.rrsig_type_covered() == Some(slot.rtype) {
+                    let ttl = self.ttl(row)?;
                     set.get_or_insert_with(|| RRset::clone(plain))
-                        .push_sig(row.ttl, sig);
+                        .push_sig(ttl, sig);
                 }
             }
             Ok(set.map_or_else(|| plain.clone(), Arc::new))
@@ -542,13 +562,13 @@ impl NodeStore for ZoneView<'_> {
         let mut any = false;
         while let Some(row) = rows.next().map_err(|e| storage(self.path, e))? {
             any = true;
-            let (Some(rdtype), Some(ttl), Some(rdata)) = (
+            let (Some(rdtype), Some(rdata)) = (
                 row.get_ref(0).ok().and_then(text_cow),
-                row.get_ref(1).ok().and_then(int),
                 row.get_ref(2).ok().and_then(text_cow),
             ) else {
                 return Err(builder.bad("row with a NULL or unreadable column".into()));
             };
+            let ttl = row.get_ref(1).ok().and_then(int);
             builder.add_row(&rdtype, ttl, &rdata)?;
         }
         let node = if any {
@@ -751,7 +771,7 @@ impl ZoneView<'_> {
                 builder = Some(RowsBuilder::new(self.zone, owner));
             }
             if let Some(b) = builder.as_mut() {
-                b.add_row(&rdtype, ttl, &rdata)?;
+                b.add_row(&rdtype, Some(ttl), &rdata)?;
             }
         }
         let Some(builder) = builder else {
@@ -908,10 +928,11 @@ impl DataSource for SqliteSource {
                 let mut rows = stmt.query([zone.id]).map_err(|e| storage(&self.path, e))?;
                 let mut current: Option<RowsBuilder<'_>> = None;
                 while let Some(row) = rows.next().map_err(|e| storage(&self.path, e))? {
-                    let (Some(owner), Some(rdtype), Some(ttl), Some(rdata)) = (
+                    // A bad TTL is reported with its owner when the RRset is built.
+                    let ttl = row.get_ref(2).ok().and_then(int);
+                    let (Some(owner), Some(rdtype), Some(rdata)) = (
                         row.get_ref(0).ok().and_then(text),
                         row.get_ref(1).ok().and_then(text),
-                        row.get_ref(2).ok().and_then(int),
                         row.get_ref(3).ok().and_then(text),
                     ) else {
                         return Err(storage(&self.path, format!("zone {}: row with a NULL column", zone.origin)));
