@@ -3,7 +3,8 @@
 //!
 //! Scanning is NLnet Labs' `domain` zonefile scanner (decimal `\DDD` escapes,
 //! case-preserving names, DNSSEC types, RFC 3597 `\#`); this module adds
-//! `$INCLUDE` resolution, line tracking and conversion to wire form.
+//! `$INCLUDE` resolution, line tracking, TTLs with units (`1h30m`, as BIND,
+//! NSD and Knot DNS read them) and conversion to wire form.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -188,6 +189,183 @@ fn entry_starts(data: &[u8]) -> Vec<EntryStart> {
     out
 }
 
+/// Master-file text with every TTL written with units (`1h30m`, `2D`, `1w`:
+/// s, m, h, d, w, any case, each number followed by its unit) rewritten as
+/// decimal seconds, which is all the RFC 1035 scanner reads. BIND, NSD and Knot
+/// DNS accept units, so zone files use them. Rewritten: the TTL of a record
+/// (before or after its class), the value of `$TTL`, and the four timers of an
+/// SOA (refresh, retry, expire, minimum). Nothing else is touched (a TXT string
+/// "1h" stays), and lines are kept, so errors still name the right line. A
+/// value over 32 bits is left as written, for the scanner to reject.
+fn expand_ttl_units(data: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let mut edits: Vec<(std::ops::Range<usize>, u32)> = Vec::new();
+    for entry in entries_tokens(data) {
+        let tok = |i: usize| entry.tokens.get(i).map(|r| &data[r.clone()]);
+        let mut edit = |i: usize| {
+            if let (Some(r), Some(secs)) = (entry.tokens.get(i), tok(i).and_then(ttl_with_units)) {
+                edits.push((r.clone(), secs));
+            }
+        };
+        let Some(first) = tok(0) else {
+            continue;
+        };
+        if first.first() == Some(&b'$') {
+            if first.eq_ignore_ascii_case(b"$TTL") {
+                edit(1);
+            }
+            continue;
+        }
+        // [owner] [TTL] [class] type, or [owner] [class] [TTL] type (RFC 1035 §5.1).
+        let mut i = usize::from(entry.owner);
+        for _ in 0..2 {
+            let Some(t) = tok(i) else { break };
+            let class = [&b"IN"[..], b"CH", b"HS", b"CS"]
+                .iter()
+                .any(|c| t.eq_ignore_ascii_case(c))
+                || t.len() > 5 && t[..5].eq_ignore_ascii_case(b"CLASS");
+            if class || t.iter().all(u8::is_ascii_digit) {
+                i += 1;
+            } else if ttl_with_units(t).is_some() {
+                edit(i);
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        // SOA rdata: mname rname serial refresh retry expire minimum.
+        if tok(i).is_some_and(|t| t.eq_ignore_ascii_case(b"SOA")) {
+            for timer in i + 4..=i + 7 {
+                edit(timer);
+            }
+        }
+    }
+    if edits.is_empty() {
+        return std::borrow::Cow::Borrowed(data);
+    }
+    let mut out = Vec::with_capacity(data.len());
+    let mut at = 0;
+    for (range, secs) in edits {
+        out.extend_from_slice(&data[at..range.start]);
+        out.extend_from_slice(secs.to_string().as_bytes());
+        at = range.end;
+    }
+    out.extend_from_slice(&data[at..]);
+    std::borrow::Cow::Owned(out)
+}
+
+/// `1h30m` → 5400; `None` for plain numbers, anything else, or over 32 bits.
+fn ttl_with_units(token: &[u8]) -> Option<u32> {
+    let (mut total, mut number, mut digits, mut units) = (0u64, 0u64, 0usize, 0usize);
+    for &c in token {
+        if c.is_ascii_digit() {
+            number = number.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+            digits += 1;
+            continue;
+        }
+        let unit = match c.to_ascii_lowercase() {
+            b's' => 1,
+            b'm' => 60,
+            b'h' => 3600,
+            b'd' => 86_400,
+            b'w' => 604_800,
+            _ => return None,
+        };
+        if digits == 0 {
+            return None;
+        }
+        total = total.checked_add(number.checked_mul(unit)?)?;
+        (number, digits, units) = (0, 0, units + 1);
+    }
+    if units == 0 || digits != 0 {
+        return None;
+    }
+    u32::try_from(total).ok()
+}
+
+/// The tokens of one entry of a master file, for [`expand_ttl_units`].
+struct EntryTokens {
+    /// The entry starts at the beginning of a line: its first token is the owner.
+    owner: bool,
+    /// Byte ranges of its words (not quoted strings, parentheses or comments;
+    /// a quoted string counts as one token with an empty range).
+    tokens: Vec<std::ops::Range<usize>>,
+}
+
+/// Splits a master file into entries and their words: the same rules as
+/// [`entry_starts`] (comments, quotes, escapes, parentheses across lines).
+fn entries_tokens(data: &[u8]) -> Vec<EntryTokens> {
+    let mut out: Vec<EntryTokens> = Vec::new();
+    let (mut parens, mut i) = (0usize, 0usize);
+    let mut open = false;
+    let mut line_start = true;
+    while i < data.len() {
+        let c = data[i];
+        match c {
+            b'\n' => {
+                if parens == 0 {
+                    open = false;
+                }
+                line_start = true;
+                i += 1;
+                continue;
+            }
+            b';' => {
+                while i < data.len() && data[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b' ' | b'\t' | b'\r' => {
+                line_start = false;
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        if !open {
+            open = true;
+            out.push(EntryTokens {
+                owner: line_start,
+                tokens: Vec::new(),
+            });
+        }
+        line_start = false;
+        let Some(entry) = out.last_mut() else { break };
+        match c {
+            b'(' => {
+                parens += 1;
+                i += 1;
+            }
+            b')' => {
+                parens = parens.saturating_sub(1);
+                i += 1;
+            }
+            b'"' => {
+                i += 1;
+                while i < data.len() && data[i] != b'"' {
+                    i += if data[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+                let end = i.min(data.len());
+                entry.tokens.push(end..end);
+            }
+            _ => {
+                let start = i;
+                while i < data.len()
+                    && !matches!(
+                        data[i],
+                        b' ' | b'\t' | b'\r' | b'\n' | b'(' | b')' | b';' | b'"'
+                    )
+                {
+                    i += if data[i] == b'\\' { 2 } else { 1 };
+                }
+                entry.tokens.push(start..i.min(data.len()));
+            }
+        }
+    }
+    out
+}
+
 /// The start line of the entry a scanner error at `err_line`/`err_col` belongs
 /// to, among `candidates` (the entries after the last one returned).
 fn error_line(candidates: &[EntryStart], err_line: usize, err_col: usize) -> usize {
@@ -209,6 +387,7 @@ fn parse_into(
     depth: usize,
     out: &mut Vec<SourcedRecord>,
 ) -> Result<(), ZoneFileError> {
+    let data = &*expand_ttl_units(data);
     let err = |line: usize, message: String| ZoneFileError {
         file: file.to_path_buf(),
         line,
@@ -569,6 +748,75 @@ mod tests {
         assert_eq!(recs[7].record.rdata.as_wire(), [8, 0x46, 0x48, 0, 1]);
         assert_eq!(recs[8].record.rdata.as_wire(), [192, 0, 2, 2]);
         check_zone(&origin(), &recs).expect("valid zone");
+    }
+
+    /// TTLs with units, as BIND, NSD and Knot DNS read them: in the TTL
+    /// position (before or after the class, owner blank or not), in `$TTL`
+    /// and in the SOA timers, across lines in parentheses; nothing else.
+    #[test]
+    fn ttl_units_are_read_as_seconds() {
+        let text = "$TTL 1h\n\
+            @ IN SOA ns hostmaster ( 1 ; serial\n\
+                2h 30M 1w1d ; refresh retry expire\n\
+                1D )\n\
+            @ NS ns\n\
+            ns 1H30m A 192.0.2.1\n\
+            www IN 2d A 192.0.2.2\n\
+            \t 1w IN TXT \"1h\" 5m\n\
+            5m 300 A 192.0.2.3\n\
+            txt TXT \"a \\\" 1h\" 1h\n";
+        let recs = parse_master_text(text, Path::new("u.zone"), &origin()).expect("parses");
+        let soa = &recs[0].record;
+        assert_eq!(soa.ttl, 3600, "$TTL 1h");
+        assert_eq!(
+            soa.rdata.to_text(RType::SOA).expect("text"),
+            "ns.example.org. hostmaster.example.org. 1 7200 1800 691200 86400"
+        );
+        let ttls: Vec<(String, u32, usize)> = recs
+            .iter()
+            .map(|r| (r.record.owner.to_string(), r.record.ttl, r.line))
+            .collect();
+        assert_eq!(
+            ttls,
+            [
+                ("example.org.".to_string(), 3600, 2),
+                ("example.org.".to_string(), 3600, 5),
+                ("ns.example.org.".to_string(), 5400, 6),
+                ("www.example.org.".to_string(), 172_800, 7),
+                ("www.example.org.".to_string(), 604_800, 8),
+                ("5m.example.org.".to_string(), 300, 9),
+                ("txt.example.org.".to_string(), 3600, 10),
+            ]
+        );
+        // Strings are data, never TTLs.
+        assert_eq!(
+            recs[4].record.rdata.to_text(RType::TXT).expect("text"),
+            "\"1h\" \"5m\""
+        );
+        assert_eq!(
+            recs[6].record.rdata.to_text(RType::TXT).expect("text"),
+            "\"a \\\" 1h\" \"1h\""
+        );
+        for (token, secs) in [
+            ("1s", Some(1)),
+            ("1h30m", Some(5400)),
+            ("2W", Some(1_209_600)),
+            ("1d1h1m1s", Some(90_061)),
+            ("3600", None),
+            ("1h30", None),
+            ("h", None),
+            ("1x", None),
+            ("7102w", None),
+            ("", None),
+        ] {
+            assert_eq!(ttl_with_units(token.as_bytes()), secs, "{token}");
+        }
+        // Over 32 bits: left for the scanner, which names the TTL.
+        let e = parse_master_text("foo 7102w A 192.0.2.1\n", Path::new("z"), &origin())
+            .expect_err("too large");
+        assert_eq!(e.line, 1, "{e}");
+        // An unterminated string does not upset the pre-pass.
+        assert!(parse_master_text("x TXT \"1h", Path::new("z"), &origin()).is_err());
     }
 
     #[test]
