@@ -15,6 +15,13 @@
 //! missing does it walk again through the source. Sources without a node view
 //! have whole lookup results cached instead.
 //!
+//! Absent names with nothing below them are also remembered as ranges: the
+//! stored names on either side ([`finder::AbsentRange`], from the source's
+//! `rname` order), so a flood of random names (junk TLDs at the root, random
+//! subdomain attacks) costs one lookup in the source per gap between existing
+//! names, not one per name — as NSD and Knot answer such names from their
+//! sorted trees. At most [`MAX_RANGES`] per cache (the oldest dropped first).
+//!
 //! Entries share one LRU (`lru` crate) bounded by a slot count. Hits do not
 //! reorder it (that would need the write lock): they mark the entry, and an
 //! entry due for eviction that was marked since it last came round is moved to
@@ -25,15 +32,20 @@
 //! source's polling interval.
 
 use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::num::NonZeroUsize;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
-use authd_datasrc::finder::{self, Node, NodeRef, NodeStore};
+use authd_datasrc::finder::{self, AbsentRange, Node, NodeRef, NodeStore};
 use authd_datasrc::{
     DataSource, DataSourceError, Lookup, LookupOptions, Name, Outcome, RRset, RType, ZoneRef,
 };
 use lru::LruCache;
+
+/// Absent-name ranges kept per cache, beside the slots (a range is two names).
+pub const MAX_RANGES: usize = 65_536;
 
 /// How many entries the cache may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -215,6 +227,11 @@ struct State {
     /// The zone table, asked for by every query: kept beside the slots, not
     /// in them, so it is never evicted and costs no hash probe.
     zones: Option<Arc<Vec<ZoneRef>>>,
+    /// Absent-name ranges per zone apex: lower bound (empty: from the start)
+    /// → upper bound (`None`: to the end), as [`AbsentRange`].
+    ranges: HashMap<Name, BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
+    /// Ranges held, over all zones, in the order they came (for the bound).
+    range_order: VecDeque<(Name, Vec<u8>)>,
     generation: u64,
 }
 
@@ -227,6 +244,25 @@ impl State {
             entry.used.store(true, Ordering::Relaxed);
         }
         Some(&entry.value)
+    }
+
+    /// True when a cached range says `name` (as [`finder::absent_key`]) of
+    /// the zone at `zone` owns nothing, at or below it.
+    fn in_absent_range(&self, zone: &Name, key: &[u8]) -> bool {
+        let Some(ranges) = self.ranges.get(zone) else {
+            return false;
+        };
+        let Some((below, above)) = ranges
+            .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(key)))
+            .next_back()
+        else {
+            return false;
+        };
+        AbsentRange {
+            below: (!below.is_empty()).then(|| below.clone()),
+            above: above.clone(),
+        }
+        .covers(key)
     }
 }
 
@@ -252,6 +288,8 @@ impl HotSpotCache {
             RwLock::new(State {
                 lru: LruCache::unbounded(),
                 zones: None,
+                ranges: HashMap::new(),
+                range_order: VecDeque::new(),
                 generation,
             })
         });
@@ -318,6 +356,8 @@ impl HotSpotCache {
         if state.generation != generation {
             state.lru.clear();
             state.zones = None;
+            state.ranges.clear();
+            state.range_order.clear();
             state.generation = generation;
             self.flushes.fetch_add(1, Ordering::Relaxed);
         }
@@ -367,6 +407,31 @@ impl HotSpotCache {
             } else {
                 state.lru.pop_lru();
                 self.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Remembers `range` of the zone at `zone`, read while the cache was at
+    /// `generation` (dropped if it was flushed since, as [`Self::put`]).
+    fn put_range(&self, zone: &Name, range: AbsentRange, generation: u64) {
+        let Some(mut state) = self.state.as_ref().and_then(|l| l.write().ok()) else {
+            return;
+        };
+        if state.generation != generation {
+            return;
+        }
+        let below = range.below.unwrap_or_default();
+        let state = &mut *state;
+        let zone_ranges = state.ranges.entry(zone.clone()).or_default();
+        if zone_ranges.insert(below.clone(), range.above).is_none() {
+            state.range_order.push_back((zone.clone(), below));
+        }
+        while state.range_order.len() > MAX_RANGES {
+            let Some((z, below)) = state.range_order.pop_front() else {
+                break;
+            };
+            if let Some(r) = state.ranges.get_mut(&z) {
+                r.remove(&below);
             }
         }
     }
@@ -512,6 +577,22 @@ impl<'a> View<'a> {
         self.cache.put(key.owned(), value, self.generation);
     }
 
+    /// A cached range says `name` owns nothing at or below it.
+    fn in_absent_range(&self, name: &Name) -> bool {
+        let key = finder::absent_key(name);
+        let found = match self.held {
+            Some(state) => state.in_absent_range(self.zone, &key),
+            None => self
+                .cache
+                .held()
+                .is_some_and(|s| s.in_absent_range(self.zone, &key)),
+        };
+        if found {
+            self.hits.set(self.hits.get() + 1);
+        }
+        found
+    }
+
     fn in_empty(&self, name: &Name) -> bool {
         self.empty
             .borrow()
@@ -536,6 +617,7 @@ impl NodeStore for View<'_> {
         let key = KeyRef::Node(self.zone, name);
         let found = match self.cached_node(key) {
             Some(found) => found,
+            None if self.in_absent_range(name) => Found::Absent { descendants: false },
             None => {
                 let inner = self.source()?;
                 match inner.node(name, dnssec)? {
@@ -551,7 +633,13 @@ impl NodeStore for View<'_> {
                     },
                     None => {
                         let descendants = inner.has_descendants(name)?;
-                        self.put(key, Value::Absent { descendants });
+                        // Nothing here or below: remember the whole gap, not the name.
+                        match (!descendants).then(|| inner.absent_range(name)) {
+                            Some(Ok(Some(range))) => {
+                                self.cache.put_range(self.zone, range, self.generation)
+                            }
+                            _ => self.put(key, Value::Absent { descendants }),
+                        }
                         Found::Absent { descendants }
                     }
                 }
@@ -570,7 +658,7 @@ impl NodeStore for View<'_> {
     }
 
     fn has_descendants(&self, name: &Name) -> Result<bool, DataSourceError> {
-        if self.in_empty(name) {
+        if self.in_empty(name) || self.in_absent_range(name) {
             return Ok(false);
         }
         if let Some((absent, descendants)) = &*self.absent.borrow()

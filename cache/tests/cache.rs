@@ -197,6 +197,20 @@ fn repeated_queries_hit_and_zero_slots_disable() {
     assert!(off.is_empty());
 }
 
+/// Every owner name of the test zone, each once, in file order.
+fn owner_names() -> Vec<Name> {
+    let origin: Name = "example.com.".parse().expect("origin");
+    let records = zonefile::read_master_file(&zone_file(), &origin).expect("parses");
+    let mut names: Vec<Name> = Vec::new();
+    for r in records {
+        if !names.contains(&r.record.owner) {
+            names.push(r.record.owner);
+        }
+    }
+    assert!(names.len() > 20, "{} names", names.len());
+    names
+}
+
 #[test]
 fn eviction_at_the_slot_count() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -205,8 +219,8 @@ fn eviction_at_the_slot_count() {
         Arc::new(SqliteSource::open(&db).expect("open")),
         Slots::from_count(10),
     );
-    for i in 0..50 {
-        let q: Name = format!("n{i}.example.com.").parse().expect("name");
+    // Absent names share a few range entries (below), so existing ones fill the slots.
+    for q in owner_names() {
         lookup(&cached, &q, RType::A, LookupOptions::default());
         assert!(cached.len() <= 10, "{} entries", cached.len());
     }
@@ -225,12 +239,11 @@ fn hot_entries_outlive_a_stream_of_unique_names() {
     let www: Name = "www.example.com.".parse().expect("name");
     let opts = LookupOptions::default();
     let first = lookup(&cached, &www, RType::A, opts);
-    for i in 0..50 {
-        let q: Name = format!("u{i}.example.com.").parse().expect("name");
+    for q in owner_names().into_iter().filter(|q| *q != www) {
         lookup(&cached, &q, RType::A, opts);
         let misses = cached.stats().misses;
         assert_eq!(lookup(&cached, &www, RType::A, opts), first);
-        assert_eq!(cached.stats().misses, misses, "www evicted after u{i}");
+        assert_eq!(cached.stats().misses, misses, "www evicted after {q}");
         assert!(cached.len() <= 8);
     }
     assert!(cached.stats().evictions > 0);
@@ -276,4 +289,89 @@ fn direct_sql_change_is_seen_within_a_second() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(cached.stats().flushes >= 1);
+}
+
+/// Absent names are remembered as ranges between stored names: after one
+/// absent name, the others in the same gap cost no lookup in the source; the
+/// names bounding the gap, empty non-terminals, names differing only in case,
+/// and a name added inside a cached gap (once the change is seen) all answer
+/// exactly as the source does.
+#[test]
+fn absent_names_are_cached_as_ranges() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("gaps.sqlite3");
+    let origin: Name = "example.".parse().expect("origin");
+    let text = "$TTL 300\n@ SOA ns hostmaster 1 3600 1800 1814400 300\n@ NS ns\n\
+                ns A 192.0.2.53\na A 192.0.2.1\nb.b A 192.0.2.2\nc A 192.0.2.3\n\
+                c.c A 192.0.2.4\nd A 192.0.2.5\n";
+    let records =
+        zonefile::parse_master_text(text, Path::new("gaps.zone"), &origin).expect("parses");
+    let mut conn = authd_migrations::open_or_create(&db).expect("db");
+    authd_datasrc::sqlite_load::load_zone(&mut conn, &origin, &records, |_, _| {}).expect("loads");
+    drop(conn);
+    let plain = SqliteSource::open(&db).expect("open");
+    let cached = HotSpotCache::new(
+        Arc::new(SqliteSource::open(&db).expect("open")),
+        Slots::Unlimited,
+    );
+    let opts = LookupOptions::default();
+    let same = |q: &str| {
+        let q: Name = q.parse().expect("name");
+        let want = unsigned(lookup(&plain, &q, RType::A, opts), opts);
+        let got = unsigned(lookup(&cached, &q, RType::A, opts), opts);
+        assert_eq!(got, want, "{q}");
+        got.map(|(_, l)| l.outcome)
+    };
+    // The first absent name of the gap between a. and b.b. is read from the source.
+    assert!(matches!(same("ab.example."), Some(Outcome::NxDomain)));
+    let misses = cached.stats().misses;
+    assert!(misses > 0);
+    for q in [
+        "aa.example.",
+        "a-z.example.",
+        "x.ab.example.",
+        "AZ.example.",
+        "b-.example.",
+    ] {
+        assert!(matches!(same(q), Some(Outcome::NxDomain)), "{q}");
+        assert_eq!(cached.stats().misses, misses, "{q} went to the source");
+    }
+    // The bounds, an empty non-terminal and names on the far side of it.
+    assert!(matches!(same("a.example."), Some(Outcome::Answer(_))));
+    assert!(matches!(same("x.a.example."), Some(Outcome::NxDomain)));
+    assert!(matches!(same("b.example."), Some(Outcome::NoData)));
+    assert!(matches!(same("b.b.example."), Some(Outcome::Answer(_))));
+    assert!(matches!(same("ba.example."), Some(Outcome::NxDomain)));
+    assert!(matches!(same("c.c.example."), Some(Outcome::Answer(_))));
+    assert!(matches!(same("x.c.example."), Some(Outcome::NxDomain)));
+    assert!(matches!(same("zz.example."), Some(Outcome::NxDomain)));
+    let misses = cached.stats().misses;
+    assert!(matches!(same("zzz.example."), Some(Outcome::NxDomain)));
+    assert_eq!(cached.stats().misses, misses, "past the last name");
+
+    // A name added inside a cached gap is answered once the change is seen.
+    let writer = rusqlite::Connection::open(&db).expect("writer");
+    writer
+        .execute(
+            "INSERT INTO records (zone_id, name, rname, ttl, rdtype, sigtype, rdata) \
+             SELECT id, 'ab.example.', 'example.ab.', 300, 'A', NULL, '192.0.2.9' \
+             FROM zones WHERE name='example.'",
+            [],
+        )
+        .expect("insert");
+    let committed = Instant::now();
+    let ab: Name = "ab.example.".parse().expect("name");
+    // Stale for up to the source's polling interval (200 ms), as any entry.
+    while !matches!(
+        lookup(&cached, &ab, RType::A, opts).map(|(_, l)| l.outcome),
+        Some(Outcome::Answer(_))
+    ) {
+        assert!(
+            committed.elapsed() < Duration::from_secs(1),
+            "stale NXDOMAIN after 1 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(matches!(same("ab.example."), Some(Outcome::Answer(_))));
+    assert!(matches!(same("aa.example."), Some(Outcome::NxDomain)));
 }

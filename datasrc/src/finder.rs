@@ -107,6 +107,38 @@ impl NodeRef<'_> {
     }
 }
 
+/// The two stored names around an absent one, as reversed names in lower case
+/// (`com.example.` for `Example.COM.`, [`Name::reversed_text`]) compared as bytes,
+/// which is the order of BIND 10's `rname` index (NOCASE folds ASCII only).
+/// No name of the zone lies strictly between `below` and `above`; `None` is
+/// past that end of the zone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AbsentRange {
+    /// The greatest stored reversed name below the absent one.
+    pub below: Option<Vec<u8>>,
+    /// The least stored reversed name above it.
+    pub above: Option<Vec<u8>>,
+}
+
+impl AbsentRange {
+    /// True when `name` owns no records and none below it, by this range:
+    /// its reversed name lies strictly inside, and `above` is not below it.
+    pub fn covers(&self, reversed: &[u8]) -> bool {
+        self.below.as_deref().is_none_or(|b| b < reversed)
+            && self
+                .above
+                .as_deref()
+                .is_none_or(|a| reversed < a && !a.starts_with(reversed))
+    }
+}
+
+/// The key [`AbsentRange`]s compare: the reversed name in ASCII lower case.
+pub fn absent_key(name: &Name) -> Vec<u8> {
+    let mut key = name.reversed_text().into_bytes();
+    key.make_ascii_lowercase();
+    key
+}
+
 /// What a backend must provide for [`find`].
 pub trait NodeStore {
     /// The data at exactly `name` in the zone, or `None` when it owns no records.
@@ -115,6 +147,18 @@ pub trait NodeStore {
 
     /// True when some name strictly below `name` owns records.
     fn has_descendants(&self, name: &Name) -> Result<bool, DataSourceError>;
+
+    /// For a name that owns no records and has none below it, the stored
+    /// names next to it in the order of reversed names ([`AbsentRange`]).
+    /// `None` when the backend keeps no such order (or the name exists).
+    /// Caches use it to remember one range instead of one entry per absent
+    /// name (a flood of random names under one parent hits the same few).
+    ///
+    /// Errors: storage failure.
+    fn absent_range(&self, name: &Name) -> Result<Option<AbsentRange>, DataSourceError> {
+        let _ = name;
+        Ok(None)
+    }
 
     /// The NSEC RRset (RRSIGs attached) of the greatest owner name ≤ `name` in
     /// canonical order (RFC 4034 §6.1) that owns an NSEC, wrapping round to the

@@ -18,7 +18,7 @@ use rusqlite::Connection;
 use rusqlite::types::ValueRef;
 use thread_local::ThreadLocal;
 
-use crate::finder::{self, LazyNode, NodeRef, NodeStore};
+use crate::finder::{self, AbsentRange, LazyNode, NodeRef, NodeStore};
 use crate::name::Name;
 use crate::rr::{Class, RRset, RType, Rdata};
 use crate::source::{DataSource, DataSourceError, Lookup, LookupOptions, ZoneRef};
@@ -263,6 +263,14 @@ fn text_cow(v: ValueRef<'_>) -> Option<std::borrow::Cow<'_, str>> {
             Err(_) => String::from_utf8_lossy(t),
         }),
         other => text(other).map(std::borrow::Cow::Owned),
+    }
+}
+
+/// A text column's bytes as stored.
+fn bytes(v: ValueRef<'_>) -> Option<Vec<u8>> {
+    match v {
+        ValueRef::Text(t) | ValueRef::Blob(t) => Some(t.to_vec()),
+        _ => None,
     }
 }
 
@@ -606,6 +614,40 @@ impl NodeStore for ZoneView<'_> {
             .map_err(|e| storage(self.path, e))?;
         stmt.exists(rusqlite::params![self.zone.id, lower, upper])
             .map_err(|e| storage(self.path, e))
+    }
+
+    fn absent_range(&self, name: &Name) -> Result<Option<AbsentRange>, DataSourceError> {
+        if name.is_root() {
+            return Ok(None);
+        }
+        let r = name.reversed_text();
+        let neighbour = |sql: &str| -> Result<Option<Vec<u8>>, DataSourceError> {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql)
+                .map_err(|e| storage(self.path, e))?;
+            let mut rows = stmt
+                .query(rusqlite::params![self.zone.id, r])
+                .map_err(|e| storage(self.path, e))?;
+            let Some(row) = rows.next().map_err(|e| storage(self.path, e))? else {
+                return Ok(None);
+            };
+            let Some(mut key) = row.get_ref(0).ok().and_then(bytes) else {
+                return Err(storage(self.path, "rname NULL or unreadable"));
+            };
+            key.make_ascii_lowercase();
+            Ok(Some(key))
+        };
+        let below = neighbour(
+            "SELECT rname FROM records WHERE zone_id=?1 AND rname < ?2 ORDER BY rname DESC LIMIT 1",
+        )?;
+        let above = neighbour(
+            "SELECT rname FROM records WHERE zone_id=?1 AND rname > ?2 ORDER BY rname LIMIT 1",
+        )?;
+        let range = AbsentRange { below, above };
+        // The name itself, or a name below it, is stored after all (an rname
+        // spelled unlike ours): no range.
+        Ok(range.covers(&finder::absent_key(name)).then_some(range))
     }
 
     fn covering_nsec(&self, name: &Name) -> Result<Option<Arc<RRset>>, DataSourceError> {

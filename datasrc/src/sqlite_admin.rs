@@ -378,7 +378,41 @@ fn table_of(file: &std::path::Path) -> String {
 pub fn check_stored_zone(conn: &Connection, origin: &Name) -> Result<usize, AdminError> {
     let records = zone_records(conn, origin)?;
     check_loaded(origin, &records)?;
+    check_rnames(conn, origin)?;
     Ok(records.len())
+}
+
+/// Every `records` row's `rname` is its `name` reversed (any case): the
+/// empty-non-terminal test, NSEC lookups and the hot-spot cache's absent-name
+/// ranges read `rname`, so a row whose `rname` is wrong would be missed by them.
+fn check_rnames(conn: &Connection, origin: &Name) -> Result<(), AdminError> {
+    let action = "reading the zone";
+    let id = require_zone(conn, origin)?;
+    let mut stmt = conn
+        .prepare("SELECT id, name, rname FROM records WHERE zone_id=?1 ORDER BY id")
+        .map_err(sql(action))?;
+    let mut rows = stmt.query([id]).map_err(sql(action))?;
+    while let Some(row) = rows.next().map_err(sql(action))? {
+        let id = row.get_ref(0).ok().and_then(int).unwrap_or(-1);
+        let name = row.get_ref(1).ok().and_then(text).unwrap_or_default();
+        let rname = row.get_ref(2).ok().and_then(text).unwrap_or_default();
+        let Ok(owner) = Name::parse(&name, Some(origin)) else {
+            continue; // reported by the record checks
+        };
+        let want = owner.reversed_text();
+        if !rname.eq_ignore_ascii_case(&want) {
+            return Err(AdminError::BadRow {
+                table: "records",
+                id,
+                name,
+                reason: format!(
+                    "rname {rname:?} is not the name reversed ({want:?}); lookups of \
+                     names below it and of absent names read rname"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// What [`update_zone`] did.
