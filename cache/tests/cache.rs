@@ -375,3 +375,44 @@ fn absent_names_are_cached_as_ranges() {
     assert!(matches!(same("ab.example."), Some(Outcome::Answer(_))));
     assert!(matches!(same("aa.example."), Some(Outcome::NxDomain)));
 }
+
+/// A batch's read snapshot never refills a flushed cache with data from before
+/// the commit that flushed it: in WAL mode a writer commits while the batch's
+/// transaction is open (rollback-journal writers wait for it), so the source
+/// starts a new snapshot once it has seen the commit. Found by QA: without
+/// that, the old data was cached under the new generation until the next commit.
+#[test]
+fn commit_during_a_batch_is_not_cached_stale() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = make_db(dir.path());
+    let writer = rusqlite::Connection::open(&db).expect("writer");
+    let mode: String = writer
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .expect("mode");
+    assert_eq!(mode, "wal");
+    let source = Arc::new(SqliteSource::open(&db).expect("open"));
+    let cached = HotSpotCache::new(source.clone(), Slots::Unlimited);
+    let www: Name = "www.example.com.".parse().expect("name");
+    let addr = |c: &HotSpotCache| match lookup(c, &www, RType::A, LookupOptions::default())
+        .map(|(_, l)| l.outcome)
+    {
+        Some(Outcome::Answer(set)) => set.rdatas[0].as_wire().to_vec(),
+        other => panic!("unexpected {other:?}"),
+    };
+    source.begin_batch();
+    // The batch's snapshot starts with a read the cache does not keep the
+    // answer of (another name), then the change commits.
+    let other: Name = "mx.example.com.".parse().expect("name");
+    lookup(&cached, &other, RType::A, LookupOptions::default());
+    writer
+        .execute(
+            "UPDATE records SET rdata='192.0.2.99' WHERE name='www.example.com.' AND rdtype='A'",
+            [],
+        )
+        .expect("update");
+    // Past the change poll: the cache flushes and fills again, still in the batch.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(addr(&cached), [192, 0, 2, 99], "in the batch");
+    source.end_batch();
+    assert_eq!(addr(&cached), [192, 0, 2, 99], "after the batch");
+}

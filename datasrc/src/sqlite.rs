@@ -64,8 +64,11 @@ struct Batch {
     /// Nesting depth of `begin_batch` calls.
     depth: u32,
     /// The connection inside the batch's read transaction, when one is open
-    /// and not lent out.
-    conn: Option<Connection>,
+    /// and not lent out, and [`SqliteSource::generation`]'s count when that
+    /// transaction began.
+    conn: Option<(Connection, u64)>,
+    /// The count read before the transaction of the connection lent out began.
+    began: u64,
 }
 
 struct Watch {
@@ -142,10 +145,23 @@ impl SqliteSource {
         if let Some(batch) = self.batch.get() {
             let mut batch = batch.borrow_mut();
             if batch.depth > 0
-                && let Some(conn) = batch.conn.take()
+                && let Some((conn, generation)) = batch.conn.take()
             {
-                return Ok(conn);
+                // A commit seen since the transaction began (a cache flushed
+                // for it fills again from here): a new snapshot, which has it.
+                // Rollback-journal writers wait for readers; WAL writers do not.
+                if generation == self.generation.load(Ordering::Acquire) {
+                    return Ok(conn);
+                }
+                end_read(&conn);
+                self.return_conn(conn);
             }
+        }
+        // Read before the snapshot starts (at the first statement), so that a
+        // change it misses shows as a later count.
+        let generation = self.generation.load(Ordering::Acquire);
+        if let Some(batch) = self.batch.get() {
+            batch.borrow_mut().began = generation;
         }
         let conn = self.take_conn()?;
         if let Err(e) = self.begin_read(&conn) {
@@ -165,7 +181,8 @@ impl SqliteSource {
         {
             let mut batch = batch.borrow_mut();
             if batch.depth > 0 && batch.conn.is_none() {
-                batch.conn = Some(conn);
+                let began = batch.began;
+                batch.conn = Some((conn, began));
                 return;
             }
         }
@@ -444,10 +461,15 @@ impl RowNode {
     }
 
     fn ttl(&self, row: &Row) -> Result<u32, DataSourceError> {
+        // RFC 2181 §8: 0..=2^31-1, as loadzone enforces.
         row.ttl
             .and_then(|t| u32::try_from(t).ok())
+            .filter(|t| *t <= i32::MAX as u32)
             .ok_or_else(|| match row.ttl {
-                Some(t) => self.bad(format!("{} row: bad TTL {t}", row.rtype)),
+                Some(t) => self.bad(format!(
+                    "{} row: bad TTL {t} (RFC 2181 §8: 0 to 2147483647)",
+                    row.rtype
+                )),
                 None => self.bad(format!("{} row: TTL not a number", row.rtype)),
             })
     }
@@ -930,7 +952,7 @@ impl DataSource for SqliteSource {
             }
             batch.conn.take()
         };
-        if let Some(conn) = conn {
+        if let Some((conn, _)) = conn {
             end_read(&conn);
             self.return_conn(conn);
         }

@@ -234,7 +234,10 @@ fn parse_row(
     };
     let owner = Name::parse(name, Some(origin)).map_err(|e| bad(e.to_string()))?;
     let rtype: RType = rdtype.parse().map_err(|e| bad(format!("{e}")))?;
-    let ttl = u32::try_from(ttl).map_err(|_| bad(format!("bad TTL {ttl}")))?;
+    let ttl = u32::try_from(ttl)
+        .ok()
+        .filter(|t| *t <= i32::MAX as u32)
+        .ok_or_else(|| bad(format!("bad TTL {ttl} (RFC 2181 §8: 0 to 2147483647)")))?;
     let rdata = Rdata::from_text(rtype, rdata, origin).map_err(|e| bad(e.to_string()))?;
     Ok(Record {
         owner,
@@ -266,19 +269,31 @@ fn zone_records_by_id(
         let mut rows = stmt.query([zone_id]).map_err(sql(action))?;
         while let Some(row) = rows.next().map_err(sql(action))? {
             let id = row.get_ref(0).ok().and_then(int).unwrap_or(-1);
-            let (Some(name), Some(rdtype), Some(ttl), Some(rdata)) = (
-                row.get_ref(1).ok().and_then(text),
-                row.get_ref(2).ok().and_then(text),
-                row.get_ref(3).ok().and_then(int),
-                row.get_ref(4).ok().and_then(text),
-            ) else {
-                return Err(AdminError::BadRow {
-                    table,
-                    id,
-                    name: String::new(),
-                    reason: "a NULL or unreadable column".into(),
-                });
+            let name = row.get_ref(1).ok().and_then(text);
+            let bad = |column: &str| AdminError::BadRow {
+                table,
+                id,
+                name: name.clone().unwrap_or_default(),
+                reason: format!("{column} is NULL or unreadable"),
             };
+            let Some(name) = name.clone() else {
+                return Err(bad("the name"));
+            };
+            let rdtype = row
+                .get_ref(2)
+                .ok()
+                .and_then(text)
+                .ok_or_else(|| bad("the type"))?;
+            let ttl = row
+                .get_ref(3)
+                .ok()
+                .and_then(int)
+                .ok_or_else(|| bad("the TTL (not a number)"))?;
+            let rdata = row
+                .get_ref(4)
+                .ok()
+                .and_then(text)
+                .ok_or_else(|| bad("the rdata"))?;
             let record = parse_row(table, id, origin, &name, &rdtype, ttl, &rdata)?;
             out.push(StoredRecord { table, id, record });
         }
