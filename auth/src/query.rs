@@ -6,6 +6,7 @@
 //! (sections as RRset references) → [`render`] into the caller's buffer.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use authd_datasrc::{
     Class, DataSource, DataSourceError, Lookup, LookupOptions, Name, Outcome, RRset, RType, Rdata,
@@ -253,7 +254,14 @@ impl QueryProcessor {
         }
         let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
         if let Err(e) = self.answer_in(&req.qname, req.qtype, dnssec, ans) {
-            tracing::error!(qname = %req.qname, qtype = %req.qtype, "SERVFAIL: {e}");
+            if let Some(suppressed) = SERVFAIL_LOG.allow() {
+                tracing::error!(
+                    qname = %req.qname,
+                    qtype = %req.qtype,
+                    suppressed,
+                    "SERVFAIL: {e}"
+                );
+            }
             ans.reset(rcode::SERVFAIL, false);
         }
     }
@@ -545,10 +553,13 @@ impl QueryProcessor {
             let found = match source.lookup(zone, target, rtype, opts) {
                 Ok(found) => found,
                 Err(e) => {
-                    tracing::warn!(
-                        "zone {}: additional {target} {rtype} omitted: {e}",
-                        zone.origin
-                    );
+                    if let Some(suppressed) = ADDITIONAL_LOG.allow() {
+                        tracing::warn!(
+                            suppressed,
+                            "zone {}: additional {target} {rtype} omitted: {e}",
+                            zone.origin
+                        );
+                    }
                     continue;
                 }
             };
@@ -1008,4 +1019,72 @@ fn push_rrset(w: &mut MessageWriter<'_>, section: Section, placed: &Placed, dnss
         }
     }
     true
+}
+
+/// Log lines per second allowed for each kind of per-query failure.
+const LOG_PER_SECOND: u32 = 10;
+
+/// A per-second budget for log lines written per query: any client can make
+/// every query fail the same way (a broken row), and the log must not grow
+/// with the query rate. Lines over the budget are counted, and the count is
+/// reported (`suppressed`) with the next line allowed.
+struct LogLimit {
+    /// The second (since the Unix epoch) the budget is for.
+    second: AtomicU64,
+    /// Lines allowed in that second.
+    used: AtomicU32,
+    /// Lines dropped since the last one allowed.
+    suppressed: AtomicU64,
+}
+
+impl LogLimit {
+    const fn new() -> LogLimit {
+        LogLimit {
+            second: AtomicU64::new(0),
+            used: AtomicU32::new(0),
+            suppressed: AtomicU64::new(0),
+        }
+    }
+
+    /// `Some(lines dropped before this one)` when a line may be written now.
+    fn allow(&self) -> Option<u64> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.allow_at(now)
+    }
+
+    /// [`Self::allow`] at second `now`.
+    fn allow_at(&self, now: u64) -> Option<u64> {
+        if self.second.swap(now, Ordering::Relaxed) != now {
+            self.used.store(0, Ordering::Relaxed);
+        }
+        if self.used.fetch_add(1, Ordering::Relaxed) < LOG_PER_SECOND {
+            Some(self.suppressed.swap(0, Ordering::Relaxed))
+        } else {
+            self.suppressed.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
+static SERVFAIL_LOG: LogLimit = LogLimit::new();
+static ADDITIONAL_LOG: LogLimit = LogLimit::new();
+
+#[cfg(test)]
+mod log_limit_tests {
+    use super::{LOG_PER_SECOND, LogLimit};
+
+    #[test]
+    fn ten_lines_a_second_then_the_count_of_those_dropped() {
+        let limit = LogLimit::new();
+        for _ in 0..LOG_PER_SECOND {
+            assert_eq!(limit.allow_at(100), Some(0));
+        }
+        for _ in 0..25 {
+            assert_eq!(limit.allow_at(100), None);
+        }
+        assert_eq!(limit.allow_at(101), Some(25));
+        assert_eq!(limit.allow_at(101), Some(0));
+    }
 }

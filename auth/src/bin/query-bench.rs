@@ -123,7 +123,8 @@ fn read_queries(path: &PathBuf, notes: &mut impl Write) -> Result<(Vec<Vec<u8>>,
 /// line. Errors: why the line cannot be a query.
 fn query_line(line: &str) -> Result<Option<Vec<u8>>, String> {
     let line = line.trim();
-    if line.is_empty() || line.starts_with('#') {
+    // `;` starts a comment in dnsperf's format, `#` in BIND 10's query_bench.
+    if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
         return Ok(None);
     }
     let mut fields = line.split_whitespace();
@@ -353,6 +354,8 @@ mod tests {
     #[test]
     fn query_line_parses_or_says_why() {
         assert_eq!(query_line("  # comment"), Ok(None));
+        assert_eq!(query_line("; dnsperf comment"), Ok(None));
+        assert_eq!(query_line(";x"), Ok(None));
         assert_eq!(query_line(""), Ok(None));
         let wire = query_line("www.example. aaaa")
             .expect("parses")
