@@ -20,10 +20,18 @@ bench_cleanup() {
 
 # A loopback port free for both UDP and TCP.
 free_port() {
-    python3 -c 'import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0))
-t = socket.socket(); t.bind(("127.0.0.1", s.getsockname()[1]))
-print(s.getsockname()[1])'
+    # A UDP port the kernel picks, kept only if TCP can bind it too (retried:
+    # the same number may be taken for TCP).
+    python3 -c 'import socket, sys
+for _ in range(50):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0))
+    t = socket.socket()
+    try:
+        t.bind(("127.0.0.1", s.getsockname()[1]))
+    except OSError:
+        continue
+    print(s.getsockname()[1]); sys.exit(0)
+sys.exit("free_port: no port free for both UDP and TCP")'
 }
 
 # The PID and every descendant of it.
