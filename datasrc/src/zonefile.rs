@@ -584,7 +584,24 @@ pub(crate) fn parse_rdata_text(rtype: RType, text: &str, origin: &Name) -> Resul
             Ok(Rdata::from_wire(&wire))
         }
         Ok(_) => Err(bad("no record".into())),
-        Err(e) => Err(bad(e.to_string())),
+        Err(e) => Err(bad(without_position(&e.to_string()).to_string())),
+    }
+}
+
+/// `message` without the scanner's leading `line:column: `, which points into
+/// the one-line text built above, not into anything the user wrote.
+fn without_position(message: &str) -> &str {
+    let mut parts = message.splitn(3, ':');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(l), Some(c), Some(rest))
+            if !l.is_empty()
+                && !c.is_empty()
+                && l.bytes().all(|b| b.is_ascii_digit())
+                && c.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            rest.trim_start()
+        }
+        _ => message,
     }
 }
 
@@ -911,5 +928,22 @@ mod tests {
             "\"No address is here\""
         );
         assert!(Rdata::from_text(RType::A, "not-an-address", &o).is_err());
+    }
+
+    #[test]
+    fn rdata_text_errors_name_no_internal_position() {
+        let o = origin();
+        let e = Rdata::from_text(RType::MX, "ten mail.example.org.", &o).expect_err("mx");
+        let message = e.to_string();
+        assert!(message.contains("ten mail.example.org."), "{message}");
+        let RrError::BadText { reason, .. } = e else {
+            panic!("not BadText: {message}");
+        };
+        assert!(
+            !reason.starts_with(|c: char| c.is_ascii_digit()),
+            "reason {reason:?} starts with a position"
+        );
+        assert_eq!(without_position("2:1: bad"), "bad");
+        assert_eq!(without_position("no: position"), "no: position");
     }
 }
