@@ -1418,7 +1418,14 @@ fn batch_reads_one_snapshot_and_releases_it() {
 /// its row cannot be told apart.
 #[test]
 fn bad_ttl_row_is_servfail_for_its_type_only() {
-    for ttl in ["-1", "2147483648", "4294967296", "'one hour'", "NULL"] {
+    for ttl in [
+        "-1",
+        "2147483648",
+        "4294967296",
+        "'one hour'",
+        "1.5",
+        "NULL",
+    ] {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("ttl.sqlite3");
         std::fs::copy(db_path("datasrc/test.sqlite3"), &path).expect("copy");

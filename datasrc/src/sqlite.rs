@@ -291,12 +291,13 @@ fn bytes(v: ValueRef<'_>) -> Option<Vec<u8>> {
     }
 }
 
-/// Reads a column as an integer whatever its storage class.
+/// Reads a column as an integer whatever its storage class; a REAL with a
+/// fraction (a TTL of 1.5, say) is not one.
 pub(crate) fn int(v: ValueRef<'_>) -> Option<i64> {
     match v {
         ValueRef::Integer(i) => Some(i),
         ValueRef::Text(t) => std::str::from_utf8(t).ok()?.trim().parse().ok(),
-        ValueRef::Real(f) => Some(f as i64),
+        ValueRef::Real(f) if f.fract() == 0.0 && f.abs() < 9.0e18 => Some(f as i64),
         _ => None,
     }
 }
@@ -345,7 +346,7 @@ impl<'a> RowsBuilder<'a> {
         bad_data(&self.zone.origin, &self.owner, reason)
     }
 
-    /// Adds one row; `ttl` is `None` when the column is NULL or not a number.
+    /// Adds one row; `ttl` is `None` when the column is NULL or not a whole number.
     /// A bad type fails the node (its rows cannot be told apart); a bad TTL,
     /// like bad rdata, only the lookups that need its type (as BIND 10's
     /// database.cc, which read the TTL of the wanted types only).
@@ -470,7 +471,7 @@ impl RowNode {
                     "{} row: bad TTL {t} (RFC 2181 §8: 0 to 2147483647)",
                     row.rtype
                 )),
-                None => self.bad(format!("{} row: TTL not a number", row.rtype)),
+                None => self.bad(format!("{} row: TTL not a whole number", row.rtype)),
             })
     }
 

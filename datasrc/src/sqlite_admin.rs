@@ -288,7 +288,7 @@ fn zone_records_by_id(
                 .get_ref(3)
                 .ok()
                 .and_then(int)
-                .ok_or_else(|| bad("the TTL (not a number)"))?;
+                .ok_or_else(|| bad("the TTL (not a whole number)"))?;
             let rdata = row
                 .get_ref(4)
                 .ok()
