@@ -127,17 +127,47 @@ fn query_line(line: &str) -> Result<Option<Vec<u8>>, String> {
     if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
         return Ok(None);
     }
-    let mut fields = line.split_whitespace();
+    let mut fields = fields(line);
     let (Some(qname), Some(qtype)) = (fields.next(), fields.next()) else {
         return Err("expected `qname qtype`".into());
     };
     let name = Name::parse(qname, Some(&Name::root())).map_err(|e| format!("bad qname: {e}"))?;
     let rtype = qtype.parse::<RType>().map_err(|e| e.to_string())?;
+    if let Some(extra) = fields.next() {
+        return Err(format!("expected `qname qtype`, not also {extra:?}"));
+    }
     let mut wire = vec![0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
     wire.extend_from_slice(name.as_wire());
     wire.extend_from_slice(&rtype.0.to_be_bytes());
     wire.extend_from_slice(&1u16.to_be_bytes());
     Ok(Some(wire))
+}
+
+/// The whitespace-separated fields of `line`; a backslash keeps the next
+/// character (an escaped space inside a qname) in its field, as in master files.
+fn fields(line: &str) -> impl Iterator<Item = &str> {
+    let mut rest = line;
+    std::iter::from_fn(move || {
+        rest = rest.trim_start();
+        if rest.is_empty() {
+            return None;
+        }
+        let mut end = rest.len();
+        let mut escaped = false;
+        for (i, c) in rest.char_indices() {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c.is_whitespace() {
+                end = i;
+                break;
+            }
+        }
+        let (field, tail) = rest.split_at(end);
+        rest = tail;
+        Some(field)
+    })
 }
 
 fn open_source(args: &Args) -> Result<Arc<dyn DataSource>> {
@@ -381,6 +411,16 @@ mod tests {
             query_line("www.example. AAA"),
             Err("unknown record type \"AAA\"".into())
         );
+        assert_eq!(
+            query_line("www.example. A IN"),
+            Err("expected `qname qtype`, not also \"IN\"".into())
+        );
+        // An escaped space stays inside the qname: label "a b", then "example".
+        let wire = query_line("a\\ b.example. TXT")
+            .expect("parses")
+            .expect("query");
+        assert_eq!(&wire[12..25], b"\x03a b\x07example\x00");
+        assert_eq!(&wire[25..27], &16u16.to_be_bytes());
     }
 
     /// The first five skipped lines are named with line number and reason,
