@@ -13,14 +13,53 @@ pub fn parse_args<T: Parser>(prog: &str) -> T {
             e.exit()
         }
         Err(e) => {
-            let text = e.to_string();
-            let first = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("bad arguments")
-                .trim_start_matches("error: ");
-            eprintln!("{prog}: {first} (see {prog} --help)");
+            eprintln!("{prog}: {} (see {prog} --help)", one_line(&e.to_string()));
             std::process::exit(2);
         }
+    }
+}
+
+/// clap's error text as one line: its message and the lines it lists under
+/// it (the missing arguments, say), without the usage and tip that follow.
+fn one_line(text: &str) -> String {
+    let parts: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+        .collect();
+    if parts.is_empty() {
+        return "bad arguments".to_string();
+    }
+    parts.join(" ").trim_start_matches("error: ").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Parser, Debug)]
+    #[command(name = "t")]
+    struct Args {
+        /// The zone.
+        origin: String,
+        #[arg(long)]
+        ns: Vec<String>,
+    }
+
+    #[test]
+    fn usage_errors_name_what_is_wrong_in_one_line() {
+        let e = Args::try_parse_from(["t"]).expect_err("missing origin");
+        assert_eq!(
+            one_line(&e.to_string()),
+            "the following required arguments were not provided: <ORIGIN>"
+        );
+        let e = Args::try_parse_from(["t", "x", "--bogus"]).expect_err("unknown flag");
+        let line = one_line(&e.to_string());
+        assert!(
+            line.starts_with("unexpected argument '--bogus' found"),
+            "{line}"
+        );
+        assert!(!line.contains('\n') && !line.contains("Usage"), "{line}");
     }
 }
