@@ -84,11 +84,17 @@ fn read_into(
     depth: usize,
     out: &mut Vec<SourcedRecord>,
 ) -> Result<(), ZoneFileError> {
-    let data = std::fs::read(path).map_err(|e| ZoneFileError {
+    let fail = |message: String| ZoneFileError {
         file: path.to_path_buf(),
         line: 0,
-        message: format!("cannot read: {e}"),
-    })?;
+        message,
+    };
+    // A device or pipe (`$INCLUDE /dev/zero`) could be read without end.
+    let meta = std::fs::metadata(path).map_err(|e| fail(format!("cannot read: {e}")))?;
+    if !meta.is_file() {
+        return Err(fail("cannot read: not a regular file".into()));
+    }
+    let data = std::fs::read(path).map_err(|e| fail(format!("cannot read: {e}")))?;
     parse_into(&data, path, origin, depth, out)
 }
 
@@ -928,6 +934,30 @@ mod tests {
             "\"No address is here\""
         );
         assert!(Rdata::from_text(RType::A, "not-an-address", &o).is_err());
+    }
+
+    #[test]
+    fn include_of_a_device_is_refused_not_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let zone = dir.path().join("z.zone");
+        std::fs::write(
+            &zone,
+            "@ 300 IN SOA ns hm 1 2 3 4 5\n@ 300 IN NS ns\nns 300 IN A 192.0.2.1\n$INCLUDE /dev/zero\n",
+        )
+        .expect("write");
+        let e = read_master_file(&zone, &origin()).expect_err("device");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}:4: $INCLUDE /dev/zero: cannot read: not a regular file",
+                zone.display()
+            )
+        );
+        let e = read_master_file(dir.path(), &origin()).expect_err("directory");
+        assert!(
+            e.to_string().ends_with("cannot read: not a regular file"),
+            "{e}"
+        );
     }
 
     #[test]
