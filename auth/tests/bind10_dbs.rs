@@ -1490,3 +1490,132 @@ fn bad_ttl_row_is_servfail_for_its_type_only() {
     }
     assert_rest_of_test_sqlite3_answers(&p);
 }
+
+/// A second SOA row at the apex (plain SQL allows it) fails the zone's lookups
+/// with SERVFAIL, as a missing SOA does, instead of serving both SOAs; with and
+/// without the hot-spot cache.
+#[test]
+fn two_soa_rows_are_servfail_not_served() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("soa.sqlite3");
+    std::fs::copy(db_path("datasrc/test.sqlite3"), &path).expect("copy");
+    let conn = rusqlite::Connection::open(&path).expect("open copy");
+    conn.execute(
+        "INSERT INTO records (zone_id, name, rname, ttl, rdtype, sigtype, rdata) \
+         SELECT zone_id, name, rname, ttl, rdtype, sigtype, \
+                'master.example.com. admin.example.com. 5 3600 1800 2419200 7200' \
+         FROM records WHERE name='example.com.' AND rdtype='SOA'",
+        [],
+    )
+    .expect("second SOA");
+    drop(conn);
+    let sqlite = Arc::new(SqliteSource::open(&path).expect("opens"));
+    let cached: Arc<dyn DataSource> =
+        Arc::new(HotSpotCache::new(sqlite.clone(), Slots::from_count(1000)));
+    for (label, source) in [
+        ("sqlite3", sqlite as Arc<dyn DataSource>),
+        ("cached", cached),
+    ] {
+        let p = processor(source);
+        for (qname, qtype) in [
+            ("example.com.", RType::SOA),
+            ("nonexistent.example.com.", RType::A),
+            ("www.example.com.", RType::A),
+        ] {
+            let r = q(&p, qname, qtype);
+            assert_eq!(r.rcode, ResponseCode::ServFail, "{label} {qname} {qtype}");
+            assert!(r.answer.is_empty(), "{label} {qname} {qtype}");
+        }
+    }
+}
+
+/// A second `zones` row with the name of a served zone (plain SQL allows it):
+/// the first row (lowest id, as BIND 10 took) keeps being served, with and
+/// without the hot-spot cache, and `zone check` names the duplicate.
+#[test]
+fn duplicate_zones_row_serves_the_first_and_check_names_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("dup.sqlite3");
+    std::fs::copy(db_path("datasrc/test.sqlite3"), &path).expect("copy");
+    let conn = rusqlite::Connection::open(&path).expect("open copy");
+    let first: i64 = conn
+        .query_row("SELECT id FROM zones WHERE name='example.com.'", [], |r| {
+            r.get(0)
+        })
+        .expect("zone id");
+    conn.execute(
+        "INSERT INTO zones (name, rdclass) VALUES ('example.com.', 'IN')",
+        [],
+    )
+    .expect("second zones row");
+    let second = conn.last_insert_rowid();
+    let e = authd_datasrc::sqlite_admin::check_stored_zone(&conn, &name("example.com."))
+        .expect_err("duplicate");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "zone example.com. has 2 rows in the zones table: id {first} is served, id {second} \
+             ignored; delete the extra rows and their records"
+        )
+    );
+    drop(conn);
+    let sqlite = Arc::new(SqliteSource::open(&path).expect("opens"));
+    let zones = sqlite.zones().expect("zones");
+    assert_eq!(
+        zones
+            .iter()
+            .filter(|z| z.origin == name("example.com."))
+            .map(|z| z.id)
+            .collect::<Vec<_>>(),
+        vec![first]
+    );
+    let cached: Arc<dyn DataSource> =
+        Arc::new(HotSpotCache::new(sqlite.clone(), Slots::from_count(1000)));
+    for (label, source) in [
+        ("sqlite3", sqlite as Arc<dyn DataSource>),
+        ("cached", cached),
+    ] {
+        let p = processor(source);
+        let r = q(&p, "www.example.com.", RType::A);
+        assert_eq!(r.rcode, ResponseCode::NoError, "{label}");
+        assert_eq!(
+            r.answer,
+            vec!["www.example.com. 3600 A 192.0.2.1".to_string()],
+            "{label}"
+        );
+    }
+}
+
+/// A writer holding a rollback-journal DB's lock (a long `BEGIN EXCLUSIVE` in
+/// the sqlite3 shell) makes queries SERVFAIL after a bounded wait, and a batch
+/// shares one wait instead of paying it per query (which stalled a UDP worker
+/// for seconds); once the writer is done, answers come back.
+#[test]
+fn locked_db_fails_a_batch_after_one_bounded_wait() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("locked.sqlite3");
+    std::fs::copy(db_path("datasrc/test.sqlite3"), &path).expect("copy");
+    let sqlite = Arc::new(SqliteSource::open(&path).expect("opens"));
+    let p = processor(sqlite);
+    let writer = rusqlite::Connection::open(&path).expect("open");
+    writer.execute_batch("BEGIN EXCLUSIVE").expect("lock");
+    let start = std::time::Instant::now();
+    let batch = p.sources().batch();
+    for i in 0..20 {
+        let r = q(&p, "www.example.com.", RType::A);
+        assert_eq!(r.rcode, ResponseCode::ServFail, "query {i}");
+    }
+    drop(batch);
+    let waited = start.elapsed();
+    // 20 queries, 250 ms each, would be 5 s; one shared wait is 250 ms.
+    assert!(
+        waited < std::time::Duration::from_millis(2500),
+        "{waited:?}"
+    );
+    writer.execute_batch("COMMIT").expect("unlock");
+    assert_answer(
+        &q(&p, "www.example.com.", RType::A),
+        &["www.example.com. 3600 A 192.0.2.1"],
+        "after the writer",
+    );
+}

@@ -38,8 +38,37 @@ const FIND_ZONE_SQL: &str = "\
     SELECT id, name FROM zones WHERE name=?6 AND rdclass='IN' UNION ALL \
     SELECT id, name FROM zones WHERE name=?7 AND rdclass='IN' UNION ALL \
     SELECT id, name FROM zones WHERE name=?8 AND rdclass='IN' LIMIT 1";
-/// How long a reader waits on a writer's lock before failing (rollback-journal DBs).
-const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a thread's reads wait in all on writers' locks, per batch of
+/// queries (or per query outside a batch), before failing with SERVFAIL
+/// (rollback-journal DBs: a writer's transaction locks readers out; WAL
+/// readers never wait). Shared by the batch so that a long write stalls a UDP
+/// worker this long once, not once per query of its batch.
+const LOCK_WAIT: Duration = Duration::from_millis(250);
+
+thread_local! {
+    /// When this thread's current wait budget ([`LOCK_WAIT`]) runs out: set
+    /// by the first lock wait of a batch, cleared when a batch or an unbatched
+    /// read starts.
+    static LOCK_DEADLINE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// SQLite's busy handler for serving connections: true (retry, after a
+/// short sleep) until this thread's [`LOCK_DEADLINE`].
+fn wait_for_lock(_retries: i32) -> bool {
+    let now = Instant::now();
+    let deadline = LOCK_DEADLINE.with(|d| match d.get() {
+        Some(t) => t,
+        None => {
+            d.set(Some(now + LOCK_WAIT));
+            now + LOCK_WAIT
+        }
+    });
+    if now >= deadline {
+        return false;
+    }
+    std::thread::sleep(Duration::from_millis(2).min(deadline - now));
+    true
+}
 /// How often [`DataSource::generation`] polls `PRAGMA data_version`.
 const CHANGE_POLL: Duration = Duration::from_millis(200);
 
@@ -54,6 +83,9 @@ pub struct SqliteSource {
     batch: ThreadLocal<RefCell<Batch>>,
     watch: Mutex<Watch>,
     generation: AtomicU64,
+    /// The file opened: (device, inode), to tell a file replaced or deleted
+    /// under the same path ([`SqliteSource::file_changed`]).
+    file_id: (u64, u64),
 }
 
 /// A batch of queries answered back to back by one thread (a UDP worker's
@@ -90,6 +122,7 @@ impl SqliteSource {
         let (conn, _version) = Self::connect(path)?;
         let (watch_conn, _) = Self::connect(path)?;
         let data_version = data_version(&watch_conn).map_err(|e| storage(path, e))?;
+        let file_id = file_id(path)?;
         let pool = ThreadLocal::new();
         pool.get_or(|| RefCell::new(vec![conn]));
         Ok(SqliteSource {
@@ -102,15 +135,25 @@ impl SqliteSource {
                 checked: Instant::now(),
             }),
             generation: AtomicU64::new(1),
+            file_id,
         })
+    }
+
+    /// True when the path no longer names the file opened: another file was
+    /// moved into its place (which open connections do not see; reopen it).
+    ///
+    /// Errors: the path no longer exists or cannot be examined (deleted while
+    /// served).
+    pub fn file_changed(&self) -> Result<bool, DataSourceError> {
+        Ok(file_id(&self.path)? != self.file_id)
     }
 
     fn connect(
         path: &Path,
     ) -> Result<(Connection, authd_migrations::SchemaVersion), DataSourceError> {
-        let (conn, version) = authd_migrations::open_for_serving(path)
+        let (mut conn, version) = authd_migrations::open_for_serving(path)
             .map_err(|e| DataSourceError::Storage(e.to_string()))?;
-        conn.busy_timeout(BUSY_TIMEOUT)
+        conn.busy_handler(Some(wait_for_lock))
             .map_err(|e| storage(path, e))?;
         Ok((conn, version))
     }
@@ -156,6 +199,9 @@ impl SqliteSource {
                 end_read(&conn);
                 self.return_conn(conn);
             }
+        }
+        if self.batch.get().is_none_or(|b| b.borrow().depth == 0) {
+            LOCK_DEADLINE.with(|d| d.set(None));
         }
         // Read before the snapshot starts (at the first statement), so that a
         // change it misses shows as a later count.
@@ -252,6 +298,13 @@ fn end_read(conn: &Connection) {
     {
         let _ = conn.execute_batch("ROLLBACK");
     }
+}
+
+/// (device, inode) of the file at `path`.
+fn file_id(path: &Path) -> Result<(u64, u64), DataSourceError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|e| storage(path, e))?;
+    Ok((meta.dev(), meta.ino()))
 }
 
 fn data_version(conn: &Connection) -> rusqlite::Result<i64> {
@@ -429,6 +482,15 @@ impl<'a> RowsBuilder<'a> {
                 .is_some_and(|d| d.rdatas.len() > 1)
         {
             return Err(node.bad("more than one DNAME".into()));
+        }
+        // Two SOAs would both be served as the zone's (RFC 1035 §5.2: exactly
+        // one per zone); loadzone, memory zones and transfers refuse them too.
+        if several(RType::SOA)
+            && node
+                .get(RType::SOA, false)?
+                .is_some_and(|d| d.rdatas.len() > 1)
+        {
+            return Err(node.bad("more than one SOA".into()));
         }
         Ok(node)
     }
@@ -938,7 +1000,11 @@ impl DataSource for SqliteSource {
     }
 
     fn begin_batch(&self) {
-        self.batch.get_or_default().borrow_mut().depth += 1;
+        let mut batch = self.batch.get_or_default().borrow_mut();
+        if batch.depth == 0 {
+            LOCK_DEADLINE.with(|d| d.set(None));
+        }
+        batch.depth += 1;
     }
 
     fn end_batch(&self) {
@@ -962,7 +1028,7 @@ impl DataSource for SqliteSource {
     fn zones(&self) -> Result<Vec<ZoneRef>, DataSourceError> {
         self.with_conn(|conn| {
             let mut stmt = conn
-                .prepare_cached("SELECT id, name FROM zones WHERE rdclass='IN'")
+                .prepare_cached("SELECT id, name FROM zones WHERE rdclass='IN' ORDER BY id")
                 .map_err(|e| storage(&self.path, e))?;
             let mut rows = stmt.query([]).map_err(|e| storage(&self.path, e))?;
             let mut zones = Vec::new();
@@ -977,7 +1043,19 @@ impl DataSource for SqliteSource {
                     .map_err(|e| storage(&self.path, format!("zone name {name:?}: {e}")))?;
                 zones.push(ZoneRef { origin, id });
             }
+            // Stable: a name with several rows keeps its lowest id first, the
+            // row `find_zone` (and BIND 10) serves; the others are left out.
             zones.sort_by(|a, b| a.origin.cmp(&b.origin));
+            let before = zones.len();
+            zones.dedup_by(|later, first| later.origin == first.origin);
+            if zones.len() != before {
+                tracing::warn!(
+                    "zone DB {}: {} zone name(s) have more than one zones row; each is \
+                     served from its lowest id (zone check names them)",
+                    self.path.display(),
+                    before - zones.len()
+                );
+            }
             Ok(zones)
         })
     }

@@ -391,10 +391,37 @@ fn table_of(file: &std::path::Path) -> String {
 /// (e.g. `records row 17: CNAME and other data at www.example.org.`),
 /// [`AdminError::NoZone`], [`AdminError::Sqlite`].
 pub fn check_stored_zone(conn: &Connection, origin: &Name) -> Result<usize, AdminError> {
+    check_one_zone_row(conn, origin)?;
     let records = zone_records(conn, origin)?;
     check_loaded(origin, &records)?;
     check_rnames(conn, origin)?;
     Ok(records.len())
+}
+
+/// The zone has one `zones` row: plain SQL can add a second with the same
+/// name, and only the first (lowest id, as BIND 10 took) is served.
+fn check_one_zone_row(conn: &Connection, origin: &Name) -> Result<(), AdminError> {
+    let action = "reading the zone table";
+    let mut stmt = conn
+        .prepare("SELECT id FROM zones WHERE name=?1 AND rdclass='IN' ORDER BY id")
+        .map_err(sql(action))?;
+    let ids: Vec<i64> = stmt
+        .query_map([origin.to_string()], |r| r.get(0))
+        .map_err(sql(action))?
+        .collect::<Result<_, _>>()
+        .map_err(sql(action))?;
+    if let [first, rest @ ..] = &ids[..]
+        && !rest.is_empty()
+    {
+        let others: Vec<String> = rest.iter().map(i64::to_string).collect();
+        return Err(AdminError::Check(format!(
+            "zone {origin} has {} rows in the zones table: id {first} is served, id {} ignored; \
+             delete the extra rows and their records",
+            ids.len(),
+            others.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// Every `records` row's `rname` is its `name` reversed (any case): the

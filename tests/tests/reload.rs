@@ -598,3 +598,52 @@ fn example_config_serves_both_sources() {
     );
     assert!(!reply.answers.is_empty());
 }
+
+/// A served DB file replaced by another (a new DB moved into place) is opened
+/// afresh by SIGHUP, so every worker serves the new file; a DB deleted while
+/// served fails the reload, naming the file, and the zones keep serving.
+#[test]
+fn replaced_db_is_reopened_and_deleted_db_fails_the_reload() {
+    let dir = tempdir();
+    let db = dir.path().join("zones.sqlite3");
+    load_zone_text(&db, "example.com.", &zone_version(1, 0));
+    let authd = AuthdProcess::start([
+        "--db".to_string(),
+        db.display().to_string(),
+        "--udp-workers".to_string(),
+        "2".to_string(),
+    ]);
+    assert_eq!(serial_now(authd.addr(), "example.com."), 1);
+
+    let next = dir.path().join("next.sqlite3");
+    load_zone_text(&next, "example.com.", &zone_version(2, 0));
+    std::fs::rename(&next, &db).expect("move the new DB into place");
+    let summary = hup_and_wait(&authd);
+    assert!(!summary.contains("failed: 1"), "{summary}");
+    assert!(
+        authd.stderr().contains("was replaced; reopening it"),
+        "{}",
+        authd.stderr()
+    );
+    // Both workers: several queries from different source ports.
+    for _ in 0..8 {
+        assert_eq!(serial_now(authd.addr(), "example.com."), 2);
+    }
+
+    std::fs::remove_file(&db).expect("delete the DB");
+    authd.signal("HUP");
+    assert!(
+        authd.wait_for_log("reload failed", Duration::from_secs(30)),
+        "{}",
+        authd.stderr()
+    );
+    let failure = authd
+        .stderr()
+        .lines()
+        .find(|l| l.contains("reload failed"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(failure.contains("zones.sqlite3"), "{failure}");
+    assert!(failure.contains("still serving"), "{failure}");
+    assert_eq!(serial_now(authd.addr(), "example.com."), 2);
+}

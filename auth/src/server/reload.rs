@@ -250,8 +250,15 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
         };
         match &ds.kind {
             DataSourceKind::Sqlite3 { file, zones } => {
+                // A DB deleted since it was opened fails the reload; one
+                // replaced by another file is opened afresh (the connections
+                // still open read the old file).
                 let db = match prev_dbs.get(file.as_path()) {
-                    Some(db) => Arc::clone(db),
+                    Some(db) if !db.file_changed().map_err(open_err)? => Arc::clone(db),
+                    Some(_) => {
+                        tracing::info!("{label}: {} was replaced; reopening it", file.display());
+                        Arc::new(SqliteSource::open(file).map_err(open_err)?)
+                    }
                     None => Arc::new(SqliteSource::open(file).map_err(open_err)?),
                 };
                 let in_db: Vec<Name> = db
