@@ -94,6 +94,15 @@ fn db_path(rel: &str) -> PathBuf {
     Path::new(DATA).join(rel)
 }
 
+/// A copy of the DB at `rel` in a new temporary directory (kept alive by the
+/// returned guard), for tests that change it.
+fn scratch_copy(rel: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("scratch.sqlite3");
+    std::fs::copy(db_path(rel), &path).expect("copy");
+    (dir, path)
+}
+
 fn name(text: &str) -> Name {
     text.parse().expect("name")
 }
@@ -1358,9 +1367,7 @@ fn zone_found_for_names_of_any_length() {
 /// the lock is gone and the next query sees the change.
 #[test]
 fn batch_reads_one_snapshot_and_releases_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("batch.sqlite3");
-    std::fs::copy(db_path("datasrc/test.sqlite3"), &path).expect("copy");
+    let (_dir, path) = scratch_copy("datasrc/test.sqlite3");
     let sqlite = Arc::new(SqliteSource::open(&path).expect("opens"));
     let p = processor(sqlite);
     let writer = rusqlite::Connection::open(&path).expect("open");
@@ -1426,9 +1433,7 @@ fn bad_ttl_row_is_servfail_for_its_type_only() {
         "1.5",
         "NULL",
     ] {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("ttl.sqlite3");
-        std::fs::copy(db_path("datasrc/test.sqlite3"), &path).expect("copy");
+        let (_dir, path) = scratch_copy("datasrc/test.sqlite3");
         let conn = rusqlite::Connection::open(&path).expect("open copy");
         // The schema says NOT NULL; a table rebuilt without it (as plain SQL
         // administration may do) holds one.
@@ -1496,9 +1501,7 @@ fn bad_ttl_row_is_servfail_for_its_type_only() {
 /// without the hot-spot cache.
 #[test]
 fn two_soa_rows_are_servfail_not_served() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("soa.sqlite3");
-    std::fs::copy(db_path("datasrc/test.sqlite3"), &path).expect("copy");
+    let (_dir, path) = scratch_copy("datasrc/test.sqlite3");
     let conn = rusqlite::Connection::open(&path).expect("open copy");
     conn.execute(
         "INSERT INTO records (zone_id, name, rname, ttl, rdtype, sigtype, rdata) \
@@ -1534,9 +1537,7 @@ fn two_soa_rows_are_servfail_not_served() {
 /// without the hot-spot cache, and `zone check` names the duplicate.
 #[test]
 fn duplicate_zones_row_serves_the_first_and_check_names_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("dup.sqlite3");
-    std::fs::copy(db_path("datasrc/test.sqlite3"), &path).expect("copy");
+    let (_dir, path) = scratch_copy("datasrc/test.sqlite3");
     let conn = rusqlite::Connection::open(&path).expect("open copy");
     let first: i64 = conn
         .query_row("SELECT id FROM zones WHERE name='example.com.'", [], |r| {
@@ -1592,9 +1593,7 @@ fn duplicate_zones_row_serves_the_first_and_check_names_it() {
 /// for seconds); once the writer is done, answers come back.
 #[test]
 fn locked_db_fails_a_batch_after_one_bounded_wait() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("locked.sqlite3");
-    std::fs::copy(db_path("datasrc/test.sqlite3"), &path).expect("copy");
+    let (_dir, path) = scratch_copy("datasrc/test.sqlite3");
     let sqlite = Arc::new(SqliteSource::open(&path).expect("opens"));
     let p = processor(sqlite);
     let writer = rusqlite::Connection::open(&path).expect("open");
