@@ -210,7 +210,11 @@ pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
         let in_additional = index >= counts[1] as usize + counts[2] as usize;
         if rtype == RType::OPT.0 {
             // RFC 6891 §6.1.1: one OPT, owned by the root, in the additional section.
-            if !in_additional || edns.is_some() || msg[owner_at] != 0 {
+            if !in_additional
+                || edns.is_some()
+                || msg[owner_at] != 0
+                || !options_well_formed(&msg[pos + 10..rdata_end])
+            {
                 return Err(formerr());
             }
             edns = Some(Edns {
@@ -231,6 +235,29 @@ pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
         qclass: Class(qclass),
         edns,
     })
+}
+
+/// EDNS option code of DNS COOKIE (RFC 7873).
+const OPTION_COOKIE: u16 = 10;
+
+/// True when OPT RDATA is a sequence of whole options (RFC 6891 §6.1.2: code,
+/// length, data) and a COOKIE option has a length RFC 7873 §5.2.2 allows
+/// (8, or 16 to 40 bytes); otherwise the request gets FORMERR.
+fn options_well_formed(mut rdata: &[u8]) -> bool {
+    while !rdata.is_empty() {
+        let (Some(code), Some(len)) = (u16_at(rdata, 0), u16_at(rdata, 2)) else {
+            return false;
+        };
+        let len = len as usize;
+        let Some(rest) = rdata.get(4 + len..) else {
+            return false;
+        };
+        if code == OPTION_COOKIE && len != 8 && !(16..=40).contains(&len) {
+            return false;
+        }
+        rdata = rest;
+    }
+    true
 }
 
 /// Most name positions remembered for compression; later names are written
@@ -639,6 +666,39 @@ mod tests {
                 dnssec_ok: true
             })
         );
+    }
+
+    /// OPT RDATA that is not whole options, or a COOKIE of a length RFC 7873
+    /// §5.2.2 rules out, is FORMERR; whole options of any other kind are fine.
+    #[test]
+    fn malformed_edns_options_are_formerr() {
+        let with_options = |options: &[u8]| {
+            let mut opt = vec![0, 0, 41, 0x10, 0, 0, 0, 0, 0];
+            opt.extend_from_slice(&(options.len() as u16).to_be_bytes());
+            opt.extend_from_slice(options);
+            parse_query(&query(b"\x00", 6, &opt, 1)).map(|_| ())
+        };
+        let cookie = |len: usize| {
+            let mut o = vec![0, 10];
+            o.extend_from_slice(&(len as u16).to_be_bytes());
+            o.extend(std::iter::repeat_n(0xAB, len));
+            o
+        };
+        for ok in [vec![], cookie(8), cookie(16), cookie(40), vec![0, 8, 0, 0]] {
+            assert!(with_options(&ok).is_ok(), "{ok:?}");
+        }
+        for bad in [
+            vec![0, 8, 0, 5, 1, 2],
+            vec![0, 8, 0],
+            cookie(5),
+            cookie(12),
+            cookie(41),
+        ] {
+            assert!(
+                matches!(with_options(&bad), Err(ParseError::Reject { rcode: 1, .. })),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]
