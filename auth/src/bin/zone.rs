@@ -52,7 +52,8 @@ enum Command {
         /// Name server(s) for the apex NS RRset; the first is the SOA MNAME.
         #[arg(long, value_name = "NAME", required_unless_present = "file")]
         ns: Vec<String>,
-        /// SOA RNAME (the zone contact as a domain name).
+        /// SOA RNAME, the zone contact: a domain name (relative to the zone) or a
+        /// mail address (`admin@example.org` is stored as `admin.example.org.`).
         #[arg(long, value_name = "MAILBOX", default_value = "hostmaster")]
         email: String,
         /// First SOA serial.
@@ -190,6 +191,18 @@ fn run(command: Command) -> Result<(), String> {
                     recs
                 }
                 None => {
+                    // Each flag checked as a name here, so that a bad one is
+                    // named (and cannot shift the fields of the text below).
+                    let ns: Vec<Name> = ns
+                        .iter()
+                        .map(|n| {
+                            if n.contains(char::is_whitespace) {
+                                return Err(format!("--ns {n:?}: contains white space"));
+                            }
+                            Name::parse(n, Some(&origin)).map_err(|e| format!("--ns {n:?}: {e}"))
+                        })
+                        .collect::<Result<_, _>>()?;
+                    let email = mailbox_name(&email, &origin)?;
                     let mname = ns.first().ok_or("--ns or --file is required")?;
                     let mut text = format!(
                         "$TTL {ttl}\n@ IN SOA {mname} {email} {serial} 3600 900 1209600 300\n"
@@ -283,5 +296,46 @@ fn run(command: Command) -> Result<(), String> {
             );
             Ok(())
         }
+    }
+}
+
+/// The SOA RNAME for `--email`: a domain name (`hostmaster`, relative to the
+/// zone), or a mail address, `user@example.org` becoming
+/// `user.example.org.` (dots in `user` escaped, RFC 1035 §8).
+fn mailbox_name(email: &str, origin: &Name) -> Result<Name, String> {
+    if email.contains(char::is_whitespace) {
+        return Err(format!("--email {email:?}: contains white space"));
+    }
+    let text = match email.rsplit_once('@') {
+        Some((local, domain)) if !local.is_empty() && !domain.is_empty() => {
+            let domain = domain.trim_end_matches('.');
+            format!("{}.{domain}.", local.replace('.', "\\."))
+        }
+        _ => email.to_string(),
+    };
+    Name::parse(&text, Some(origin)).map_err(|e| format!("--email {email:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn email_flag_reads_names_and_mail_addresses() {
+        let origin: Name = "example.org.".parse().expect("origin");
+        let rname = |e: &str| mailbox_name(e, &origin).map(|n| n.to_string());
+        assert_eq!(rname("hostmaster"), Ok("hostmaster.example.org.".into()));
+        assert_eq!(rname("admin.example.net."), Ok("admin.example.net.".into()));
+        assert_eq!(rname("admin@example.net"), Ok("admin.example.net.".into()));
+        assert_eq!(
+            rname("john.doe@example.net"),
+            Ok("john\\.doe.example.net.".into())
+        );
+        assert_eq!(
+            rname("bad email@x"),
+            Err("--email \"bad email@x\": contains white space".into())
+        );
+        let e = rname("a..b").expect_err("empty label");
+        assert!(e.starts_with("--email \"a..b\": "), "{e}");
     }
 }
