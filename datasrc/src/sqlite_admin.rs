@@ -660,7 +660,25 @@ pub fn update_zone(
             put(new_serial, DIFF_ADD, rec)?;
         }
         let after = zone_records_by_id(&tx, origin, zone_id)?;
-        check_loaded(origin, &after)?;
+        // A row this update inserted is rolled back with it: name the problem,
+        // not that row's id.
+        check_loaded(origin, &after).map_err(|e| match e {
+            AdminError::Check(message) => {
+                let new_row = message
+                    .strip_prefix("records row ")
+                    .and_then(|rest| rest.split_once(": "))
+                    .and_then(|(id, what)| Some((id.parse::<i64>().ok()?, what)))
+                    .filter(|(id, _)| !before.iter().any(|r| r.table == "records" && r.id == *id));
+                match new_row {
+                    Some((_, what)) => AdminError::Update(format!(
+                        "the update would leave {what}; nothing was changed"
+                    )),
+                    None => AdminError::Check(message),
+                }
+            }
+            other => other,
+        })?;
+        check_rnames(&tx, origin)?;
         drop(journal);
         let report = UpdateReport {
             old_serial,

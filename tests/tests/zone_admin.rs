@@ -565,4 +565,50 @@ fn zone_check_names_a_row_with_a_wrong_rname() {
             ),
         "{err}"
     );
+    // An update must leave a zone that passes `zone check`: refused while the
+    // bad row is there, nothing changed.
+    let update = [
+        "update",
+        "--db",
+        "z.sqlite3",
+        "example.org",
+        "--add",
+        "mail 300 IN A 192.0.2.25",
+    ];
+    let out = run(&update);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not the name reversed"), "{err}");
+    let rows: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM records WHERE name='mail.example.org.'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(rows, 0);
+    conn.execute(
+        "UPDATE records SET rname='org.example.www.' WHERE name='www.example.org.'",
+        [],
+    )
+    .expect("fix");
+    ok(&update);
+    // A problem only the update's own rows make is named, not their row ids
+    // (they are rolled back).
+    let out = run(&[
+        "update",
+        "--db",
+        "z.sqlite3",
+        "example.org",
+        "--add",
+        "www 300 IN CNAME mail",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "the update would leave CNAME and other data at www.example.org.; nothing was changed"
+        ) && !err.contains("row"),
+        "{err}"
+    );
 }
