@@ -1618,3 +1618,58 @@ fn locked_db_fails_a_batch_after_one_bounded_wait() {
         "after the writer",
     );
 }
+
+/// Names written by hand without their final dot: a `zones` row is served by
+/// neither the cached nor the uncached path (both match BIND 10's absolute
+/// text), and `zone check` says what is wrong instead of "not in the DB"; a
+/// `records` row is named by `zone check`.
+#[test]
+fn names_without_the_final_dot_are_named_by_zone_check() {
+    let (_dir, path) = scratch_copy("datasrc/test.sqlite3");
+    let conn = rusqlite::Connection::open(&path).expect("open copy");
+    let id: i64 = conn
+        .query_row("SELECT id FROM zones WHERE name='example.com.'", [], |r| {
+            r.get(0)
+        })
+        .expect("zone id");
+    conn.execute(
+        "UPDATE records SET name='www.example.com' WHERE name='www.example.com.' AND rdtype='A'",
+        [],
+    )
+    .expect("undot a record");
+    let e = authd_datasrc::sqlite_admin::check_stored_zone(&conn, &name("example.com."))
+        .expect_err("undotted record");
+    assert!(
+        e.to_string().ends_with(
+            "(www.example.com): name without its final dot (stored names are absolute: \
+             www.example.com.)"
+        ),
+        "{e}"
+    );
+    conn.execute("UPDATE zones SET name='example.com' WHERE id=?1", [id])
+        .expect("undot the zone");
+    let e = authd_datasrc::sqlite_admin::check_stored_zone(&conn, &name("example.com."))
+        .expect_err("undotted zone");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "zone example.com. is not in the DB: zones row {id} names it without the final dot \
+             (UPDATE zones SET name='example.com.' WHERE id={id})"
+        )
+    );
+    drop(conn);
+    let sqlite = Arc::new(SqliteSource::open(&path).expect("opens"));
+    assert!(
+        !sqlite.zones().expect("zones").iter().any(|z| z.id == id),
+        "undotted zone listed"
+    );
+    let cached: Arc<dyn DataSource> =
+        Arc::new(HotSpotCache::new(sqlite.clone(), Slots::from_count(1000)));
+    for (label, source) in [
+        ("sqlite3", sqlite as Arc<dyn DataSource>),
+        ("cached", cached),
+    ] {
+        let r = q(&processor(source), "mail.example.com.", RType::A);
+        assert_eq!(r.rcode, ResponseCode::Refused, "{label}");
+    }
+}

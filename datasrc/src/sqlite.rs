@@ -1038,6 +1038,15 @@ impl DataSource for SqliteSource {
                 let (Some(id), Some(name)) = (id, name) else {
                     return Err(storage(&self.path, "zones row with a NULL column"));
                 };
+                // `find_zone` matches the absolute text BIND 10 stores; a name
+                // written without the final dot is found by neither.
+                if !name.ends_with('.') {
+                    tracing::warn!(
+                        "zone DB {}: zones row {id} ({name:?}) lacks the final dot; not served",
+                        self.path.display()
+                    );
+                    continue;
+                }
                 let origin: Name = name
                     .parse()
                     .map_err(|e| storage(&self.path, format!("zone name {name:?}: {e}")))?;

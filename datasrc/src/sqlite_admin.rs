@@ -160,7 +160,28 @@ pub fn find_zone_id(conn: &Connection, origin: &Name) -> Result<Option<i64>, Adm
 }
 
 fn require_zone(conn: &Connection, origin: &Name) -> Result<i64, AdminError> {
-    find_zone_id(conn, origin)?.ok_or_else(|| AdminError::NoZone(origin.to_string()))
+    if let Some(id) = find_zone_id(conn, origin)? {
+        return Ok(id);
+    }
+    // BIND 10 stores zone names absolute; a row written by hand without the
+    // final dot is not found by that name (nor served): say so.
+    let text = origin.to_string();
+    let undotted: Option<i64> = conn
+        .query_row(
+            "SELECT id FROM zones WHERE name=?1 AND rdclass='IN' ORDER BY id LIMIT 1",
+            [text.trim_end_matches('.')],
+            |r| Ok(r.get_ref(0).ok().and_then(int)),
+        )
+        .optional()
+        .map_err(sql("looking up the zone"))?
+        .flatten();
+    match undotted {
+        Some(id) if text != "." => Err(AdminError::Check(format!(
+            "zone {text} is not in the DB: zones row {id} names it without the final dot \
+             (UPDATE zones SET name='{text}' WHERE id={id})"
+        ))),
+        _ => Err(AdminError::NoZone(text)),
+    }
 }
 
 /// Creates zone `origin` with `records` (checked first, see
@@ -393,8 +414,8 @@ fn table_of(file: &std::path::Path) -> String {
 pub fn check_stored_zone(conn: &Connection, origin: &Name) -> Result<usize, AdminError> {
     check_one_zone_row(conn, origin)?;
     let records = zone_records(conn, origin)?;
-    check_loaded(origin, &records)?;
     check_rnames(conn, origin)?;
+    check_loaded(origin, &records)?;
     Ok(records.len())
 }
 
@@ -438,6 +459,16 @@ fn check_rnames(conn: &Connection, origin: &Name) -> Result<(), AdminError> {
         let id = row.get_ref(0).ok().and_then(int).unwrap_or(-1);
         let name = row.get_ref(1).ok().and_then(text).unwrap_or_default();
         let rname = row.get_ref(2).ok().and_then(text).unwrap_or_default();
+        if !name.ends_with('.') {
+            // Read relative to the apex it would be another name; authd, which
+            // matches the text, never finds it.
+            return Err(AdminError::BadRow {
+                table: "records",
+                id,
+                name: name.clone(),
+                reason: format!("name without its final dot (stored names are absolute: {name}.)"),
+            });
+        }
         let Ok(owner) = Name::parse(&name, Some(origin)) else {
             continue; // reported by the record checks
         };
