@@ -167,13 +167,16 @@ struct RawConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawServer {
+    #[serde(default, deserialize_with = "whole")]
     udp_workers: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTcp {
+    #[serde(default, deserialize_with = "whole")]
     idle_timeout: Option<u64>,
+    #[serde(default, deserialize_with = "whole")]
     max_connections: Option<usize>,
 }
 
@@ -281,6 +284,38 @@ where
             .collect(),
         OneOrMany::Many(v) => v,
     }))
+}
+
+/// A whole number of type `T`: an integer, or (from the environment) its
+/// decimal text. A fraction (`1.5`) is an error, not rounded.
+fn whole<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Number {
+        Int(u64),
+        Negative(i64),
+        Float(f64),
+        Text(String),
+    }
+    use serde::de::Error;
+    let n = match Number::deserialize(d)? {
+        Number::Int(n) => n,
+        Number::Negative(n) => return Err(D::Error::custom(format!("{n} is negative"))),
+        Number::Float(f) => {
+            return Err(D::Error::custom(format!("{f} is not a whole number")));
+        }
+        Number::Text(t) => t
+            .trim()
+            .parse()
+            .map_err(|_| D::Error::custom(format!("{t:?} is not a whole number")))?,
+    };
+    T::try_from(n)
+        .map(Some)
+        .map_err(|_| D::Error::custom(format!("{n} is too large")))
 }
 
 /// Server threads (`[server]`).
@@ -1226,6 +1261,9 @@ mod tests {
             ("[tcp]\nidle_timeout = 0", "tcp.idle_timeout"),
             ("[tcp]\nmax_connections = 0", "tcp.max_connections"),
             ("[tcp]\nidle_timeout = \"soon\"", "idle_timeout"),
+            ("[tcp]\nidle_timeout = 1.5", "idle_timeout"),
+            ("[tcp]\nidle_timeout = -3", "idle_timeout"),
+            ("[server]\nudp_workers = 3.9", "udp_workers"),
             ("[[datasource]]\nfile = \"a\"", "datasource[0].type"),
             ("[[datasource]]\ntype = \"sqlite3\"", "datasource[0].file"),
             (
