@@ -126,6 +126,7 @@ fn parse_zone_arg(s: &str) -> Result<(Name, PathBuf), String> {
 }
 
 fn main() -> ExitCode {
+    authd::allocator::tune();
     let cli: Cli = authd::cli::parse_args("authd");
     if let Err(e) = init_logging(cli.log_level.as_deref()) {
         eprintln!("authd: {e}");

@@ -365,6 +365,7 @@ fn run() -> Result<()> {
 }
 
 fn main() -> ExitCode {
+    authd::allocator::tune();
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
