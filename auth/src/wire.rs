@@ -154,8 +154,8 @@ pub fn peek_qtype(msg: &[u8]) -> Option<RType> {
 ///
 /// Errors: [`ParseError::Drop`] for short messages and responses;
 /// [`ParseError::Reject`] with NOTIMP for opcodes other than QUERY, FORMERR for
-/// QDCOUNT ≠ 1, a bad question, trailing garbage in the counted sections, an OPT
-/// not owned by the root, or two OPT records.
+/// QDCOUNT ≠ 1, a bad question, a record cut short, bytes after the last
+/// counted record, an OPT not owned by the root, or two OPT records.
 pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
     if msg.len() < HEADER_LEN {
         return Err(ParseError::Drop);
@@ -224,6 +224,11 @@ pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
             });
         }
         pos = rdata_end;
+    }
+    // Bytes past the counted records: a miscounted or corrupted message. Knot
+    // DNS and BIND 9 answer FORMERR too (NSD ignores them).
+    if pos != msg.len() {
+        return Err(formerr());
     }
     Ok(Request {
         id,
@@ -725,6 +730,24 @@ mod tests {
             parse_query(&query(b"\x00", 1, &twice, 2)),
             Err(ParseError::Reject { rcode: 1, .. })
         ));
+        // Bytes after the question with no record counted, or after the OPT.
+        let mut trailing = query(b"\x03www\x00", 1, &[], 0);
+        trailing.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+        assert!(matches!(
+            parse_query(&trailing),
+            Err(ParseError::Reject {
+                rcode: 1,
+                question: Some(_),
+                ..
+            })
+        ));
+        let mut after_opt = query(b"\x00", 1, &opt, 1);
+        after_opt.push(0);
+        assert!(matches!(
+            parse_query(&after_opt),
+            Err(ParseError::Reject { rcode: 1, .. })
+        ));
+        assert!(parse_query(&query(b"\x00", 1, &opt, 1)).is_ok());
         let mut notify = query(b"\x00", 6, &[], 0);
         notify[2] = 0x20;
         assert!(matches!(

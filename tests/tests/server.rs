@@ -326,6 +326,35 @@ fn malformed_packets_do_not_stop_the_server() {
     assert!(authd.terminate().success());
 }
 
+/// Bytes after the last counted record (here right after the question, with
+/// ARCOUNT 0) make a malformed message: FORMERR with the question echoed, as
+/// Knot DNS 3.2 and BIND 9 answer (NSD 4.6 ignores them), over UDP and TCP.
+#[test]
+fn trailing_bytes_after_the_question_get_formerr() {
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    let authd = AuthdProcess::start([os("--db"), db.as_os_str()]);
+    let q = QueryBuilder::new("www.example.org", "A").id(4343);
+    let mut wire = q.wire();
+    wire.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    for reply in [
+        query_udp(authd.addr(), &wire),
+        query_tcp(authd.addr(), &wire),
+    ] {
+        let reply = parse_reply(&reply);
+        assert_eq!(reply.metadata.id, 4343);
+        assert_eq!(reply.metadata.message_type, MessageType::Response);
+        assert_eq!(reply.metadata.response_code, ResponseCode::FormErr);
+        assert!(!reply.metadata.authoritative);
+        assert_eq!(reply.queries.len(), 1);
+        assert_eq!(reply.queries[0].name().to_ascii(), "www.example.org.");
+        assert_eq!(reply.queries[0].query_type(), RecordType::A);
+        assert!(reply.answers.is_empty());
+    }
+    // The same query without them is answered.
+    assert_www_answer(&parse_reply(&query_udp(authd.addr(), &q.wire())), 4343);
+}
+
 #[test]
 fn a_response_is_not_answered() {
     let dir = tempdir();
