@@ -1,7 +1,13 @@
-//! Command-line parsing shared by the binaries: usage errors as one line.
+//! Command-line parsing shared by the binaries: usage errors as one line;
+//! library warnings as `PROG: warning: …` lines for the tools.
+
+use std::fmt;
 
 use clap::Parser;
 use clap::error::ErrorKind;
+use tracing_subscriber::fmt::FmtContext;
+use tracing_subscriber::fmt::format::{self, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
 
 /// Parses the process arguments into `T`. `--help` and `--version` print as
 /// usual and exit 0; any usage error prints one line, `PROG: message (see
@@ -16,6 +22,43 @@ pub fn parse_args<T: Parser>(prog: &str) -> T {
             eprintln!("{prog}: {} (see {prog} --help)", one_line(&e.to_string()));
             std::process::exit(2);
         }
+    }
+}
+
+/// Prints the warnings and errors the libraries log (a master file without
+/// `$TTL`, a skipped `zones` row) on stderr as `PROG: warning: message`, one
+/// line each, for the command-line tools (`authd` itself logs with
+/// timestamps). Does nothing if a subscriber is already set.
+pub fn warnings_to_stderr(prog: &'static str) {
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_writer(std::io::stderr)
+        .event_format(ToolFormat(prog))
+        .try_init();
+}
+
+/// `PROG: warning: message fields`, without time, level padding or target.
+struct ToolFormat(&'static str);
+
+impl<S, N> FormatEvent<S, N> for ToolFormat
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> fmt::Result {
+        let level = if *event.metadata().level() == tracing::Level::ERROR {
+            "error"
+        } else {
+            "warning"
+        };
+        write!(writer, "{}: {level}: ", self.0)?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
     }
 }
 

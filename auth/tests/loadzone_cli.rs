@@ -118,6 +118,47 @@ fn loads_creates_db_and_prints_summary() {
     assert_eq!(zones, 1);
 }
 
+/// A file with no `$TTL` loads, records without a TTL get 3600 s until one
+/// is stated (as NSD and Knot DNS), and one warning line names the first.
+#[test]
+fn a_file_without_ttl_loads_with_a_warning_naming_the_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = "; no $TTL\n@ SOA ns hm 2 3600 1800 1814400 300\n@ NS ns\nns 60 A 192.0.2.1\nmail A 192.0.2.2\n";
+    std::fs::write(dir.path().join("nottl.zone"), text).expect("write");
+    let out = loadzone(dir.path(), "z.db", "example.org", "nottl.zone");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "loadzone: warning: nottl.zone:2: no $TTL and no TTL before this record: it and the \
+         records up to the first TTL get 3600 s (as NSD and Knot DNS; BIND 9 would use the SOA \
+         minimum); add a $TTL line\n"
+    );
+    let conn = Connection::open(dir.path().join("z.db")).expect("open");
+    let mut stmt = conn
+        .prepare("SELECT name, rdtype, ttl FROM records ORDER BY id")
+        .expect("prepare");
+    let rows: Vec<(String, String, i64)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .expect("query")
+        .map(|r| r.expect("row"))
+        .collect();
+    let want = [
+        ("example.org.", "SOA", 3600),
+        ("example.org.", "NS", 3600),
+        ("ns.example.org.", "A", 60),
+        ("mail.example.org.", "A", 60),
+    ];
+    assert_eq!(rows.len(), want.len(), "{rows:?}");
+    for (row, (name, rdtype, ttl)) in rows.iter().zip(want) {
+        assert_eq!((row.0.as_str(), row.1.as_str(), row.2), (name, rdtype, ttl));
+    }
+    // With a $TTL line, nothing is said.
+    std::fs::write(dir.path().join("ttl.zone"), format!("$TTL 300\n{text}")).expect("write");
+    let out = loadzone(dir.path(), "z.db", "example.org", "ttl.zone");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+}
+
 #[test]
 fn bad_inputs_fail_with_one_line_and_keep_the_zone() {
     let dir = setup();

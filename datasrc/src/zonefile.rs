@@ -225,11 +225,7 @@ fn expand_ttl_units(data: &[u8]) -> std::borrow::Cow<'_, [u8]> {
         let mut i = usize::from(entry.owner);
         for _ in 0..2 {
             let Some(t) = tok(i) else { break };
-            let class = [&b"IN"[..], b"CH", b"HS", b"CS"]
-                .iter()
-                .any(|c| t.eq_ignore_ascii_case(c))
-                || t.len() > 5 && t[..5].eq_ignore_ascii_case(b"CLASS");
-            if class || t.iter().all(u8::is_ascii_digit) {
+            if is_class(t) || t.iter().all(u8::is_ascii_digit) {
                 i += 1;
             } else if ttl_with_units(t).is_some() {
                 edit(i);
@@ -286,6 +282,14 @@ fn ttl_with_units(token: &[u8]) -> Option<u32> {
         return None;
     }
     u32::try_from(total).ok()
+}
+
+/// A class mnemonic (RFC 1035 §5.1, RFC 3597 `CLASSnn`).
+fn is_class(t: &[u8]) -> bool {
+    [&b"IN"[..], b"CH", b"HS", b"CS"]
+        .iter()
+        .any(|c| t.eq_ignore_ascii_case(c))
+        || t.len() > 5 && t[..5].eq_ignore_ascii_case(b"CLASS")
 }
 
 /// The tokens of one entry of a master file, for [`expand_ttl_units`].
@@ -525,7 +529,49 @@ fn parse_into(
             }
         }
     }
+    if let Some(line) = defaulted_ttl_line(data) {
+        tracing::warn!(
+            "{}:{line}: no $TTL and no TTL before this record: it and the records up to the \
+             first TTL get {DEFAULT_TTL} s (as NSD and Knot DNS; BIND 9 would use the SOA \
+             minimum); add a $TTL line",
+            file.display()
+        );
+    }
     Ok(())
+}
+
+/// The TTL the scanner gives records of a file before its first `$TTL` or
+/// explicit TTL (RFC 1035 §5.1 leaves it open; NSD and Knot DNS use 3600).
+const DEFAULT_TTL: u32 = 3600;
+
+/// The line of the first record with no TTL of its own before any `$TTL` or
+/// record TTL of the file, i.e. the first one given [`DEFAULT_TTL`]; `None`
+/// when there is none. `data` has TTL units already expanded.
+fn defaulted_ttl_line(data: &[u8]) -> Option<usize> {
+    for entry in entries_tokens(data) {
+        let tok = |i: usize| entry.tokens.get(i).map(|r| &data[r.clone()]);
+        let first = tok(0)?;
+        if first.first() == Some(&b'$') {
+            if first.eq_ignore_ascii_case(b"$TTL") {
+                return None;
+            }
+            continue;
+        }
+        // [owner] [TTL] [class] type, or [owner] [class] [TTL] type.
+        let mut i = usize::from(entry.owner);
+        while let Some(t) = tok(i).filter(|_| i < usize::from(entry.owner) + 2) {
+            if !t.is_empty() && t.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            if !is_class(t) {
+                break; // the type: no TTL before it
+            }
+            i += 1;
+        }
+        let at = entry.tokens.first()?.start;
+        return Some(data[..at].iter().filter(|&&c| c == b'\n').count() + 1);
+    }
+    None
 }
 
 /// A TTL too large for the 32-bit field at all, in the entry starting at `line`
@@ -742,6 +788,47 @@ mod tests {
 
     fn origin() -> Name {
         "example.org.".parse().expect("name")
+    }
+
+    /// The first record given the default TTL is named by line; a `$TTL` or a
+    /// record TTL first (before or after the class) means none is.
+    #[test]
+    fn names_the_first_record_given_the_default_ttl() {
+        let soa = "@ IN SOA ns hostmaster ( 1 3600\n 1800 1814400 300 )\n";
+        let cases: [(String, Option<usize>); 8] = [
+            (format!("; comment\n\n{soa}"), Some(3)),
+            (format!("$TTL 300\n{soa}"), None),
+            (format!("$ORIGIN example.org.\n{soa}"), Some(2)),
+            (
+                format!("@ 60 IN SOA ns hostmaster 1 3600 1800 1814400 300\n{soa}"),
+                None,
+            ),
+            (
+                format!("@ IN 60 SOA ns hostmaster 1 3600 1800 1814400 300\n{soa}"),
+                None,
+            ),
+            // The first record has a TTL: the rest inherit it (RFC 1035 §5.1).
+            ("www 60 A 192.0.2.1\nmail A 192.0.2.2\n".into(), None),
+            // No owner: `MX 10` is a preference, not a TTL.
+            (
+                "www 60 A 192.0.2.1\n".replace("www 60 A 192.0.2.1", " MX 10 mail"),
+                Some(1),
+            ),
+            ("1 IN PTR host.example.\n".into(), Some(1)),
+        ];
+        for (text, want) in cases {
+            let data = expand_ttl_units(text.as_bytes());
+            assert_eq!(defaulted_ttl_line(&data), want, "{text:?}");
+        }
+        // And the scanner does give those records 3600 s until a TTL is stated.
+        let recs = parse_master_text(
+            "@ IN SOA ns hostmaster 1 3600 1800 1814400 300\nwww 60 A 192.0.2.1\nmail A 192.0.2.2\n",
+            Path::new("z"),
+            &origin(),
+        )
+        .expect("parses");
+        let ttls: Vec<u32> = recs.iter().map(|r| r.record.ttl).collect();
+        assert_eq!(ttls, [DEFAULT_TTL, 60, 60]);
     }
 
     #[test]

@@ -49,6 +49,7 @@ struct Args {
 
 fn main() -> ExitCode {
     let args: Args = authd::cli::parse_args("loadzone");
+    authd::cli::warnings_to_stderr("loadzone");
     match run(&args) {
         Ok(summary) => {
             println!("{summary}");

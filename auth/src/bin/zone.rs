@@ -113,6 +113,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli: Cli = authd::cli::parse_args("zone");
+    authd::cli::warnings_to_stderr("zone");
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
