@@ -1619,6 +1619,50 @@ fn locked_db_fails_a_batch_after_one_bounded_wait() {
     );
 }
 
+/// A `zones` row whose name is not a domain name (an empty label, a label
+/// over 63 bytes) is left out with a warning; the DB's other zones are still
+/// listed and answered, cached or not (they were all SERVFAIL).
+#[test]
+fn an_unreadable_zones_row_leaves_the_other_zones_served() {
+    let (_dir, path) = scratch_copy("datasrc/test.sqlite3");
+    let conn = rusqlite::Connection::open(&path).expect("open copy");
+    let long = format!("{}.test.", "a".repeat(64));
+    for bad in ["bad..name.", long.as_str()] {
+        conn.execute(
+            "INSERT INTO zones (name, rdclass, dnssec) VALUES (?1, 'IN', 0)",
+            [bad],
+        )
+        .expect("insert a bad zones row");
+    }
+    drop(conn);
+    let sqlite = Arc::new(SqliteSource::open(&path).expect("opens"));
+    let listed: Vec<String> = sqlite
+        .zones()
+        .expect("zones")
+        .iter()
+        .map(|z| z.origin.to_string())
+        .collect();
+    assert!(listed.contains(&"example.com.".to_string()), "{listed:?}");
+    assert!(
+        !listed
+            .iter()
+            .any(|z| z.contains("bad") || z.contains("aaaa")),
+        "{listed:?}"
+    );
+    let cached: Arc<dyn DataSource> =
+        Arc::new(HotSpotCache::new(sqlite.clone(), Slots::from_count(1000)));
+    for (label, source) in [
+        ("sqlite3", sqlite as Arc<dyn DataSource>),
+        ("cached", cached),
+    ] {
+        assert_answer(
+            &q(&processor(source), "www.example.com.", RType::A),
+            &["www.example.com. 3600 A 192.0.2.1"],
+            label,
+        );
+    }
+}
+
 /// Names written by hand without their final dot: a `zones` row is served by
 /// neither the cached nor the uncached path (both match BIND 10's absolute
 /// text), and `zone check` says what is wrong instead of "not in the DB"; a

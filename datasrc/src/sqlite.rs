@@ -1047,9 +1047,18 @@ impl DataSource for SqliteSource {
                     );
                     continue;
                 }
-                let origin: Name = name
-                    .parse()
-                    .map_err(|e| storage(&self.path, format!("zone name {name:?}: {e}")))?;
+                // One unreadable row must not take the DB's other zones down.
+                let origin: Name = match name.parse() {
+                    Ok(origin) => origin,
+                    Err(e) => {
+                        tracing::warn!(
+                            "zone DB {}: zones row {id} ({name:?}) is not a domain name ({e}); \
+                             not served",
+                            self.path.display()
+                        );
+                        continue;
+                    }
+                };
                 zones.push(ZoneRef { origin, id });
             }
             // Stable: a name with several rows keeps its lowest id first, the
