@@ -1663,6 +1663,38 @@ fn an_unreadable_zones_row_leaves_the_other_zones_served() {
     }
 }
 
+/// A name whose only row is an RRSIG (here one with unreadable rdata, which
+/// `zone check` names) has no RRset to give: ANY gets NODATA with the SOA,
+/// cached or not, not an empty NOERROR without one.
+#[test]
+fn any_at_a_name_with_only_an_rrsig_row_is_nodata() {
+    let (_dir, path) = scratch_copy("datasrc/test.sqlite3");
+    let conn = rusqlite::Connection::open(&path).expect("open copy");
+    conn.execute(
+        "INSERT INTO records (zone_id, name, rname, ttl, rdtype, sigtype, rdata) \
+         SELECT id, 'sigonly.example.com.', 'com.example.sigonly.', 300, 'RRSIG', NULL, 'garbage' \
+         FROM zones WHERE name='example.com.'",
+        [],
+    )
+    .expect("insert an RRSIG-only name");
+    drop(conn);
+    const SOA: &str =
+        "example.com. 3600 SOA master.example.com. admin.example.com. 1234 3600 1800 2419200 7200";
+    let sqlite = Arc::new(SqliteSource::open(&path).expect("opens"));
+    let cached: Arc<dyn DataSource> =
+        Arc::new(HotSpotCache::new(sqlite.clone(), Slots::from_count(1000)));
+    for (label, source) in [
+        ("sqlite3", sqlite as Arc<dyn DataSource>),
+        ("cached", cached),
+    ] {
+        let p = processor(source);
+        let r = q(&p, "sigonly.example.com.", RType::ANY);
+        assert_negative(&r, ResponseCode::NoError, SOA, label);
+        let r = q(&p, "sigonly.example.com.", RType::A);
+        assert_negative(&r, ResponseCode::NoError, SOA, label);
+    }
+}
+
 /// Names written by hand without their final dot: a `zones` row is served by
 /// neither the cached nor the uncached path (both match BIND 10's absolute
 /// text), and `zone check` says what is wrong instead of "not in the DB"; a

@@ -337,7 +337,14 @@ fn at_node(
         return Ok(Outcome::Cname(cname.clone()));
     }
     if qtype == RType::ANY {
-        return Ok(Outcome::AnyAnswer(node.all()?));
+        // A node with rows but no RRset to give (only RRSIGs, say) has no
+        // data of any type: NODATA, with the SOA, not an empty answer.
+        let all = node.all()?;
+        return Ok(if all.is_empty() {
+            Outcome::NoData
+        } else {
+            Outcome::AnyAnswer(all)
+        });
     }
     Ok(match node.get(qtype)? {
         Some(rrset) => Outcome::Answer(rrset.clone()),
