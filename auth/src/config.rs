@@ -210,7 +210,10 @@ struct RawCache {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a slot count (a whole number, 0 = off) or \"unlimited\""
+)]
 enum RawSlots {
     Count(i64),
     Word(String),
@@ -270,7 +273,7 @@ where
     D: serde::Deserializer<'de>,
 {
     #[derive(Deserialize)]
-    #[serde(untagged)]
+    #[serde(untagged, expecting = "a string or a list of strings")]
     enum OneOrMany {
         One(String),
         Many(Vec<String>),
@@ -294,7 +297,7 @@ where
     T: TryFrom<u64>,
 {
     #[derive(Deserialize)]
-    #[serde(untagged)]
+    #[serde(untagged, expecting = "a whole number")]
     enum Number {
         Int(u64),
         Negative(i64),
@@ -1272,10 +1275,17 @@ mod tests {
             ),
             ("listen = 53", "listen"),
             ("this is not toml", "authd.toml"),
+            ("[server]\nudp_workers = true", "a whole number"),
+            ("listen = [5300]", "a string or a list of strings"),
+            (
+                "[[datasource]]\ntype = \"sqlite3\"\nfile = \"a\"\ncache = { slots = 2.5 }",
+                "a slot count",
+            ),
         ] {
             let e = from_toml(text).expect_err(text).to_string();
             assert!(e.contains(key), "{text:?}: {e}");
             assert!(!e.contains('\n'), "{e}");
+            assert!(!e.contains("untagged"), "{e}");
         }
     }
 
