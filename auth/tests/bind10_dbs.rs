@@ -153,6 +153,17 @@ impl Opened {
     }
 }
 
+/// `sqlite` as it is and behind a hot-spot cache, by label: a case that must
+/// hold on both paths.
+fn uncached_and_cached(sqlite: Arc<SqliteSource>) -> [(&'static str, Arc<dyn DataSource>); 2] {
+    let cached: Arc<dyn DataSource> =
+        Arc::new(HotSpotCache::new(sqlite.clone(), Slots::from_count(1000)));
+    [
+        ("sqlite3", sqlite as Arc<dyn DataSource>),
+        ("cached", cached),
+    ]
+}
+
 fn processor(source: Arc<dyn DataSource>) -> QueryProcessor {
     QueryProcessor::new(SourceList::new(vec![source]), ChaosOptions::default())
 }
@@ -1513,12 +1524,7 @@ fn two_soa_rows_are_servfail_not_served() {
     .expect("second SOA");
     drop(conn);
     let sqlite = Arc::new(SqliteSource::open(&path).expect("opens"));
-    let cached: Arc<dyn DataSource> =
-        Arc::new(HotSpotCache::new(sqlite.clone(), Slots::from_count(1000)));
-    for (label, source) in [
-        ("sqlite3", sqlite as Arc<dyn DataSource>),
-        ("cached", cached),
-    ] {
+    for (label, source) in uncached_and_cached(sqlite) {
         let p = processor(source);
         for (qname, qtype) in [
             ("example.com.", RType::SOA),
@@ -1570,12 +1576,7 @@ fn duplicate_zones_row_serves_the_first_and_check_names_it() {
             .collect::<Vec<_>>(),
         vec![first]
     );
-    let cached: Arc<dyn DataSource> =
-        Arc::new(HotSpotCache::new(sqlite.clone(), Slots::from_count(1000)));
-    for (label, source) in [
-        ("sqlite3", sqlite as Arc<dyn DataSource>),
-        ("cached", cached),
-    ] {
+    for (label, source) in uncached_and_cached(sqlite) {
         let p = processor(source);
         let r = q(&p, "www.example.com.", RType::A);
         assert_eq!(r.rcode, ResponseCode::NoError, "{label}");
@@ -1649,12 +1650,7 @@ fn an_unreadable_zones_row_leaves_the_other_zones_served() {
             .any(|z| z.contains("bad") || z.contains("aaaa")),
         "{listed:?}"
     );
-    let cached: Arc<dyn DataSource> =
-        Arc::new(HotSpotCache::new(sqlite.clone(), Slots::from_count(1000)));
-    for (label, source) in [
-        ("sqlite3", sqlite as Arc<dyn DataSource>),
-        ("cached", cached),
-    ] {
+    for (label, source) in uncached_and_cached(sqlite) {
         assert_answer(
             &q(&processor(source), "www.example.com.", RType::A),
             &["www.example.com. 3600 A 192.0.2.1"],
@@ -1681,12 +1677,7 @@ fn any_at_a_name_with_only_an_rrsig_row_is_nodata() {
     const SOA: &str =
         "example.com. 3600 SOA master.example.com. admin.example.com. 1234 3600 1800 2419200 7200";
     let sqlite = Arc::new(SqliteSource::open(&path).expect("opens"));
-    let cached: Arc<dyn DataSource> =
-        Arc::new(HotSpotCache::new(sqlite.clone(), Slots::from_count(1000)));
-    for (label, source) in [
-        ("sqlite3", sqlite as Arc<dyn DataSource>),
-        ("cached", cached),
-    ] {
+    for (label, source) in uncached_and_cached(sqlite) {
         let p = processor(source);
         let r = q(&p, "sigonly.example.com.", RType::ANY);
         assert_negative(&r, ResponseCode::NoError, SOA, label);
@@ -1739,12 +1730,7 @@ fn names_without_the_final_dot_are_named_by_zone_check() {
         !sqlite.zones().expect("zones").iter().any(|z| z.id == id),
         "undotted zone listed"
     );
-    let cached: Arc<dyn DataSource> =
-        Arc::new(HotSpotCache::new(sqlite.clone(), Slots::from_count(1000)));
-    for (label, source) in [
-        ("sqlite3", sqlite as Arc<dyn DataSource>),
-        ("cached", cached),
-    ] {
+    for (label, source) in uncached_and_cached(sqlite) {
         let r = q(&processor(source), "mail.example.com.", RType::A);
         assert_eq!(r.rcode, ResponseCode::Refused, "{label}");
     }
