@@ -449,6 +449,11 @@ fn scan_into(
             "syntax error: '(' not closed before the end of the file".into(),
         ));
     }
+    // The scanner takes any `$ORIGIN` and fails only at the next relative
+    // owner, a line later and without saying why.
+    if let Some((line, message)) = bad_origin_directive(data, origin) {
+        return Err(err(line, message));
+    }
     let file_arc = Arc::new(file.to_path_buf());
     let mut zf = Zonefile::with_capacity(data.len()).allow_invalid();
     zf.extend_from_slice(data);
@@ -580,6 +585,25 @@ fn scan_into(
         );
     }
     Ok(())
+}
+
+/// The line and message of the first `$ORIGIN` whose name does not parse
+/// (an empty label, a label over 63 bytes, a name over 255), if any.
+fn bad_origin_directive(data: &[u8], origin: &Name) -> Option<(usize, String)> {
+    entries_tokens(data).into_iter().find_map(|entry| {
+        let first = entry.tokens.first()?;
+        if !data[first.clone()].eq_ignore_ascii_case(b"$ORIGIN") {
+            return None;
+        }
+        let line = data[..first.start].iter().filter(|&&c| c == b'\n').count() + 1;
+        let Some(arg) = entry.tokens.get(1) else {
+            return Some((line, "$ORIGIN without a name".to_string()));
+        };
+        let text = String::from_utf8_lossy(&data[arg.clone()]);
+        Name::parse(&text, Some(origin))
+            .err()
+            .map(|e| (line, format!("$ORIGIN {text}: {e}")))
+    })
 }
 
 /// The TTL the scanner gives records of a file before its first `$TTL` or
@@ -969,6 +993,40 @@ mod tests {
         assert_eq!(e.line, 1, "{e}");
         // An unterminated string does not upset the pre-pass.
         assert!(parse_master_text("x TXT \"1h", Path::new("z"), &origin()).is_err());
+    }
+
+    /// A `$ORIGIN` that is not a domain name is an error at its own line,
+    /// also when no record follows it.
+    #[test]
+    fn bad_origin_is_an_error_at_its_line() {
+        let head = "$TTL 300\n@ SOA ns hm 1 2 3 4 5\n@ NS ns\n";
+        let long = "a".repeat(64);
+        for (tail, message) in [
+            ("$ORIGIN a..b.\nwww A 192.0.2.2\n", "z:4: $ORIGIN a..b.: "),
+            ("$ORIGIN a..b.\n", "z:4: $ORIGIN a..b.: "),
+            (
+                "x A 192.0.2.1\n$origin sub\n$ORIGIN \n",
+                "z:6: $ORIGIN without a name",
+            ),
+        ] {
+            let text = format!("{head}{tail}");
+            let e = parse_master_text(&text, Path::new("z"), &origin()).expect_err(tail);
+            assert!(e.to_string().starts_with(message), "{tail:?}: {e}");
+        }
+        let text = format!("{head}$ORIGIN {long}.org.\n");
+        let e = parse_master_text(&text, Path::new("z"), &origin()).expect_err("long label");
+        assert!(
+            e.to_string()
+                .starts_with(&format!("z:4: $ORIGIN {long}.org.: ")),
+            "{e}"
+        );
+        // Relative and absolute origins that are names are fine.
+        let ok = format!("{head}$ORIGIN sub\nwww A 192.0.2.1\n$ORIGIN example.org.\n");
+        let recs = parse_master_text(&ok, Path::new("z"), &origin()).expect("parses");
+        assert_eq!(
+            recs.last().map(|r| r.record.owner.to_string()),
+            Some("www.sub.example.org.".into())
+        );
     }
 
     /// A file that ends inside parentheses is an error at the line of the
