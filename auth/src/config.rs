@@ -289,6 +289,16 @@ where
     }))
 }
 
+/// The line number and text where `text` stops being valid TOML, or `None`
+/// when it is valid. `config` reports some errors (an integer over 2^63 - 1,
+/// say) without saying where.
+fn toml_error_line(text: &str) -> Option<(usize, &str)> {
+    let e = text.parse::<toml::Table>().err()?;
+    let at = e.span().map_or(0, |s| s.start).min(text.len());
+    let line = text[..at].matches('\n').count() + 1;
+    Some((line, text.lines().nth(line - 1).unwrap_or("").trim()))
+}
+
 /// A whole number of type `T`: an integer, or (from the environment) its
 /// decimal text. A fraction (`1.5`) is an error, not rounded.
 fn whole<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
@@ -600,7 +610,15 @@ impl Config {
         };
         let parse = |e: config::ConfigError| ConfigError::Parse {
             origin: origin.clone(),
-            reason: one_line(&e.to_string()),
+            reason: {
+                let message = one_line(&e.to_string());
+                match file.and_then(|(text, _)| toml_error_line(text)) {
+                    Some((line, text)) if !message.contains("at line") => {
+                        format!("line {line}: {message} (`{text}`)")
+                    }
+                    _ => message,
+                }
+            },
         };
         let mut builder = config::Config::builder();
         if let Some((text, _)) = file {
@@ -1275,6 +1293,10 @@ mod tests {
             ),
             ("listen = 53", "listen"),
             ("this is not toml", "authd.toml"),
+            (
+                "[tcp]\nidle_timeout = 99999999999999999999",
+                "line 2: number too large to fit in target type (`idle_timeout = 99999999999999999999`)",
+            ),
             ("[server]\nudp_workers = true", "a whole number"),
             ("listen = [5300]", "a string or a list of strings"),
             (
