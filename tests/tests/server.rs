@@ -813,6 +813,23 @@ fn bad_argument_is_one_line_exit_2() {
         err.starts_with("authd: invalid value 'localhost:5300' for '--listen <ADDR:PORT>'"),
         "{err}"
     );
+    // A negative number is a bad value, not an unknown option.
+    for (args, start) in [
+        (
+            ["--udp-workers", "-3"],
+            "authd: invalid value '-3' for '--udp-workers <N>': \"-3\" is not a worker count",
+        ),
+        (
+            ["--cache-slots", "-1"],
+            "authd: invalid value '-1' for '--cache-slots <N|unlimited>'",
+        ),
+    ] {
+        let out = authd_tests::run_authd(args);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with(start), "{err}");
+    }
 }
 
 /// A UDP port held by another process's SO_REUSEPORT socket is "in use": a

@@ -77,11 +77,11 @@ struct Cli {
     listen: Vec<SocketAddr>,
     /// Hot-spot cache slots for the --db and --zone sources: a count, 0 to
     /// disable, or `unlimited` (default: 65536 for sqlite3, off for memory).
-    #[arg(long, value_name = "N|unlimited", value_parser = parse_cache_slots)]
+    #[arg(long, value_name = "N|unlimited", value_parser = parse_cache_slots, allow_negative_numbers = true)]
     cache_slots: Option<authd_cache::Slots>,
     /// UDP worker threads per listen address, each with its own SO_REUSEPORT
     /// socket (replaces `[server] udp_workers`; default: one per CPU).
-    #[arg(long, value_name = "N", value_parser = parse_udp_workers)]
+    #[arg(long, value_name = "N", value_parser = parse_udp_workers, allow_negative_numbers = true)]
     udp_workers: Option<usize>,
     /// Log filter: a level (error, warn, info, debug, trace) or tracing
     /// directives such as `authd=debug`. Default: $RUST_LOG, else info.
@@ -103,7 +103,7 @@ fn parse_udp_workers(s: &str) -> Result<usize, String> {
     }
 }
 
-/// Parses `ORIGIN=FILE` (`example.com=example.com.zone`, `.=root.zone`).
+/// Parses a `--cache-slots` value: a count (0 = off) or `unlimited`.
 fn parse_cache_slots(s: &str) -> Result<authd_cache::Slots, String> {
     if s == "unlimited" {
         return Ok(authd_cache::Slots::Unlimited);

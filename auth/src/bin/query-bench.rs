@@ -51,7 +51,7 @@ impl Backend {
 #[command(name = "query-bench", version)]
 struct Args {
     /// Iterations over the whole query file per variant.
-    #[arg(short = 'n', default_value_t = 1)]
+    #[arg(short = 'n', default_value_t = 1, allow_negative_numbers = true)]
     iterations: usize,
     /// Data source type.
     #[arg(short = 't', value_enum, default_value = "sqlite3")]

@@ -57,10 +57,10 @@ enum Command {
         #[arg(long, value_name = "MAILBOX", default_value = "hostmaster")]
         email: String,
         /// First SOA serial.
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
         serial: u32,
         /// TTL of the SOA and NS records, seconds.
-        #[arg(long, default_value_t = 3600)]
+        #[arg(long, default_value_t = 3600, allow_negative_numbers = true)]
         ttl: u32,
         /// A master file with the zone's content instead of --ns.
         #[arg(long, value_name = "MASTERFILE", conflicts_with = "ns")]
@@ -106,7 +106,7 @@ enum Command {
         #[arg(long, value_name = "RR")]
         delete: Vec<String>,
         /// TTL for RRs given without one, seconds.
-        #[arg(long, default_value_t = 3600)]
+        #[arg(long, default_value_t = 3600, allow_negative_numbers = true)]
         ttl: u32,
     },
 }
