@@ -451,9 +451,12 @@ fn scan_into(
     }
     // The scanner takes any `$ORIGIN` and fails only at the next relative
     // owner, a line later and without saying why.
-    if let Some((line, message)) = bad_origin_directive(data, origin) {
+    let entries = entries_tokens(data);
+    if let Some((line, message)) = bad_origin_directive(data, &entries, origin) {
         return Err(err(line, message));
     }
+    let defaulted_ttl = defaulted_ttl_line(data, &entries);
+    drop(entries);
     let file_arc = Arc::new(file.to_path_buf());
     let mut zf = Zonefile::with_capacity(data.len()).allow_invalid();
     zf.extend_from_slice(data);
@@ -576,7 +579,7 @@ fn scan_into(
             }
         }
     }
-    if let Some(line) = defaulted_ttl_line(data) {
+    if let Some(line) = defaulted_ttl {
         tracing::warn!(
             "{}:{line}: no $TTL and no TTL before this record: it and the records up to the \
              first TTL get {DEFAULT_TTL} s (as NSD and Knot DNS; BIND 9 would use the SOA \
@@ -589,8 +592,12 @@ fn scan_into(
 
 /// The line and message of the first `$ORIGIN` whose name does not parse
 /// (an empty label, a label over 63 bytes, a name over 255), if any.
-fn bad_origin_directive(data: &[u8], origin: &Name) -> Option<(usize, String)> {
-    entries_tokens(data).into_iter().find_map(|entry| {
+fn bad_origin_directive(
+    data: &[u8],
+    entries: &[EntryTokens],
+    origin: &Name,
+) -> Option<(usize, String)> {
+    entries.iter().find_map(|entry| {
         let first = entry.tokens.first()?;
         if !data[first.clone()].eq_ignore_ascii_case(b"$ORIGIN") {
             return None;
@@ -613,8 +620,8 @@ const DEFAULT_TTL: u32 = 3600;
 /// The line of the first record with no TTL of its own before any `$TTL` or
 /// record TTL of the file, i.e. the first one given [`DEFAULT_TTL`]; `None`
 /// when there is none. `data` has TTL units already expanded.
-fn defaulted_ttl_line(data: &[u8]) -> Option<usize> {
-    for entry in entries_tokens(data) {
+fn defaulted_ttl_line(data: &[u8], entries: &[EntryTokens]) -> Option<usize> {
+    for entry in entries {
         let tok = |i: usize| entry.tokens.get(i).map(|r| &data[r.clone()]);
         let first = tok(0)?;
         if first.first() == Some(&b'$') {
@@ -884,7 +891,11 @@ mod tests {
         ];
         for (text, want) in cases {
             let data = expand_ttl_units(text.as_bytes());
-            assert_eq!(defaulted_ttl_line(&data), want, "{text:?}");
+            assert_eq!(
+                defaulted_ttl_line(&data, &entries_tokens(&data)),
+                want,
+                "{text:?}"
+            );
         }
         // And the scanner does give those records 3600 s until a TTL is stated.
         let recs = parse_master_text(
