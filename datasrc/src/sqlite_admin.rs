@@ -383,18 +383,22 @@ fn sourced(db: &str, records: &[StoredRecord]) -> Vec<SourcedRecord> {
 }
 
 fn check_loaded(origin: &Name, records: &[StoredRecord]) -> Result<(), AdminError> {
-    check_zone(origin, &sourced("zone", records)).map_err(|e| {
-        if e.line == 0 {
-            AdminError::Check(e.message)
-        } else {
-            AdminError::Check(format!(
-                "{} row {}: {}",
-                table_of(&e.file),
-                e.line,
-                e.message
-            ))
-        }
-    })
+    check_zone(origin, &sourced("zone", records)).map_err(loaded_error)
+}
+
+/// A zone check failure on stored rows ([`sourced`]: the "line" is the row id)
+/// as `TABLE row ID: problem`, or the bare problem for the zone as a whole.
+fn loaded_error(e: crate::zonefile::ZoneFileError) -> AdminError {
+    if e.line == 0 {
+        AdminError::Check(e.message)
+    } else {
+        AdminError::Check(format!(
+            "{} row {}: {}",
+            table_of(&e.file),
+            e.line,
+            e.message
+        ))
+    }
 }
 
 fn table_of(file: &std::path::Path) -> String {
@@ -693,21 +697,20 @@ pub fn update_zone(
         let after = zone_records_by_id(&tx, origin, zone_id)?;
         // A row this update inserted is rolled back with it: name the problem,
         // not that row's id.
-        check_loaded(origin, &after).map_err(|e| match e {
-            AdminError::Check(message) => {
-                let new_row = message
-                    .strip_prefix("records row ")
-                    .and_then(|rest| rest.split_once(": "))
-                    .and_then(|(id, what)| Some((id.parse::<i64>().ok()?, what)))
-                    .filter(|(id, _)| !before.iter().any(|r| r.table == "records" && r.id == *id));
-                match new_row {
-                    Some((_, what)) => AdminError::Update(format!(
-                        "the update would leave {what}; nothing was changed"
-                    )),
-                    None => AdminError::Check(message),
-                }
+        check_zone(origin, &sourced("zone", &after)).map_err(|e| {
+            let new_row = e.line != 0
+                && table_of(&e.file) == "records"
+                && !before
+                    .iter()
+                    .any(|r| r.table == "records" && usize::try_from(r.id) == Ok(e.line));
+            if new_row {
+                AdminError::Update(format!(
+                    "the update would leave {}; nothing was changed",
+                    e.message
+                ))
+            } else {
+                loaded_error(e)
             }
-            other => other,
         })?;
         check_rnames(&tx, origin)?;
         drop(journal);
