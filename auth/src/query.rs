@@ -862,18 +862,20 @@ struct Templates {
 }
 
 impl Templates {
-    fn get(&mut self, key: &TemplateKey, processor: u64) -> Option<std::rc::Rc<Template>> {
+    fn get(&mut self, key: &TemplateKey) -> Option<std::rc::Rc<Template>> {
         if let Some(t) = self.current.get(key) {
             return Some(t.clone());
         }
         let t = self.old.remove(key)?;
-        self.insert(*key, t.clone(), processor);
+        self.insert(*key, t.clone());
         Some(t)
     }
 
-    fn insert(&mut self, key: TemplateKey, t: std::rc::Rc<Template>, processor: u64) {
-        // Ids only grow: a newer processor is a reload (an older one, still
-        // answering in-flight queries or in a test, just adds its own).
+    fn insert(&mut self, key: TemplateKey, t: std::rc::Rc<Template>) {
+        // The key's last field is the processor id. Ids only grow: a newer
+        // processor is a reload (an older one, still answering in-flight
+        // queries or in a test, just adds its own).
+        let processor = key.7;
         if processor > self.processor {
             self.current.clear();
             self.old.clear();
@@ -954,7 +956,7 @@ fn render_templated(
         dnssec,
         processor,
     );
-    let found = TEMPLATES.with(|t| t.borrow_mut().get(&key, processor));
+    let found = TEMPLATES.with(|t| t.borrow_mut().get(&key));
     let template = match found {
         Some(t) => t,
         None => {
@@ -991,7 +993,7 @@ fn render_templated(
                 rcode: ans.rcode,
                 question_len: question.len(),
             });
-            TEMPLATES.with(|m| m.borrow_mut().insert(key, t.clone(), processor));
+            TEMPLATES.with(|m| m.borrow_mut().insert(key, t.clone()));
             t
         }
     };
@@ -1182,14 +1184,14 @@ mod template_store_tests {
         let per = 64 * 1024;
         let fit = MAX_TEMPLATE_BYTES / per; // templates of `per` bytes in one generation, at most
         for n in 0..fit {
-            t.insert(key(n, 1), template(per), 1);
+            t.insert(key(n, 1), template(per));
         }
         // Each costs a little more than `per`: one rotation, nothing dropped yet.
         assert!(!t.old.is_empty());
         assert_eq!(t.old.len() + t.current.len(), fit);
         assert!(t.bytes <= MAX_TEMPLATE_BYTES);
         for n in fit..3 * fit {
-            t.insert(key(n, 1), template(per), 1);
+            t.insert(key(n, 1), template(per));
         }
         // Never more than two generations' worth.
         assert!(
@@ -1199,18 +1201,18 @@ mod template_store_tests {
             t.current.len()
         );
         assert!(
-            t.get(&key(0, 1), 1).is_none(),
+            t.get(&key(0, 1)).is_none(),
             "the first generation was dropped"
         );
         assert!(t.bytes <= MAX_TEMPLATE_BYTES);
         let in_old = *t.old.keys().next().expect("old entry");
-        assert!(t.get(&in_old, 1).is_some());
+        assert!(t.get(&in_old).is_some());
         assert!(t.current.contains_key(&in_old) && !t.old.contains_key(&in_old));
-        assert!(t.get(&key(usize::MAX, 1), 1).is_none());
+        assert!(t.get(&key(usize::MAX, 1)).is_none());
         // An older processor adds alongside; a newer one empties everything.
-        t.insert(key(0, 0), template(10), 0);
-        assert!(t.get(&key(0, 0), 0).is_some());
-        t.insert(key(1, 2), template(10), 2);
+        t.insert(key(0, 0), template(10));
+        assert!(t.get(&key(0, 0)).is_some());
+        t.insert(key(1, 2), template(10));
         assert_eq!((t.current.len(), t.old.len()), (1, 0));
     }
 }
