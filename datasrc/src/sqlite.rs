@@ -1038,28 +1038,22 @@ impl DataSource for SqliteSource {
                 let (Some(id), Some(name)) = (id, name) else {
                     return Err(storage(&self.path, "zones row with a NULL column"));
                 };
-                // `find_zone` matches the absolute text BIND 10 stores; a name
-                // written without the final dot is found by neither.
-                if !name.ends_with('.') {
-                    tracing::warn!(
-                        "zone DB {}: zones row {id} ({name:?}) lacks the final dot; not served",
-                        self.path.display()
-                    );
-                    continue;
-                }
-                // One unreadable row must not take the DB's other zones down.
-                let origin: Name = match name.parse() {
-                    Ok(origin) => origin,
-                    Err(e) => {
-                        tracing::warn!(
-                            "zone DB {}: zones row {id} ({name:?}) is not a domain name ({e}); \
-                             not served",
-                            self.path.display()
-                        );
-                        continue;
-                    }
+                // `find_zone` matches the absolute text BIND 10 stores, so a
+                // name written without the final dot is found by neither; and
+                // one unreadable row must not take the DB's other zones down.
+                let origin = if name.ends_with('.') {
+                    name.parse::<Name>()
+                        .map_err(|e| format!("is not a domain name ({e})"))
+                } else {
+                    Err("lacks the final dot".to_string())
                 };
-                zones.push(ZoneRef { origin, id });
+                match origin {
+                    Ok(origin) => zones.push(ZoneRef { origin, id }),
+                    Err(why) => tracing::warn!(
+                        "zone DB {}: zones row {id} ({name:?}) {why}; not served",
+                        self.path.display()
+                    ),
+                }
             }
             // Stable: a name with several rows keeps its lowest id first, the
             // row `find_zone` (and BIND 10) serves; the others are left out.
