@@ -9,64 +9,174 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use authd::config::{CacheConfig, Config, DataSourceConfig, DataSourceKind, MemoryZoneConfig};
 use authd::query::{ChaosOptions, QueryProcessor, Transport};
-use authd_datasrc::memory::{MemorySource, MemoryZone};
-use authd_datasrc::sqlite::SqliteSource;
-use authd_datasrc::{DataSource, Name, SourceList, zonefile};
+use authd::server::reload;
+use authd_datasrc::{DataSource, LookupOptions, Name, Outcome, RType, SourceList, zonefile};
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, Record, RecordType};
 
 const ZONE: &str = "tests/data/example-base-inc.zone";
 
-/// Loads `file` as zone `origin` into a fresh sqlite3 DB and opens it for serving.
-fn sqlite_backend(dir: &Path, origin: &str, file: &Path) -> Arc<dyn DataSource> {
-    let db = dir.join("zone.sqlite3");
-    let origin: Name = origin.parse().expect("origin");
-    let records = zonefile::read_master_file(file, &origin).expect("zone parses");
-    let mut conn = authd_migrations::open_or_create(&db).expect("db");
-    authd_datasrc::sqlite_load::load_zone(&mut conn, &origin, &records, |_, _| {}).expect("loads");
-    drop(conn);
-    Arc::new(SqliteSource::open(&db).expect("opens"))
+/// How authd's configuration can serve a zone: each backend, with and without
+/// the hot-spot cache, and restricted to some zones of a DB (`zones = [...]`)
+/// or not. Every composition is built by `reload::load`, as authd builds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Backend {
+    /// `type = "sqlite3"`: the zone served live from a DB.
+    Sqlite3,
+    /// `type = "memory"` with the zone's master file.
+    MemoryFile,
+    /// `type = "memory"` copying the zone from a DB (BIND 10's sqlite3-to-memory path).
+    MemoryFromDb,
 }
 
-/// Loads `file` into an in-memory source.
-fn memory_backend(_dir: &Path, origin: &str, file: &Path) -> Arc<dyn DataSource> {
-    let origin: Name = origin.parse().expect("origin");
-    let source = MemorySource::new("test");
-    source.insert_zone(MemoryZone::from_master_file(&origin, file).expect("loads"));
-    Arc::new(source)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Composition {
+    backend: Backend,
+    cache: bool,
+    /// The DB also holds a zone inside the tested one (`decoy.ORIGIN`) that
+    /// the `zones` list leaves out; it must neither be served nor hide the
+    /// tested zone.
+    restricted: bool,
 }
 
-/// Loads `file` into sqlite3, then copies that zone into memory (BIND 10's
-/// sqlite3-to-memory path).
-fn memory_from_sqlite_backend(dir: &Path, origin: &str, file: &Path) -> Arc<dyn DataSource> {
-    let sqlite = sqlite_backend(dir, origin, file);
-    let source = MemorySource::new("from-sqlite");
-    source.load_from_source(sqlite.as_ref()).expect("copies");
-    Arc::new(source)
-}
-
-type Backend = fn(&Path, &str, &Path) -> Arc<dyn DataSource>;
-const BACKENDS: &[(&str, Backend)] = &[
-    ("sqlite3", sqlite_backend),
-    ("memory", memory_backend),
-    ("memory-from-sqlite3", memory_from_sqlite_backend),
-];
-
-fn for_each_backend(origin: &str, file: &str, check: impl Fn(&str, &Server)) {
-    for (name, make) in BACKENDS {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let source = make(dir.path(), origin, Path::new(file));
-        let server = Server {
-            p: QueryProcessor::new(
-                SourceList::new(vec![source]),
-                ChaosOptions {
-                    version: Some("authd test".into()),
-                    hostname: None,
-                },
-            ),
+impl std::fmt::Display for Composition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let backend = match self.backend {
+            Backend::Sqlite3 => "sqlite3",
+            Backend::MemoryFile => "memory",
+            Backend::MemoryFromDb => "memory-from-sqlite3",
         };
-        check(name, &server);
+        write!(f, "{backend}")?;
+        if self.cache {
+            f.write_str("+cache")?;
+        }
+        if self.restricted {
+            f.write_str("+zones")?;
+        }
+        Ok(())
+    }
+}
+
+/// Every composition the configuration can build (a memory source reading
+/// master files has no `zones` restriction).
+const COMPOSITIONS: &[Composition] = {
+    const fn c(backend: Backend, cache: bool, restricted: bool) -> Composition {
+        Composition {
+            backend,
+            cache,
+            restricted,
+        }
+    }
+    &[
+        c(Backend::Sqlite3, false, false),
+        c(Backend::Sqlite3, true, false),
+        c(Backend::Sqlite3, false, true),
+        c(Backend::Sqlite3, true, true),
+        c(Backend::MemoryFile, false, false),
+        c(Backend::MemoryFile, true, false),
+        c(Backend::MemoryFromDb, false, false),
+        c(Backend::MemoryFromDb, true, false),
+        c(Backend::MemoryFromDb, false, true),
+        c(Backend::MemoryFromDb, true, true),
+    ]
+};
+
+/// The apex of the zone a restricted composition's DB holds but does not serve.
+fn decoy(origin: &Name) -> Name {
+    Name::parse("decoy", Some(origin)).expect("decoy name")
+}
+
+/// Loads master file `file` as zone `origin` into the DB `db` (created if missing).
+fn load_db(db: &Path, origin: &Name, file: &Path) {
+    let records = zonefile::read_master_file(file, origin).expect("zone parses");
+    let mut conn = authd_migrations::open_or_create(db).expect("db");
+    authd_datasrc::sqlite_load::load_zone(&mut conn, origin, &records, |_, _| {}).expect("loads");
+}
+
+impl Composition {
+    /// The sources serving zone `origin` from master file `file` (DBs go to `dir`).
+    fn build(&self, dir: &Path, origin: &str, file: &Path) -> SourceList {
+        let origin: Name = origin.parse().expect("origin");
+        let db = dir.join("zone.sqlite3");
+        if self.backend != Backend::MemoryFile {
+            load_db(&db, &origin, file);
+        }
+        if self.restricted {
+            let decoy = decoy(&origin);
+            let text = "$TTL 60\n@ SOA ns.decoy. admin.decoy. 7 60 60 60 60\n@ NS ns.decoy.\n\
+                        * TXT \"decoy\"\n@ TXT \"decoy\"\n";
+            let decoy_file = dir.join("decoy.zone");
+            std::fs::write(&decoy_file, text).expect("write decoy");
+            load_db(&db, &decoy, &decoy_file);
+        }
+        let mut ds = match self.backend {
+            Backend::Sqlite3 => {
+                let mut ds = DataSourceConfig::sqlite3(&db);
+                if self.restricted {
+                    ds.kind = DataSourceKind::Sqlite3 {
+                        file: db.clone(),
+                        zones: Some(vec![origin.clone()]),
+                    };
+                }
+                ds
+            }
+            Backend::MemoryFile => DataSourceConfig::memory(
+                vec![MemoryZoneConfig {
+                    origin: origin.clone(),
+                    file: Some(file.to_path_buf()),
+                }],
+                None,
+            ),
+            Backend::MemoryFromDb => {
+                let listed = if self.restricted {
+                    vec![MemoryZoneConfig {
+                        origin: origin.clone(),
+                        file: None,
+                    }]
+                } else {
+                    Vec::new()
+                };
+                DataSourceConfig::memory(listed, Some(db.clone()))
+            }
+        };
+        ds.cache = CacheConfig {
+            enabled: self.cache,
+            slots: authd_cache::Slots::from_count(4096),
+        };
+        let config = Config {
+            datasources: vec![ds],
+            ..Config::default()
+        };
+        let loaded = reload::load(&config, None).expect("sources load");
+        assert!(
+            loaded.report.failed.is_empty(),
+            "{self}: {:?}",
+            loaded.report
+        );
+        loaded.sources
+    }
+}
+
+fn server(sources: SourceList) -> Server {
+    Server {
+        p: QueryProcessor::new(
+            sources,
+            ChaosOptions {
+                version: Some("authd test".into()),
+                hostname: None,
+            },
+        ),
+    }
+}
+
+/// Runs `check` on every composition serving zone `origin` from `file`.
+fn for_each_backend(origin: &str, file: &str, check: impl Fn(&str, &Server)) {
+    for composition in COMPOSITIONS {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sources = composition.build(dir.path(), origin, Path::new(file));
+        check(&composition.to_string(), &server(sources));
     }
 }
 
@@ -571,12 +681,9 @@ fn truncation() {
         text.push_str(&format!("big A 10.0.0.{i}\n"));
     }
     std::fs::write(&file, text).expect("write");
-    for (_, make) in BACKENDS {
+    for composition in COMPOSITIONS {
         let sub = tempfile::tempdir().expect("tempdir");
-        let source = make(sub.path(), "example.", &file);
-        let s = Server {
-            p: QueryProcessor::new(SourceList::new(vec![source]), ChaosOptions::default()),
-        };
+        let s = server(composition.build(sub.path(), "example.", &file));
         // 60 A records need 60 × 16 bytes: over 512, TC set and nothing partial.
         let r = s.q("big.example.", RecordType::A);
         assert!(r.tc());
@@ -1194,14 +1301,17 @@ fn dnssec_through_hot_spot_cache() {
         ),
     ];
     for (origin, file, queries) in cases {
-        for (name, make) in BACKENDS {
+        for name in ["sqlite3", "memory", "memory-from-sqlite3"] {
+            let composition = COMPOSITIONS
+                .iter()
+                .find(|c| c.to_string() == name)
+                .expect("composition");
             let sub = tempfile::tempdir().expect("tempdir");
-            let plain = make(sub.path(), origin, Path::new(file));
+            let list = composition.build(sub.path(), origin, Path::new(file));
+            let plain = Arc::clone(&list.sources()[0]);
             let cached: Arc<dyn DataSource> =
                 Arc::new(HotSpotCache::new(plain.clone(), Slots::from_count(64)));
-            let server = |s: Arc<dyn DataSource>| Server {
-                p: QueryProcessor::new(SourceList::new(vec![s]), ChaosOptions::default()),
-            };
+            let server = |s: Arc<dyn DataSource>| server(SourceList::new(vec![s]));
             let (plain, cached) = (server(plain), server(cached));
             for round in ["cold", "warm"] {
                 for &(qname, qtype) in queries {
@@ -1301,4 +1411,86 @@ fn reused_renderings_keep_rcode_case_and_names() {
             assert_eq!(r.authority(), [SOA_NEG], "{backend}: apex NODATA authority");
         }
     });
+}
+
+/// A `zones = [...]` restriction changes which zones are served, never how:
+/// the source answering a restricted zone has every capability of the same
+/// source unrestricted (node view, immutable RRsets), and where RRsets are
+/// immutable, two referrals under one cut share the cut's NS RRset — what
+/// reply templates and the cache's node-level entries rely on. (A filtering
+/// wrapper that dropped `with_node_store` once made the cache fall back to
+/// per-qname entries, and a restricted root zone ran at 0.46x.)
+#[test]
+fn zone_restriction_keeps_capabilities() {
+    let origin: Name = "example.com.".parse().expect("origin");
+    let capabilities = |c: &Composition| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let list = c.build(dir.path(), "example.com.", Path::new(ZONE));
+        let served: Vec<Name> = list
+            .zones()
+            .into_iter()
+            .flat_map(|(_, zones)| zones.expect("zones"))
+            .map(|z| z.origin)
+            .collect();
+        assert_eq!(served, std::slice::from_ref(&origin), "{c}: zones served");
+        let (source, zone) = list
+            .find_zone(&"a.delegation.example.com.".parse().expect("name"))
+            .expect("find")
+            .expect("zone");
+        assert_eq!(zone.origin, origin, "{c}");
+        let immutable = source.immutable_rrsets();
+        let node_view = source
+            .with_node_store(&zone, &mut |_| {
+                Ok(authd_datasrc::Lookup::plain(Outcome::NxDomain))
+            })
+            .is_some();
+        let referral = |qname: &str| {
+            let qname: Name = qname.parse().expect("qname");
+            match source
+                .lookup(&zone, &qname, RType::A, LookupOptions::default())
+                .expect("lookup")
+                .outcome
+            {
+                Outcome::Delegation(ns) => ns,
+                other => panic!("{c}: {qname}: {other:?}"),
+            }
+        };
+        // Twice each, so a cache has seen the cut.
+        let _ = (
+            referral("x.delegation.example.com."),
+            referral("y.delegation.example.com."),
+        );
+        let (a, b) = (
+            referral("a.delegation.example.com."),
+            referral("b.delegation.example.com."),
+        );
+        if immutable {
+            assert!(Arc::ptr_eq(&a, &b), "{c}: one NS RRset for one cut");
+        }
+        (immutable, node_view)
+    };
+    for c in COMPOSITIONS.iter().filter(|c| c.restricted) {
+        let whole = Composition {
+            restricted: false,
+            ..*c
+        };
+        assert_eq!(capabilities(c), capabilities(&whole), "{c} vs {whole}");
+    }
+}
+
+/// A name in the zone a restriction leaves out is answered from the zone
+/// around it (here NXDOMAIN from example.com.), not from the DB's other zone.
+#[test]
+fn zone_left_out_is_answered_by_the_enclosing_zone() {
+    for c in COMPOSITIONS {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = server(c.build(dir.path(), "example.com.", Path::new(ZONE)));
+        for qname in ["decoy.example.com.", "www.decoy.example.com."] {
+            let r = s.q(qname, RecordType::TXT);
+            assert_eq!(r.rcode(), ResponseCode::NXDomain, "{c}: {qname}");
+            assert!(r.aa(), "{c}: {qname}");
+            assert_eq!(r.answer(), Vec::<String>::new(), "{c}: {qname}");
+            assert_eq!(r.authority(), [SOA_NEG], "{c}: {qname}");
+        }
+    }
 }

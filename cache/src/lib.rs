@@ -859,4 +859,24 @@ impl DataSource for HotSpotCache {
     fn generation(&self) -> u64 {
         self.inner.generation()
     }
+
+    fn with_query_scope(
+        &self,
+        _f: &mut dyn FnMut(&dyn DataSource) -> Result<(), DataSourceError>,
+    ) -> Option<Result<(), DataSourceError>> {
+        // Not passed through: the inner source's scope would take the query's
+        // lookups past the cache. A miss reads the inner source through
+        // `with_node_store`, one read per lookup.
+        None
+    }
+
+    fn with_node_store(
+        &self,
+        _zone: &ZoneRef,
+        _f: &mut dyn FnMut(&dyn NodeStore) -> Result<Lookup, DataSourceError>,
+    ) -> Option<Result<Lookup, DataSourceError>> {
+        // The cache's node view lives for one lookup (it carries the
+        // generation it reads under); a wrapper above it uses `lookup`.
+        None
+    }
 }

@@ -17,5 +17,5 @@ pub mod zonefile;
 pub use name::{Name, NameError};
 pub use rr::{Class, RRset, RType, Rdata, Record, RrError};
 pub use source::{
-    DataSource, DataSourceError, Lookup, LookupOptions, Outcome, SourceList, ZoneRef,
+    DataSource, DataSourceError, Lookup, LookupOptions, Outcome, SourceList, ZoneRef, ZoneSelection,
 };

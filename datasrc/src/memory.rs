@@ -470,6 +470,20 @@ impl DataSource for MemorySource {
             .collect())
     }
 
+    fn with_query_scope(
+        &self,
+        _f: &mut dyn FnMut(&dyn DataSource) -> Result<(), DataSourceError>,
+    ) -> Option<Result<(), DataSourceError>> {
+        // Snapshots need no per-query state: lookups go to the source itself.
+        None
+    }
+
+    fn begin_batch(&self) {
+        // Each lookup loads the current snapshot; nothing to hold per batch.
+    }
+
+    fn end_batch(&self) {}
+
     fn immutable_rrsets(&self) -> bool {
         true
     }

@@ -4,6 +4,7 @@
 //! future). A DNS outcome (NXDOMAIN, NODATA, a referral, …) is never an `Err`:
 //! `Err` means the source itself failed and becomes SERVFAIL.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::finder::NodeStore;
@@ -105,6 +106,13 @@ pub enum DataSourceError {
 /// A backend that holds zones and answers lookups in them.
 ///
 /// Implementations must be cheap to share across worker threads (`Send + Sync`).
+///
+/// No method has a default: a wrapper (the hot-spot cache, a query scope)
+/// must say for each capability whether it passes it through, answers it
+/// itself or declines it, so none is lost by omission. (A zone filter that
+/// forgot `with_node_store`, `immutable_rrsets` and `additional_addresses`
+/// once halved the throughput of a restricted DB; restriction now lives in
+/// [`SourceList`], not in a wrapper.)
 pub trait DataSource: Send + Sync {
     /// A short label for logs (`sqlite3:/path/zone.sqlite3`).
     fn describe(&self) -> String;
@@ -135,21 +143,18 @@ pub trait DataSource: Send + Sync {
     fn with_query_scope(
         &self,
         f: &mut dyn FnMut(&dyn DataSource) -> Result<(), DataSourceError>,
-    ) -> Option<Result<(), DataSourceError>> {
-        let _ = f;
-        None
-    }
+    ) -> Option<Result<(), DataSourceError>>;
 
     /// Marks the start of a batch of queries that this thread answers back to
     /// back (a UDP worker's `recvmmsg` batch), until [`DataSource::end_batch`]
     /// on the same thread. The source may serve the whole batch from one read
     /// snapshot: sqlite3 then pays its per-transaction file locking and change
     /// checks once per batch instead of once per query. Calls nest.
-    fn begin_batch(&self) {}
+    fn begin_batch(&self);
 
     /// Ends the batch begun by [`DataSource::begin_batch`] on this thread;
     /// later queries see changes committed since.
-    fn end_batch(&self) {}
+    fn end_batch(&self);
 
     /// Every zone held, in apex order.
     ///
@@ -164,17 +169,13 @@ pub trait DataSource: Send + Sync {
 
     /// A number that changes whenever data visible through this source may have
     /// changed; caches key their entries by it. Sources that never change return 0.
-    fn generation(&self) -> u64 {
-        0
-    }
+    fn generation(&self) -> u64;
 
     /// True when every RRset this source hands out belongs to an immutable
     /// snapshot, so the RRset's address identifies its content for as long as
     /// anyone holds it (the memory backend). The query processor then reuses
     /// rendered replies keyed by those addresses.
-    fn immutable_rrsets(&self) -> bool {
-        false
-    }
+    fn immutable_rrsets(&self) -> bool;
 
     /// The address RRsets (A, AAAA, RRSIGs attached; each once) for additional-section
     /// processing of `rrset` (NS, MX or SRV, RFC 1034 §3.7), when the source
@@ -187,10 +188,7 @@ pub trait DataSource: Send + Sync {
         &self,
         zone: &ZoneRef,
         rrset: &Arc<RRset>,
-    ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
-        let _ = (zone, rrset);
-        Ok(None)
-    }
+    ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError>;
 
     /// Runs `f` over the node-level view of `zone` (the storage primitives the
     /// shared lookup algorithm walks), for wrappers such as the hot-spot cache
@@ -203,32 +201,106 @@ pub trait DataSource: Send + Sync {
         &self,
         zone: &ZoneRef,
         f: &mut dyn FnMut(&dyn NodeStore) -> Result<Lookup, DataSourceError>,
-    ) -> Option<Result<Lookup, DataSourceError>> {
-        let _ = (zone, f);
-        None
-    }
+    ) -> Option<Result<Lookup, DataSourceError>>;
 }
 
 /// A zone found by [`SourceList::find_zone`] and the source holding it.
 pub type ZoneMatch<'a> = (&'a Arc<dyn DataSource>, ZoneRef);
 
+/// A source of a [`SourceList`] and the zones served from it (or why they
+/// could not be listed); see [`SourceList::zones`].
+pub type ServedZones<'a> = (
+    &'a Arc<dyn DataSource>,
+    Result<Vec<ZoneRef>, DataSourceError>,
+);
+
+/// Which of a source's zones a [`SourceList`] serves from it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ZoneSelection {
+    /// Every zone the source holds, including zones added to it later.
+    #[default]
+    All,
+    /// Only these zones (`zones = [...]` of a `[[datasource]]`).
+    Only(HashSet<Name>),
+    /// Every zone but these (zones another source of the list serves).
+    Except(HashSet<Name>),
+}
+
+impl ZoneSelection {
+    /// True when the zone with apex `origin` is served from the source.
+    pub fn allows(&self, origin: &Name) -> bool {
+        match self {
+            ZoneSelection::All => true,
+            ZoneSelection::Only(zones) => zones.contains(origin),
+            ZoneSelection::Except(zones) => !zones.contains(origin),
+        }
+    }
+}
+
+/// One source of a [`SourceList`] and the zones it serves there.
+#[derive(Clone)]
+struct Entry {
+    source: Arc<dyn DataSource>,
+    selection: ZoneSelection,
+}
+
 /// An ordered list of data sources; the zone for a qname is the longest match
 /// across all of them, the earlier source winning a tie (BIND 10's
-/// `ConfigurableClientList::find`).
+/// `ConfigurableClientList::find`). Each source may be restricted to some of
+/// its zones ([`ZoneSelection`]); the restriction is applied here, around the
+/// source, so the source keeps every capability it has.
 #[derive(Clone, Default)]
 pub struct SourceList {
+    entries: Vec<Entry>,
+    /// The sources of `entries`, in order (handed out by [`SourceList::sources`]).
     sources: Vec<Arc<dyn DataSource>>,
 }
 
 impl SourceList {
-    /// A list of `sources` in priority order.
+    /// A list of `sources` in priority order, each serving all of its zones.
     pub fn new(sources: Vec<Arc<dyn DataSource>>) -> SourceList {
-        SourceList { sources }
+        SourceList::with_selections(
+            sources
+                .into_iter()
+                .map(|s| (s, ZoneSelection::All))
+                .collect(),
+        )
     }
 
-    /// The sources, in priority order.
+    /// A list of sources in priority order, each serving the zones its
+    /// [`ZoneSelection`] allows.
+    pub fn with_selections(sources: Vec<(Arc<dyn DataSource>, ZoneSelection)>) -> SourceList {
+        let entries: Vec<Entry> = sources
+            .into_iter()
+            .map(|(source, selection)| Entry { source, selection })
+            .collect();
+        let sources = entries.iter().map(|e| Arc::clone(&e.source)).collect();
+        SourceList { entries, sources }
+    }
+
+    /// The sources, in priority order (unrestricted: use
+    /// [`SourceList::zones`] for what each one serves).
     pub fn sources(&self) -> &[Arc<dyn DataSource>] {
         &self.sources
+    }
+
+    /// The zones served from each source, in priority order: the source's
+    /// zones that its [`ZoneSelection`] allows.
+    ///
+    /// A source whose zones cannot be listed (storage failure) has its error
+    /// in place of its list.
+    pub fn zones(&self) -> Vec<ServedZones<'_>> {
+        self.entries
+            .iter()
+            .map(|e| {
+                let zones = e.source.zones().map(|zs| {
+                    zs.into_iter()
+                        .filter(|z| e.selection.allows(&z.origin))
+                        .collect()
+                });
+                (&e.source, zones)
+            })
+            .collect()
     }
 
     /// Begins a batch ([`DataSource::begin_batch`]) on every source; the batch
@@ -246,21 +318,38 @@ impl SourceList {
     pub fn find_zone(&self, qname: &Name) -> Result<Option<ZoneMatch<'_>>, DataSourceError> {
         let mut best: Option<ZoneMatch<'_>> = None;
         let qlabels = qname.label_count();
-        for source in &self.sources {
-            if let Some(zone) = source.find_zone(qname)? {
+        for entry in &self.entries {
+            if let Some(zone) = entry.find_zone(qname)? {
                 let labels = zone.origin.label_count();
                 if labels == qlabels {
-                    return Ok(Some((source, zone)));
+                    return Ok(Some((&entry.source, zone)));
                 }
                 if best
                     .as_ref()
                     .is_none_or(|(_, b)| b.origin.label_count() < labels)
                 {
-                    best = Some((source, zone));
+                    best = Some((&entry.source, zone));
                 }
             }
         }
         Ok(best)
+    }
+}
+
+impl Entry {
+    /// The source's longest match for `qname` among the zones selected.
+    fn find_zone(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError> {
+        let mut zone = self.source.find_zone(qname)?;
+        // A match left out may hide a selected parent zone: try its parents.
+        while let Some(z) = &zone
+            && !self.selection.allows(&z.origin)
+        {
+            zone = match z.origin.parent() {
+                Some(parent) => self.source.find_zone(&parent)?,
+                None => None,
+            };
+        }
+        Ok(zone)
     }
 }
 

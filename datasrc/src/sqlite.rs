@@ -1115,6 +1115,22 @@ impl DataSource for SqliteSource {
         })
     }
 
+    fn immutable_rrsets(&self) -> bool {
+        // RRsets are parsed from rows on each read: an address says nothing
+        // about content once the DB changes.
+        false
+    }
+
+    fn additional_addresses(
+        &self,
+        _zone: &ZoneRef,
+        _rrset: &Arc<RRset>,
+    ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
+        // Nothing prepared: the query processor looks each target up (within
+        // the query scope, so each node is read once).
+        Ok(None)
+    }
+
     fn with_node_store(
         &self,
         zone: &ZoneRef,
@@ -1197,5 +1213,51 @@ impl DataSource for QueryScope<'_> {
 
     fn generation(&self) -> u64 {
         self.source.generation()
+    }
+
+    fn with_query_scope(
+        &self,
+        _f: &mut dyn FnMut(&dyn DataSource) -> Result<(), DataSourceError>,
+    ) -> Option<Result<(), DataSourceError>> {
+        // Already the scope of one query: scopes do not nest.
+        None
+    }
+
+    fn begin_batch(&self) {
+        self.source.begin_batch();
+    }
+
+    fn end_batch(&self) {
+        self.source.end_batch();
+    }
+
+    fn immutable_rrsets(&self) -> bool {
+        self.source.immutable_rrsets()
+    }
+
+    fn additional_addresses(
+        &self,
+        zone: &ZoneRef,
+        rrset: &Arc<RRset>,
+    ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
+        self.source.additional_addresses(zone, rrset)
+    }
+
+    fn with_node_store(
+        &self,
+        zone: &ZoneRef,
+        f: &mut dyn FnMut(&dyn NodeStore) -> Result<Lookup, DataSourceError>,
+    ) -> Option<Result<Lookup, DataSourceError>> {
+        // The scope's connection and memo: nodes read once per query.
+        let state = match self.state.lock() {
+            Ok(s) => s,
+            Err(_) => return Some(Err(storage(&self.source.path, "query scope lock poisoned"))),
+        };
+        Some(f(&ZoneView {
+            conn: &state.conn,
+            zone,
+            path: &self.source.path,
+            memo: &state.memo,
+        }))
     }
 }

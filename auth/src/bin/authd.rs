@@ -248,8 +248,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if sources.sources().is_empty() {
         tracing::warn!("no data source configured: every query will be refused");
     }
-    for source in sources.sources() {
-        match source.zones() {
+    for (source, zones) in sources.zones() {
+        match zones {
             Ok(zones) => {
                 tracing::info!("serving {} zone(s) from {}", zones.len(), source.describe())
             }

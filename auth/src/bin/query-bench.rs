@@ -28,7 +28,7 @@ use authd::server::UDP_BATCH;
 use authd_cache::{HotSpotCache, Slots};
 use authd_datasrc::memory::{MemorySource, MemoryZone};
 use authd_datasrc::sqlite::SqliteSource;
-use authd_datasrc::{DataSource, Name, RType, SourceList};
+use authd_datasrc::{DataSource, Name, RType, SourceList, ZoneSelection};
 use clap::{Parser, ValueEnum};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -65,6 +65,10 @@ struct Args {
     /// Only these variants (comma-separated: unlimited,10x,half,disabled).
     #[arg(long, value_delimiter = ',')]
     variants: Option<Vec<String>>,
+    /// Serve only these zones of the source (comma-separated origins), as a
+    /// `[[datasource]]` with `zones = [...]` does; default: every zone.
+    #[arg(long, value_delimiter = ',', value_name = "ORIGIN,...", value_parser = parse_origin)]
+    zones: Option<Vec<Name>>,
     /// The sqlite3 zone DB, or the master file for memory.
     datasource: PathBuf,
     /// Queries in dnsperf format.
@@ -192,22 +196,25 @@ fn open_source(args: &Args) -> Result<Arc<dyn DataSource>> {
     })
 }
 
+fn parse_origin(s: &str) -> Result<Name, String> {
+    authd::config::parse_origin(s)
+}
+
+/// A processor over `source`, behind a cache of `slots` (none when disabled),
+/// serving the zones `selection` allows, built as authd builds a `[[datasource]]`.
 fn processor(
     source: Arc<dyn DataSource>,
     slots: Slots,
+    selection: &ZoneSelection,
 ) -> (QueryProcessor, Option<Arc<HotSpotCache>>) {
-    if slots == Slots::Disabled {
-        return (
-            QueryProcessor::new(SourceList::new(vec![source]), ChaosOptions::default()),
-            None,
-        );
-    }
-    let cache = Arc::new(HotSpotCache::new(source, slots));
-    let list = SourceList::new(vec![cache.clone() as Arc<dyn DataSource>]);
-    (
-        QueryProcessor::new(list, ChaosOptions::default()),
-        Some(cache),
-    )
+    let (source, cache) = if slots == Slots::Disabled {
+        (source, None)
+    } else {
+        let cache = Arc::new(HotSpotCache::new(source, slots));
+        (cache.clone() as Arc<dyn DataSource>, Some(cache))
+    };
+    let list = SourceList::with_selections(vec![(source, selection.clone())]);
+    (QueryProcessor::new(list, ChaosOptions::default()), cache)
 }
 
 fn run() -> Result<()> {
@@ -256,11 +263,21 @@ fn run() -> Result<()> {
         }
     };
     let source = open_source(&args)?;
+    let selection = match &args.zones {
+        None => ZoneSelection::All,
+        Some(zones) => {
+            let held = source.zones()?;
+            if let Some(z) = zones.iter().find(|z| !held.iter().any(|h| h.origin == **z)) {
+                bail!("--zones: zone {z} is not in {}", args.datasource.display());
+            }
+            ZoneSelection::Only(zones.iter().cloned().collect())
+        }
+    };
 
     // Every variant must answer every query identically.
     let mut reference: Option<Vec<Vec<u8>>> = None;
     for v in &variants {
-        let (p, _) = processor(source.clone(), v.slots);
+        let (p, _) = processor(source.clone(), v.slots, &selection);
         let mut out = Vec::with_capacity(4096);
         let replies: Vec<Vec<u8>> = queries
             .iter()
@@ -290,7 +307,7 @@ fn run() -> Result<()> {
 
     let mut rows = Vec::new();
     for v in &variants {
-        let (p, cache) = processor(source.clone(), v.slots);
+        let (p, cache) = processor(source.clone(), v.slots, &selection);
         let mut out = Vec::with_capacity(4096);
         let start = Instant::now();
         for _ in 0..args.iterations {

@@ -32,7 +32,7 @@ use authd_datasrc::sqlite::SqliteSource;
 use authd_datasrc::zonefile;
 use authd_datasrc::{
     DataSource, DataSourceError, Lookup, LookupOptions, Name, Outcome, RRset, RType, SourceList,
-    ZoneRef,
+    ZoneRef, ZoneSelection,
 };
 
 use crate::config::{Config, ConfigError, DataSourceConfig, DataSourceKind, source_label};
@@ -240,7 +240,8 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
     let mut report = LoadReport::default();
     // sqlite3 sources serving every zone of their DB: (index in `sources`, datasource index).
     let mut serve_all: Vec<(usize, usize)> = Vec::new();
-    let mut sources: Vec<Arc<dyn DataSource>> = Vec::with_capacity(config.datasources.len());
+    let mut sources: Vec<(Arc<dyn DataSource>, ZoneSelection)> =
+        Vec::with_capacity(config.datasources.len());
     let mut entries = Vec::with_capacity(config.datasources.len());
     for (i, ds) in config.datasources.iter().enumerate() {
         let label = source_label(i, ds);
@@ -283,18 +284,17 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
                     claim(z, i)?;
                 }
                 report.sqlite_zones += served.len();
-                let source: Arc<dyn DataSource> = match zones {
-                    Some(list) => Arc::new(ZoneFilter {
-                        inner: Arc::clone(&db) as Arc<dyn DataSource>,
-                        zones: list.iter().cloned().collect(),
-                        only: true,
-                    }),
+                let selection = match zones {
+                    Some(list) => ZoneSelection::Only(list.iter().cloned().collect()),
                     None => {
                         serve_all.push((sources.len(), i));
-                        Arc::clone(&db) as Arc<dyn DataSource>
+                        ZoneSelection::All
                     }
                 };
-                sources.push(ds.cache.wrap(source));
+                sources.push((
+                    ds.cache.wrap(Arc::clone(&db) as Arc<dyn DataSource>),
+                    selection,
+                ));
                 entries.push(EntryState {
                     config: ds.clone(),
                     sqlite: Some(db),
@@ -396,7 +396,7 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
                 }
                 let memory =
                     MemorySource::with_zones(&label, states.iter().map(|s| Arc::clone(&s.zone)));
-                sources.push(ds.cache.wrap(Arc::new(memory)));
+                sources.push((ds.cache.wrap(Arc::new(memory)), ZoneSelection::All));
                 entries.push(EntryState {
                     config: ds.clone(),
                     sqlite: None,
@@ -415,16 +415,11 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
             .map(|(z, _)| z.clone())
             .collect();
         if !others.is_empty() {
-            let inner = Arc::clone(&sources[at]);
-            sources[at] = Arc::new(ZoneFilter {
-                inner,
-                zones: others,
-                only: false,
-            });
+            sources[at].1 = ZoneSelection::Except(others);
         }
     }
     Ok(Loaded {
-        sources: SourceList::new(sources),
+        sources: SourceList::with_selections(sources),
         report,
         state: LoadState { entries },
     })
@@ -566,88 +561,5 @@ fn warn_same_serial(origin: &Name, prev: Option<&ZoneState>, zone: &MemoryZone) 
             "zone {origin}: content changed but the serial ({}) did not; secondaries will not notice",
             zone.serial()
         );
-    }
-}
-
-/// An sqlite3 source restricted to some of its DB's zones (`zones = [...]`,
-/// `only`), or kept away from zones other sources serve (not `only`).
-struct ZoneFilter {
-    inner: Arc<dyn DataSource>,
-    zones: HashSet<Name>,
-    only: bool,
-}
-
-impl ZoneFilter {
-    fn allowed(&self, zone: &Name) -> bool {
-        self.zones.contains(zone) == self.only
-    }
-}
-
-impl DataSource for ZoneFilter {
-    fn begin_batch(&self) {
-        self.inner.begin_batch();
-    }
-
-    fn end_batch(&self) {
-        self.inner.end_batch();
-    }
-
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn find_zone(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError> {
-        // The inner source's longest match may be a zone left out; try its parents.
-        let mut name = qname.clone();
-        loop {
-            let Some(zone) = self.inner.find_zone(&name)? else {
-                return Ok(None);
-            };
-            if self.allowed(&zone.origin) {
-                return Ok(Some(zone));
-            }
-            match zone.origin.parent() {
-                Some(p) => name = p,
-                None => return Ok(None),
-            }
-        }
-    }
-
-    fn lookup(
-        &self,
-        zone: &ZoneRef,
-        qname: &Name,
-        qtype: RType,
-        opts: LookupOptions,
-    ) -> Result<Lookup, DataSourceError> {
-        self.inner.lookup(zone, qname, qtype, opts)
-    }
-
-    fn zones(&self) -> Result<Vec<ZoneRef>, DataSourceError> {
-        Ok(self
-            .inner
-            .zones()?
-            .into_iter()
-            .filter(|z| self.allowed(&z.origin))
-            .collect())
-    }
-
-    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<RRset>, DataSourceError> {
-        if !self.allowed(&zone.origin) {
-            return Err(DataSourceError::NoSuchZone(zone.origin.to_string()));
-        }
-        self.inner.zone_rrsets(zone)
-    }
-
-    fn generation(&self) -> u64 {
-        self.inner.generation()
-    }
-
-    fn with_query_scope(
-        &self,
-        f: &mut dyn FnMut(&dyn DataSource) -> Result<(), DataSourceError>,
-    ) -> Option<Result<(), DataSourceError>> {
-        // The scope only looks up in zones this filter's find_zone let through.
-        self.inner.with_query_scope(f)
     }
 }
