@@ -76,7 +76,7 @@ use authd_datasrc::{DataSource, Name, SourceList};
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 
-use crate::query::ChaosOptions;
+use crate::chaos::ChaosOptions;
 use crate::server::ServerSettings;
 
 /// The prefix of environment variables that override configuration keys.
@@ -877,7 +877,6 @@ impl Config {
             tcp_idle_timeout: self.tcp.idle_timeout,
             tcp_max_connections: self.tcp.max_connections,
             udp_workers: self.server.udp_workers,
-            transfer: self.transfer_policy(),
         }
     }
 

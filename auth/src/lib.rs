@@ -5,8 +5,11 @@
 //! sources of `authd-datasrc` → rendered reply ([`wire`]) → socket.
 
 pub mod allocator;
+pub mod chaos;
 pub mod cli;
 pub mod config;
+pub mod dispatch;
+mod log_limit;
 pub mod notify;
 pub mod query;
 pub mod server;

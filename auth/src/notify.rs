@@ -23,10 +23,12 @@ use std::time::Duration;
 use authd_datasrc::{Class, Name, RType, Rdata};
 use rusqlite::Connection;
 use tokio::net::UdpSocket;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::config::NotifyConfig;
-use crate::wire::{MAX_TCP_MESSAGE, MessageWriter, RecordMeta, Section, flags};
+use crate::wire::{
+    Flags, Header, MAX_TCP_MESSAGE, MessageWriter, Opcode, Rcode, RecordMeta, Section,
+};
 
 /// How often the served DBs are polled for changes.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -35,8 +37,6 @@ pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 pub const FIRST_TIMEOUT: Duration = Duration::from_secs(1);
 /// Most transmissions of one NOTIFY to one target.
 pub const MAX_TRIES: u32 = 5;
-/// DNS opcode NOTIFY (RFC 1996 §3.1).
-pub const OPCODE_NOTIFY: u8 = 4;
 
 /// A zone whose serial changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,13 +55,13 @@ pub struct SerialChange {
 /// carrying the SOA (`ttl` seconds, `soa` RDATA) in the answer section.
 pub fn notify_message(id: u16, origin: &Name, ttl: u32, soa: &Rdata) -> Vec<u8> {
     let mut buf = Vec::new();
-    let mut w = MessageWriter::new(
-        &mut buf,
+    let header = Header {
         id,
-        (u16::from(OPCODE_NOTIFY) << 11) | flags::AA,
-        0,
-        MAX_TCP_MESSAGE,
-    );
+        opcode: Opcode::NOTIFY,
+        flags: Flags::AA,
+        rcode: Rcode::NOERROR,
+    };
+    let mut w = MessageWriter::new(&mut buf, header, MAX_TCP_MESSAGE);
     let mut question = origin.as_wire().to_vec();
     question.extend_from_slice(&RType::SOA.0.to_be_bytes());
     question.extend_from_slice(&Class::IN.0.to_be_bytes());
@@ -77,11 +77,7 @@ pub fn notify_message(id: u16, origin: &Name, ttl: u32, soa: &Rdata) -> Vec<u8> 
         soa.as_wire(),
         soa.compressible_names(RType::SOA),
     );
-    // The writer sets QR for replies; a NOTIFY request has it clear.
     w.finish();
-    if let Some(b) = buf.get_mut(2) {
-        *b &= 0x7F;
-    }
     buf
 }
 
@@ -91,8 +87,8 @@ pub fn is_reply_to(reply: &[u8], id: u16, origin: &Name) -> bool {
     if reply.len() < 12 || reply[0..2] != id.to_be_bytes() {
         return false;
     }
-    let f = u16::from_be_bytes([reply[2], reply[3]]);
-    if f & flags::QR == 0 || ((f >> 11) & 0xF) as u8 != OPCODE_NOTIFY {
+    let word = u16::from_be_bytes([reply[2], reply[3]]);
+    if !Flags::from_word(word).contains(Flags::QR) || Opcode::from_word(word) != Opcode::NOTIFY {
         return false;
     }
     let want = origin.as_wire();
@@ -101,38 +97,75 @@ pub fn is_reply_to(reply: &[u8], id: u16, origin: &Name) -> bool {
         .is_some_and(|q| q.eq_ignore_ascii_case(want))
 }
 
-/// Starts NOTIFY for the zones of the sqlite3 DBs `dbs` per `config`: a poller
-/// thread and a sender task. Returns `None` (and starts nothing) when no target
-/// is configured or there is no DB. Must be called inside a tokio runtime; the
-/// poller stops when the runtime (hence the sender task) ends.
-pub fn spawn(dbs: Vec<PathBuf>, config: NotifyConfig) -> Option<tokio::task::JoinHandle<()>> {
-    if config.is_empty() || dbs.is_empty() {
-        return None;
-    }
-    let (tx, mut rx) = mpsc::channel::<SerialChange>(64);
-    let spawned = std::thread::Builder::new()
-        .name("notify-poll".into())
-        .spawn(move || poll_loop(dbs, tx));
-    if let Err(e) = spawned {
-        tracing::error!("cannot start the NOTIFY poller: {e}");
-        return None;
-    }
-    Some(tokio::spawn(async move {
-        while let Some(change) = rx.recv().await {
-            let targets = config.targets_for(&change.origin);
-            tracing::info!(
-                "zone {} serial {} -> {}: notifying {} target(s)",
-                change.origin,
-                change.old_serial,
-                change.soa.soa_serial().unwrap_or_default(),
-                targets.len()
-            );
-            for target in targets {
-                let c = change.clone();
-                tokio::spawn(async move { notify_one(c, target).await });
+/// What to watch and whom to tell: the sqlite3 DBs served and the targets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NotifySettings {
+    /// The sqlite3 zone DBs whose zones are announced, in data-source order.
+    pub dbs: Vec<PathBuf>,
+    /// The targets (`[notify]`).
+    pub config: NotifyConfig,
+}
+
+/// NOTIFY to secondaries, running: a poller thread and a sender task. Its
+/// settings can be replaced while it runs ([`Notifier::update`], on reload).
+/// Dropping it stops both.
+pub struct Notifier {
+    settings: watch::Sender<NotifySettings>,
+    sender: tokio::task::JoinHandle<()>,
+}
+
+impl Notifier {
+    /// Starts NOTIFY with `settings`. With no target configured the poller
+    /// only sleeps, and starts watching once an update adds targets (a DB
+    /// added then is first read to learn its serials: nothing is sent for
+    /// what changed before). Must be called inside a tokio runtime.
+    ///
+    /// Errors: the poller thread cannot be started.
+    pub fn spawn(settings: NotifySettings) -> std::io::Result<Notifier> {
+        let (settings_tx, settings_rx) = watch::channel(settings);
+        let (tx, mut rx) = mpsc::channel::<SerialChange>(64);
+        let poll_settings = settings_rx.clone();
+        std::thread::Builder::new()
+            .name("notify-poll".into())
+            .spawn(move || poll_loop(poll_settings, tx))?;
+        let sender = tokio::spawn(async move {
+            while let Some(change) = rx.recv().await {
+                // The targets in force when the change is seen.
+                let targets = settings_rx.borrow().config.targets_for(&change.origin);
+                tracing::info!(
+                    "zone {} serial {} -> {}: notifying {} target(s)",
+                    change.origin,
+                    change.old_serial,
+                    change.soa.soa_serial().unwrap_or_default(),
+                    targets.len()
+                );
+                for target in targets {
+                    let c = change.clone();
+                    tokio::spawn(async move { notify_one(c, target).await });
+                }
             }
-        }
-    }))
+        });
+        Ok(Notifier {
+            settings: settings_tx,
+            sender,
+        })
+    }
+
+    /// Replaces the DBs watched and the targets; applies from the next poll.
+    pub fn update(&self, settings: NotifySettings) {
+        self.settings.send_if_modified(|current| {
+            let changed = *current != settings;
+            *current = settings;
+            changed
+        });
+    }
+}
+
+impl Drop for Notifier {
+    /// Stops the sender task; the poller thread ends at its next send or poll.
+    fn drop(&mut self) {
+        self.sender.abort();
+    }
 }
 
 struct Watched {
@@ -143,18 +176,40 @@ struct Watched {
     primed: bool,
 }
 
-fn poll_loop(dbs: Vec<PathBuf>, tx: mpsc::Sender<SerialChange>) {
-    let mut watched: Vec<Watched> = dbs
-        .into_iter()
-        .map(|path| Watched {
+impl Watched {
+    fn new(path: PathBuf) -> Watched {
+        Watched {
             path,
             conn: None,
             data_version: None,
             serials: HashMap::new(),
             primed: false,
-        })
-        .collect();
+        }
+    }
+}
+
+/// Polls the DBs of the current settings every [`POLL_INTERVAL`] until the
+/// sender task is gone. A DB that stays in the settings keeps its state; one
+/// that leaves them is forgotten; with no target nothing is polled.
+fn poll_loop(settings: watch::Receiver<NotifySettings>, tx: mpsc::Sender<SerialChange>) {
+    let mut watched: Vec<Watched> = Vec::new();
     loop {
+        let (dbs, active) = {
+            let s = settings.borrow();
+            (s.dbs.clone(), !s.config.is_empty())
+        };
+        if !active {
+            watched.clear();
+        } else if watched.len() != dbs.len() || watched.iter().zip(&dbs).any(|(w, d)| w.path != *d)
+        {
+            let mut old = std::mem::take(&mut watched);
+            for path in dbs {
+                match old.iter().position(|w| w.path == path) {
+                    Some(i) => watched.push(old.swap_remove(i)),
+                    None => watched.push(Watched::new(path)),
+                }
+            }
+        }
         for w in &mut watched {
             for change in poll(w) {
                 if tx.blocking_send(change).is_err() {

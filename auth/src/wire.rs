@@ -18,35 +18,177 @@ pub const MIN_UDP_PAYLOAD: usize = 512;
 /// Bytes the OPT record takes with no options (RFC 6891 §6.1.2).
 pub const OPT_LEN: usize = 11;
 
-/// Header flag bits (RFC 1035 §4.1.1, RFC 4035 §3.2).
-#[allow(missing_docs)]
-pub mod flags {
-    pub const QR: u16 = 0x8000;
-    pub const AA: u16 = 0x0400;
-    pub const TC: u16 = 0x0200;
-    pub const RD: u16 = 0x0100;
-    pub const RA: u16 = 0x0080;
-    pub const AD: u16 = 0x0020;
-    pub const CD: u16 = 0x0010;
+/// The flag bits of a header word (RFC 1035 §4.1.1: QR, AA, TC, RD, RA; RFC
+/// 4035 §3.2: AD, CD), without the opcode and rcode that share the word.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Flags(u16);
+
+impl Flags {
+    /// A response.
+    pub const QR: Flags = Flags(0x8000);
+    /// Authoritative answer.
+    pub const AA: Flags = Flags(0x0400);
+    /// Truncated.
+    pub const TC: Flags = Flags(0x0200);
+    /// Recursion desired.
+    pub const RD: Flags = Flags(0x0100);
+    /// Recursion available.
+    pub const RA: Flags = Flags(0x0080);
+    /// Authentic data.
+    pub const AD: Flags = Flags(0x0020);
+    /// Checking disabled.
+    pub const CD: Flags = Flags(0x0010);
+    /// Every flag bit of the header word (QR, AA, TC, RD, RA, Z, AD, CD).
+    const MASK: u16 = 0x87F0;
+
+    /// No flag set.
+    pub const fn empty() -> Flags {
+        Flags(0)
+    }
+
+    /// The flags of header word `word` (bytes 2–3 of a message).
+    pub const fn from_word(word: u16) -> Flags {
+        Flags(word & Flags::MASK)
+    }
+
+    /// The bits, in their header-word positions.
+    pub const fn bits(self) -> u16 {
+        self.0
+    }
+
+    /// True when every flag of `other` is set here.
+    pub const fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The flags a reply copies from its query: RD (RFC 1035 §4.1.1) and CD
+    /// (RFC 4035 §3.1.6).
+    pub const fn echoed(self) -> Flags {
+        Flags(self.0 & (Flags::RD.0 | Flags::CD.0))
+    }
 }
 
-/// Response codes (RFC 1035 §4.1.1, RFC 2136, RFC 6891 §9).
-#[allow(missing_docs)]
-pub mod rcode {
-    pub const NOERROR: u16 = 0;
-    pub const FORMERR: u16 = 1;
-    pub const SERVFAIL: u16 = 2;
-    pub const NXDOMAIN: u16 = 3;
-    pub const NOTIMP: u16 = 4;
-    pub const REFUSED: u16 = 5;
-    pub const YXDOMAIN: u16 = 6;
-    pub const NOTAUTH: u16 = 9;
-    /// Extended (12-bit) code carried partly in OPT.
-    pub const BADVERS: u16 = 16;
+impl std::ops::BitOr for Flags {
+    type Output = Flags;
+    fn bitor(self, rhs: Flags) -> Flags {
+        Flags(self.0 | rhs.0)
+    }
 }
 
-/// The opcode of a standard query.
-pub const OPCODE_QUERY: u8 = 0;
+impl std::ops::BitOrAssign for Flags {
+    fn bitor_assign(&mut self, rhs: Flags) {
+        self.0 |= rhs.0;
+    }
+}
+
+/// The kind of a message (RFC 1035 §4.1.1, RFC 6895 §2.2): four bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Opcode(pub u8);
+
+impl Opcode {
+    /// A standard query (RFC 1035).
+    pub const QUERY: Opcode = Opcode(0);
+    /// An inverse query (RFC 3425: obsolete).
+    pub const IQUERY: Opcode = Opcode(1);
+    /// A server status request (RFC 1035; never defined further).
+    pub const STATUS: Opcode = Opcode(2);
+    /// A zone change notification (RFC 1996).
+    pub const NOTIFY: Opcode = Opcode(4);
+    /// A dynamic update (RFC 2136).
+    pub const UPDATE: Opcode = Opcode(5);
+
+    /// The opcode of header word `word`.
+    pub const fn from_word(word: u16) -> Opcode {
+        Opcode(((word >> 11) & 0xF) as u8)
+    }
+}
+
+impl std::fmt::Display for Opcode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Opcode::QUERY => f.write_str("QUERY"),
+            Opcode::IQUERY => f.write_str("IQUERY"),
+            Opcode::STATUS => f.write_str("STATUS"),
+            Opcode::NOTIFY => f.write_str("NOTIFY"),
+            Opcode::UPDATE => f.write_str("UPDATE"),
+            Opcode(n) => write!(f, "OPCODE{n}"),
+        }
+    }
+}
+
+/// A response code (RFC 1035 §4.1.1, RFC 2136 §2.2, RFC 6891 §9): up to 12
+/// bits, the low four in the header and the upper eight in the OPT record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Rcode(pub u16);
+
+impl Rcode {
+    /// No error.
+    pub const NOERROR: Rcode = Rcode(0);
+    /// The message could not be interpreted.
+    pub const FORMERR: Rcode = Rcode(1);
+    /// The server failed (here: a data source failed).
+    pub const SERVFAIL: Rcode = Rcode(2);
+    /// The name does not exist.
+    pub const NXDOMAIN: Rcode = Rcode(3);
+    /// The kind of request is not implemented.
+    pub const NOTIMP: Rcode = Rcode(4);
+    /// Refused by policy (or no zone served here).
+    pub const REFUSED: Rcode = Rcode(5);
+    /// A name exists that should not (RFC 2136; RFC 6672 §2.2: DNAME overflow).
+    pub const YXDOMAIN: Rcode = Rcode(6);
+    /// Not authoritative for the zone (RFC 2136 §2.2).
+    pub const NOTAUTH: Rcode = Rcode(9);
+    /// Unsupported EDNS version (RFC 6891 §9): an extended code.
+    pub const BADVERS: Rcode = Rcode(16);
+
+    /// The four bits carried in the header.
+    pub const fn header_bits(self) -> u16 {
+        self.0 & 0xF
+    }
+
+    /// The upper eight bits, carried in the OPT record (RFC 6891 §6.1.3).
+    pub const fn extended_bits(self) -> u8 {
+        (self.0 >> 4) as u8
+    }
+}
+
+/// The fixed fields a reply header starts with (RFC 1035 §4.1.1); the section
+/// counts are written by [`MessageWriter`] as it goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Message id (copied from the query).
+    pub id: u16,
+    /// Opcode (copied from the query).
+    pub opcode: Opcode,
+    /// Flags (QR set for a reply).
+    pub flags: Flags,
+    /// Response code (its header bits; an extended code also needs an OPT).
+    pub rcode: Rcode,
+}
+
+impl Header {
+    /// The header of a reply to `req` with `rcode` and `flags` besides QR and
+    /// the echoed RD and CD.
+    pub fn reply_to(req: &Request<'_>, flags: Flags, rcode: Rcode) -> Header {
+        Header::reply(req.id, req.opcode, req.flags, flags, rcode)
+    }
+
+    /// The header of a reply to a message with `id`, `opcode` and flags
+    /// `received`: QR, the echoed RD and CD, `flags` and `rcode`.
+    pub fn reply(id: u16, opcode: Opcode, received: Flags, flags: Flags, rcode: Rcode) -> Header {
+        Header {
+            id,
+            opcode,
+            flags: Flags::QR | received.echoed() | flags,
+            rcode,
+        }
+    }
+
+    /// Bytes 2–3 of the message: flags, opcode and the rcode's header bits.
+    pub const fn word(&self) -> u16 {
+        self.flags.bits() | ((self.opcode.0 as u16 & 0xF) << 11) | self.rcode.header_bits()
+    }
+}
 
 /// The EDNS facts of a query (RFC 6891 §6.1.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,9 +207,9 @@ pub struct Request<'a> {
     /// Message id.
     pub id: u16,
     /// Opcode (RFC 1035 §4.1.1).
-    pub opcode: u8,
+    pub opcode: Opcode,
     /// Header flags as received.
-    pub flags: u16,
+    pub flags: Flags,
     /// The question section's wire bytes, echoed as received (case preserved).
     pub question: &'a [u8],
     /// Query name.
@@ -85,22 +227,23 @@ pub struct Request<'a> {
 pub enum ParseError {
     /// Send nothing: shorter than a header, or a response (QR=1).
     Drop,
-    /// Answer with `rcode` (FORMERR or NOTIMP), echoing the question when it parsed.
+    /// Answer with `rcode` (FORMERR), echoing the question when it parsed.
     Reject {
         /// Message id.
         id: u16,
         /// Opcode.
-        opcode: u8,
+        opcode: Opcode,
         /// Received flags (RD and CD are copied).
-        flags: u16,
+        flags: Flags,
         /// Response code to send.
-        rcode: u16,
+        rcode: Rcode,
         /// The question bytes, when they could be read.
         question: Option<(usize, usize)>,
     },
 }
 
-fn u16_at(msg: &[u8], at: usize) -> Option<u16> {
+/// The big-endian 16-bit value at `at`, if the message is long enough.
+pub(crate) fn u16_at(msg: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*msg.get(at)?, *msg.get(at + 1)?]))
 }
 
@@ -124,7 +267,7 @@ fn read_plain_name(msg: &[u8], at: usize) -> Option<(Name, usize)> {
 }
 
 /// Skips a possibly compressed name at `at`; returns the offset after it.
-fn skip_name(msg: &[u8], at: usize) -> Option<usize> {
+pub(crate) fn skip_name(msg: &[u8], at: usize) -> Option<usize> {
     let mut pos = at;
     loop {
         let len = *msg.get(pos)?;
@@ -140,32 +283,66 @@ fn skip_name(msg: &[u8], at: usize) -> Option<usize> {
     }
 }
 
-/// The QTYPE of a one-question message, read without parsing the rest (to
-/// route zone transfers before the full parse); `None` if it is not there.
-pub fn peek_qtype(msg: &[u8]) -> Option<RType> {
-    if u16_at(msg, 4)? != 1 {
+/// The first four bytes of a message: all the dispatcher needs to decide
+/// which handler parses the rest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Head {
+    /// Message id.
+    pub id: u16,
+    /// Opcode.
+    pub opcode: Opcode,
+    /// Flags as received.
+    pub flags: Flags,
+}
+
+/// The head of `msg`, or `None` when nothing must be sent back: shorter than
+/// a header, or a response (QR=1; answering it could start a loop).
+pub fn peek_head(msg: &[u8]) -> Option<Head> {
+    if msg.len() < HEADER_LEN {
         return None;
     }
-    let (_, after_name) = read_plain_name(msg, HEADER_LEN)?;
-    u16_at(msg, after_name).map(RType)
+    let word = u16_at(msg, 2)?;
+    let flags = Flags::from_word(word);
+    if flags.contains(Flags::QR) {
+        return None;
+    }
+    Some(Head {
+        id: u16_at(msg, 0)?,
+        opcode: Opcode::from_word(word),
+        flags,
+    })
+}
+
+/// Writes an error reply into `out` (cleared first): `header` and, when given, the question section as received; every other section
+/// empty and no OPT (the request's EDNS may be what was wrong).
+pub fn write_error(out: &mut Vec<u8>, header: Header, question: Option<&[u8]>) {
+    let mut w = MessageWriter::new(out, header, MAX_TCP_MESSAGE);
+    if let Some(q) = question {
+        w.push_question(q);
+    }
+    w.finish();
 }
 
 /// Parses a query message (RFC 1035 §4.1, RFC 6891 §6.1).
 ///
+/// Any opcode parses (QUERY, and NOTIFY and UPDATE, whose zone section has
+/// the question's shape, RFC 1996 §3.7 and RFC 2136 §2.3); which opcodes are
+/// answered is [`crate::dispatch`]'s decision.
+///
 /// Errors: [`ParseError::Drop`] for short messages and responses;
-/// [`ParseError::Reject`] with NOTIMP for opcodes other than QUERY, FORMERR for
-/// QDCOUNT ≠ 1, a bad question, a record cut short, bytes after the last
+/// [`ParseError::Reject`] with FORMERR for QDCOUNT ≠ 1, a bad question, a record cut short, bytes after the last
 /// counted record, an OPT not owned by the root, or two OPT records.
 pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
     if msg.len() < HEADER_LEN {
         return Err(ParseError::Drop);
     }
     let id = u16_at(msg, 0).ok_or(ParseError::Drop)?;
-    let flags = u16_at(msg, 2).ok_or(ParseError::Drop)?;
-    if flags & flags::QR != 0 {
+    let word = u16_at(msg, 2).ok_or(ParseError::Drop)?;
+    let flags = Flags::from_word(word);
+    if flags.contains(Flags::QR) {
         return Err(ParseError::Drop);
     }
-    let opcode = ((flags >> 11) & 0xF) as u8;
+    let opcode = Opcode::from_word(word);
     let reject = |rcode, question| ParseError::Reject {
         id,
         opcode,
@@ -173,9 +350,6 @@ pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
         rcode,
         question,
     };
-    if opcode != OPCODE_QUERY {
-        return Err(reject(rcode::NOTIMP, None));
-    }
     let counts = [
         u16_at(msg, 4).unwrap_or(0),
         u16_at(msg, 6).unwrap_or(0),
@@ -183,16 +357,16 @@ pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
         u16_at(msg, 10).unwrap_or(0),
     ];
     if counts[0] != 1 {
-        return Err(reject(rcode::FORMERR, None));
+        return Err(reject(Rcode::FORMERR, None));
     }
     let (qname, after_name) =
-        read_plain_name(msg, HEADER_LEN).ok_or_else(|| reject(rcode::FORMERR, None))?;
+        read_plain_name(msg, HEADER_LEN).ok_or_else(|| reject(Rcode::FORMERR, None))?;
     let (Some(qtype), Some(qclass)) = (u16_at(msg, after_name), u16_at(msg, after_name + 2)) else {
-        return Err(reject(rcode::FORMERR, None));
+        return Err(reject(Rcode::FORMERR, None));
     };
     let question_end = after_name + 4;
     let question = Some((HEADER_LEN, question_end));
-    let formerr = || reject(rcode::FORMERR, question);
+    let formerr = || reject(Rcode::FORMERR, question);
     let mut pos = question_end;
     let mut edns = None;
     let rr_total = counts[1] as usize + counts[2] as usize + counts[3] as usize;
@@ -315,13 +489,14 @@ pub enum Section {
 }
 
 impl<'a> MessageWriter<'a> {
-    /// Starts a reply in `buf` (cleared) with `id`, `flags` (QR is added) and
-    /// `rcode` (low 4 bits), limited to `limit` bytes in total.
-    pub fn new(buf: &'a mut Vec<u8>, id: u16, flags: u16, rcode: u16, limit: usize) -> Self {
+    /// Starts a message in `buf` (cleared) with `header` as given (a reply's
+    /// has QR, see [`Header::reply_to`]; an extended rcode also needs
+    /// [`Self::push_opt`]), limited to `limit` bytes in total.
+    pub fn new(buf: &'a mut Vec<u8>, header: Header, limit: usize) -> Self {
         buf.clear();
-        let f = flags | self::flags::QR | (rcode & 0xF);
-        buf.extend_from_slice(&id.to_be_bytes());
-        buf.extend_from_slice(&f.to_be_bytes());
+        let word = header.word();
+        buf.extend_from_slice(&header.id.to_be_bytes());
+        buf.extend_from_slice(&word.to_be_bytes());
         buf.extend_from_slice(&[0; 8]);
         MessageWriter {
             buf,
@@ -437,11 +612,11 @@ impl<'a> MessageWriter<'a> {
     /// Appends an OPT record (RFC 6891 §6.1.2) with our payload size, the upper
     /// 8 bits of an extended `rcode`, and the DO bit. Ignores the size limit (the
     /// caller reserved [`OPT_LEN`]).
-    pub fn push_opt(&mut self, udp_payload: u16, rcode: u16, dnssec_ok: bool) {
+    pub fn push_opt(&mut self, udp_payload: u16, rcode: Rcode, dnssec_ok: bool) {
         self.buf.push(0);
         self.buf.extend_from_slice(&RType::OPT.0.to_be_bytes());
         self.buf.extend_from_slice(&udp_payload.to_be_bytes());
-        self.buf.push((rcode >> 4) as u8);
+        self.buf.push(rcode.extended_bits());
         self.buf.push(0);
         self.buf
             .extend_from_slice(&(if dnssec_ok { 0x8000u16 } else { 0 }).to_be_bytes());
@@ -449,15 +624,15 @@ impl<'a> MessageWriter<'a> {
         self.counts[Section::Additional as usize] += 1;
     }
 
-    /// Sets header flag bits.
-    pub fn set_flags(&mut self, bits: u16) {
-        let f = u16::from_be_bytes([self.buf[2], self.buf[3]]) | bits;
+    /// Sets header flags.
+    pub fn set_flags(&mut self, flags: Flags) {
+        let f = u16::from_be_bytes([self.buf[2], self.buf[3]]) | flags.bits();
         self.buf[2..4].copy_from_slice(&f.to_be_bytes());
     }
 
     /// Replaces the 4-bit header rcode.
-    pub fn set_rcode(&mut self, rcode: u16) {
-        let f = (u16::from_be_bytes([self.buf[2], self.buf[3]]) & !0xF) | (rcode & 0xF);
+    pub fn set_rcode(&mut self, rcode: Rcode) {
+        let f = (u16::from_be_bytes([self.buf[2], self.buf[3]]) & !0xF) | rcode.header_bits();
         self.buf[2..4].copy_from_slice(&f.to_be_bytes());
     }
 
@@ -700,7 +875,13 @@ mod tests {
             cookie(41),
         ] {
             assert!(
-                matches!(with_options(&bad), Err(ParseError::Reject { rcode: 1, .. })),
+                matches!(
+                    with_options(&bad),
+                    Err(ParseError::Reject {
+                        rcode: Rcode::FORMERR,
+                        ..
+                    })
+                ),
                 "{bad:?}"
             );
         }
@@ -716,19 +897,28 @@ mod tests {
         two[5] = 2;
         assert!(matches!(
             parse_query(&two),
-            Err(ParseError::Reject { rcode: 1, .. })
+            Err(ParseError::Reject {
+                rcode: Rcode::FORMERR,
+                ..
+            })
         ));
         let truncated = query(b"\x03www\x00", 1, &[], 0);
         assert!(matches!(
             parse_query(&truncated[..truncated.len() - 1]),
-            Err(ParseError::Reject { rcode: 1, .. })
+            Err(ParseError::Reject {
+                rcode: Rcode::FORMERR,
+                ..
+            })
         ));
         let opt = [0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, 0];
         let mut twice = opt.to_vec();
         twice.extend_from_slice(&opt);
         assert!(matches!(
             parse_query(&query(b"\x00", 1, &twice, 2)),
-            Err(ParseError::Reject { rcode: 1, .. })
+            Err(ParseError::Reject {
+                rcode: Rcode::FORMERR,
+                ..
+            })
         ));
         // Bytes after the question with no record counted, or after the OPT.
         let mut trailing = query(b"\x03www\x00", 1, &[], 0);
@@ -736,7 +926,7 @@ mod tests {
         assert!(matches!(
             parse_query(&trailing),
             Err(ParseError::Reject {
-                rcode: 1,
+                rcode: Rcode::FORMERR,
                 question: Some(_),
                 ..
             })
@@ -745,39 +935,62 @@ mod tests {
         after_opt.push(0);
         assert!(matches!(
             parse_query(&after_opt),
-            Err(ParseError::Reject { rcode: 1, .. })
+            Err(ParseError::Reject {
+                rcode: Rcode::FORMERR,
+                ..
+            })
         ));
         assert!(parse_query(&query(b"\x00", 1, &opt, 1)).is_ok());
+        // Any opcode parses (NOTIFY here): the dispatcher decides what to answer.
         let mut notify = query(b"\x00", 6, &[], 0);
         notify[2] = 0x20;
-        assert!(matches!(
-            parse_query(&notify),
-            Err(ParseError::Reject { rcode: 4, .. })
-        ));
+        assert_eq!(parse_query(&notify).map(|r| r.opcode), Ok(Opcode::NOTIFY));
     }
 
     #[test]
-    fn peeks_at_the_qtype() {
+    fn peeks_at_the_head() {
+        let mut q = query(b"\x03www\x00", 252, &[], 0);
+        q[0..2].copy_from_slice(&0xbeefu16.to_be_bytes());
+        q[2] = 0x29; // opcode 5 (UPDATE), RD
         assert_eq!(
-            peek_qtype(&query(b"\x03www\x00", 252, &[], 0)),
-            Some(RType::AXFR)
+            peek_head(&q),
+            Some(Head {
+                id: 0xbeef,
+                opcode: Opcode::UPDATE,
+                flags: Flags::RD,
+            })
         );
-        assert_eq!(
-            peek_qtype(&query(b"\x03www\x00", 1, &[], 0)),
-            Some(RType::A)
-        );
-        assert_eq!(peek_qtype(&[0; 11]), None);
-        let mut two = query(b"\x00", 252, &[], 0);
-        two[5] = 2;
-        assert_eq!(peek_qtype(&two), None);
-        let q = query(b"\x03www\x00", 252, &[], 0);
-        assert_eq!(peek_qtype(&q[..q.len() - 3]), None);
+        assert_eq!(peek_head(&q[..11]), None);
+        q[2] |= 0x80;
+        assert_eq!(peek_head(&q), None, "a response is never answered");
+    }
+
+    #[test]
+    fn header_word_and_extended_rcode() {
+        let header = Header {
+            id: 7,
+            opcode: Opcode::NOTIFY,
+            flags: Flags::QR | Flags::AA | Flags::CD,
+            rcode: Rcode::BADVERS,
+        };
+        // QR, opcode 4, AA, CD; rcode 16 leaves 0 in the header, 1 for the OPT.
+        assert_eq!(header.word(), 0x8000 | 0x2000 | 0x0400 | 0x0010);
+        assert_eq!(Rcode::BADVERS.extended_bits(), 1);
+        assert_eq!(Flags::from_word(0xFFFF).echoed(), Flags::RD | Flags::CD);
+        assert_eq!(Opcode::from_word(0x2800), Opcode::UPDATE);
+        assert_eq!(Opcode(3).to_string(), "OPCODE3");
     }
 
     #[test]
     fn compresses_names() {
         let mut buf = Vec::new();
-        let mut w = MessageWriter::new(&mut buf, 1, 0, 0, 512);
+        let header = Header {
+            id: 1,
+            opcode: Opcode::QUERY,
+            flags: Flags::empty(),
+            rcode: Rcode::NOERROR,
+        };
+        let mut w = MessageWriter::new(&mut buf, header, 512);
         assert!(w.push_question(b"\x03www\x07example\x00\x00\x01\x00\x01"));
         let owner: Name = "WWW.example.".parse().expect("name");
         let target: Name = "mail.example.".parse().expect("name");

@@ -1,10 +1,9 @@
 //! Outgoing zone transfers over TCP: AXFR (RFC 5936) and IXFR (RFC 1995).
 //!
-//! The TCP server hands every message to [`handle_tcp`] before query processing;
-//! it answers AXFR and IXFR queries itself and returns `None` for everything
-//! else. Over UDP, [`crate::query`] answers both types with REFUSED (an IXFR
-//! over UDP is allowed to be refused, RFC 1995 §2, and the client then retries
-//! over TCP).
+//! The dispatcher ([`crate::dispatch`]) hands AXFR and IXFR queries received
+//! over TCP to [`transfer`]; over UDP it answers both types with REFUSED (an
+//! IXFR over UDP is allowed to be refused, RFC 1995 §2, and the client then
+//! retries over TCP).
 //!
 //! Checks, in BIND 10 xfrout's order (research/bind10.md §f):
 //! 1. the client address must match [`TransferPolicy::allow`] (default: nobody),
@@ -36,7 +35,8 @@ use authd_datasrc::sqlite_admin::{self, DiffRow, serial_gt};
 use authd_datasrc::{Class, DataSource, Name, RRset, RType, Rdata, SourceList, ZoneRef};
 
 use crate::wire::{
-    self, HEADER_LEN, MAX_TCP_MESSAGE, MessageWriter, RecordMeta, Request, Section, flags, rcode,
+    self, Flags, HEADER_LEN, Header, MAX_TCP_MESSAGE, MessageWriter, Rcode, RecordMeta, Request,
+    Section, skip_name, u16_at,
 };
 
 /// An address block in CIDR notation (`192.0.2.0/24`, `2001:db8::/32`), or one
@@ -135,46 +135,27 @@ struct Rr<'a> {
     rdata: &'a Rdata,
 }
 
-/// Answers `msg` if it is an AXFR or IXFR query received over TCP from `peer`;
-/// returns the reply messages in order (each without the TCP length prefix), or
-/// `None` for any other message (the caller processes it as usual). A panic
-/// inside is caught, logged, and answered with SERVFAIL.
-pub fn handle_tcp(
-    sources: &SourceList,
-    policy: &TransferPolicy,
-    msg: &[u8],
-    peer: IpAddr,
-) -> Option<Vec<Vec<u8>>> {
-    // Most TCP queries are not transfers: look at the QTYPE only, and leave
-    // the full parse to the query processor.
-    if !matches!(wire::peek_qtype(msg), Some(RType::AXFR | RType::IXFR)) {
-        return None;
-    }
-    let req = wire::parse_query(msg).ok()?;
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        transfer(sources, policy, msg, &req, peer)
-    }));
-    Some(result.unwrap_or_else(|_| {
-        tracing::error!("{} of {} for {peer} panicked", req.qtype, req.qname);
-        vec![error_reply(&req, rcode::SERVFAIL)]
-    }))
+/// The header of every reply to transfer request `req`.
+fn reply_header(req: &Request<'_>, rcode: Rcode) -> Header {
+    let aa = if rcode == Rcode::NOERROR {
+        Flags::AA
+    } else {
+        Flags::empty()
+    };
+    Header::reply_to(req, aa, rcode)
 }
 
-fn error_reply(req: &Request<'_>, code: u16) -> Vec<u8> {
+fn error_reply(req: &Request<'_>, rcode: Rcode) -> Vec<u8> {
     let mut buf = Vec::new();
-    let mut w = MessageWriter::new(
-        &mut buf,
-        req.id,
-        req.flags & (flags::RD | flags::CD),
-        code,
-        MAX_TCP_MESSAGE,
-    );
-    w.push_question(req.question);
-    w.finish();
+    wire::write_error(&mut buf, reply_header(req, rcode), Some(req.question));
     buf
 }
 
-fn transfer(
+/// Answers AXFR or IXFR query `req` (the message `msg`) received over TCP
+/// from `peer`: the reply messages in order, each without the TCP length
+/// prefix. The dispatcher routes only class-agnostic AXFR/IXFR over TCP here;
+/// the checks are this module's (see the module documentation).
+pub fn transfer(
     sources: &SourceList,
     policy: &TransferPolicy,
     msg: &[u8],
@@ -187,26 +168,26 @@ fn transfer(
             "{kind} of {} refused for {peer} (not in [transfer] allow)",
             req.qname
         );
-        return vec![error_reply(req, rcode::REFUSED)];
+        return vec![error_reply(req, Rcode::REFUSED)];
     }
     if req.qclass != Class::IN {
-        return vec![error_reply(req, rcode::NOTAUTH)];
+        return vec![error_reply(req, Rcode::NOTAUTH)];
     }
     let (source, zone) = match sources.find_zone(&req.qname) {
         Ok(Some((s, z))) if z.origin == req.qname => (s, z),
         Ok(_) => {
             tracing::info!("{kind} of {} for {peer}: not a zone served here", req.qname);
-            return vec![error_reply(req, rcode::NOTAUTH)];
+            return vec![error_reply(req, Rcode::NOTAUTH)];
         }
         Err(e) => {
             tracing::warn!("{kind} of {} for {peer}: {e}", req.qname);
-            return vec![error_reply(req, rcode::SERVFAIL)];
+            return vec![error_reply(req, Rcode::SERVFAIL)];
         }
     };
     let client_serial = if kind == RType::IXFR {
         match ixfr_client_serial(msg) {
             Some(s) => Some(s),
-            None => return vec![error_reply(req, rcode::FORMERR)],
+            None => return vec![error_reply(req, Rcode::FORMERR)],
         }
     } else {
         None
@@ -215,7 +196,7 @@ fn transfer(
         Ok(r) => r,
         Err(e) => {
             tracing::warn!("{kind} of {} for {peer}: {e}", zone.origin);
-            return vec![error_reply(req, rcode::SERVFAIL)];
+            return vec![error_reply(req, Rcode::SERVFAIL)];
         }
     };
     let soa = rrsets
@@ -225,14 +206,14 @@ fn transfer(
     let (soa, serial) = match soa[..] {
         [s] if s.rdatas.len() == 1 => match s.rdatas[0].soa_serial() {
             Some(serial) => (s, serial),
-            None => return vec![error_reply(req, rcode::SERVFAIL)],
+            None => return vec![error_reply(req, Rcode::SERVFAIL)],
         },
         _ => {
             tracing::warn!(
                 "{kind} of {}: the zone does not have exactly one SOA",
                 zone.origin
             );
-            return vec![error_reply(req, rcode::SERVFAIL)];
+            return vec![error_reply(req, Rcode::SERVFAIL)];
         }
     };
     let soa_rr = Rr {
@@ -367,13 +348,13 @@ fn journal(
 /// Packs `rrs` into answer messages of at most [`MAX_TCP_MESSAGE`] bytes; the
 /// first carries the question.
 fn pack(req: &Request<'_>, rrs: Vec<Rr<'_>>) -> Vec<Vec<u8>> {
-    let hdr = flags::AA | (req.flags & (flags::RD | flags::CD));
+    let header = reply_header(req, Rcode::NOERROR);
     let mut out = Vec::new();
     let mut rest = rrs.iter().peekable();
     loop {
         let mut buf = Vec::with_capacity(16 * 1024);
         {
-            let mut w = MessageWriter::new(&mut buf, req.id, hdr, rcode::NOERROR, MAX_TCP_MESSAGE);
+            let mut w = MessageWriter::new(&mut buf, header, MAX_TCP_MESSAGE);
             if out.is_empty() {
                 w.push_question(req.question);
             }
@@ -396,30 +377,13 @@ fn pack(req: &Request<'_>, rrs: Vec<Rr<'_>>) -> Vec<Vec<u8>> {
                     req.qtype,
                     req.qname
                 );
-                return vec![error_reply(req, rcode::SERVFAIL)];
+                return vec![error_reply(req, Rcode::SERVFAIL)];
             }
             w.finish();
         }
         out.push(buf);
         if rest.peek().is_none() {
             return out;
-        }
-    }
-}
-
-fn u16_at(msg: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*msg.get(at)?, *msg.get(at + 1)?]))
-}
-
-/// Skips a possibly compressed name; the offset after it.
-fn skip_name(msg: &[u8], mut pos: usize) -> Option<usize> {
-    loop {
-        let len = *msg.get(pos)?;
-        match len & 0xC0 {
-            0x00 if len == 0 => return Some(pos + 1),
-            0x00 => pos += 1 + usize::from(len),
-            0xC0 => return Some(pos + 2),
-            _ => return None,
         }
     }
 }

@@ -16,7 +16,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use authd::query::{ChaosOptions, QueryProcessor, Transport};
+use authd::dispatch::{self, Dispatcher};
+use authd::query::Transport;
 use authd_cache::{HotSpotCache, Slots};
 use authd_datasrc::memory::MemorySource;
 use authd_datasrc::sqlite::SqliteSource;
@@ -24,6 +25,9 @@ use authd_datasrc::{DataSource, DataSourceError, Name, RRset, RType, Rdata, Sour
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, Restrict};
+
+/// The client address of every query (no access control applies to them).
+const LOCAL: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
 const DATA: &str = "tests/data/bind10";
 
@@ -164,8 +168,8 @@ fn uncached_and_cached(sqlite: Arc<SqliteSource>) -> [(&'static str, Arc<dyn Dat
     ]
 }
 
-fn processor(source: Arc<dyn DataSource>) -> QueryProcessor {
-    QueryProcessor::new(SourceList::new(vec![source]), ChaosOptions::default())
+fn processor(source: Arc<dyn DataSource>) -> Dispatcher {
+    Dispatcher::new(SourceList::new(vec![source]))
 }
 
 /// A query message built by hand from our own name wire form (so any owner
@@ -184,9 +188,12 @@ fn query(id: u16, qname: &Name, qtype: RType, dnssec: bool) -> Vec<u8> {
     q
 }
 
-fn ask_raw(p: &QueryProcessor, q: &[u8], transport: Transport) -> Vec<u8> {
+fn ask_raw(p: &Dispatcher, q: &[u8], transport: Transport) -> Vec<u8> {
     let mut out = Vec::new();
-    assert!(p.process(q, transport, &mut out), "a reply is sent");
+    assert!(
+        p.handle(q, transport, LOCAL, &mut out) == dispatch::Reply::Message,
+        "a reply is sent"
+    );
     out
 }
 
@@ -613,7 +620,7 @@ struct Reply {
     additional: Vec<String>,
 }
 
-fn ask(p: &QueryProcessor, qname: &str, qtype: RType, dnssec: bool, transport: Transport) -> Reply {
+fn ask(p: &Dispatcher, qname: &str, qtype: RType, dnssec: bool, transport: Transport) -> Reply {
     let wire = ask_raw(p, &query(0x0b10, &name(qname), qtype, dnssec), transport);
     let msg = decode(&wire);
     Reply {
@@ -626,12 +633,12 @@ fn ask(p: &QueryProcessor, qname: &str, qtype: RType, dnssec: bool, transport: T
     }
 }
 
-fn q(p: &QueryProcessor, qname: &str, qtype: RType) -> Reply {
+fn q(p: &Dispatcher, qname: &str, qtype: RType) -> Reply {
     ask(p, qname, qtype, false, Transport::Tcp)
 }
 
 /// The sqlite3 backend over `opened` and memory loaded from it, by label.
-fn both(opened: &Opened) -> Vec<(&'static str, QueryProcessor)> {
+fn both(opened: &Opened) -> Vec<(&'static str, Dispatcher)> {
     let memory = Arc::new(MemorySource::new("bind10"));
     memory
         .load_from_source(opened.sqlite.as_ref())
@@ -1002,7 +1009,7 @@ fn bad_data_name(e: DataSourceError) -> String {
 }
 
 /// Names unaffected by a broken row in datasrc `test.sqlite3` keep answering.
-fn assert_rest_of_test_sqlite3_answers(p: &QueryProcessor) {
+fn assert_rest_of_test_sqlite3_answers(p: &Dispatcher) {
     assert_answer(
         &q(p, "mail.example.com.", RType::A),
         &["mail.example.com. 3600 A 192.0.2.10"],
@@ -1391,7 +1398,7 @@ fn batch_reads_one_snapshot_and_releases_it() {
     assert_eq!(mode, "delete");
     let update =
         "UPDATE records SET rdata='192.0.2.99' WHERE name='www.example.com.' AND rdtype='A'";
-    let www = |p: &QueryProcessor| q(p, "www.example.com.", RType::A);
+    let www = |p: &Dispatcher| q(p, "www.example.com.", RType::A);
 
     let batch = p.sources().batch();
     assert_answer(&www(&p), &["www.example.com. 3600 A 192.0.2.1"], "first");

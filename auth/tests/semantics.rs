@@ -9,12 +9,17 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use authd::chaos::ChaosOptions;
 use authd::config::{CacheConfig, Config, DataSourceConfig, DataSourceKind, MemoryZoneConfig};
-use authd::query::{ChaosOptions, QueryProcessor, Transport};
+use authd::dispatch::{self, Dispatcher};
+use authd::query::Transport;
 use authd::server::reload;
 use authd_datasrc::{DataSource, LookupOptions, Name, Outcome, RType, SourceList, zonefile};
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, Record, RecordType};
+
+/// The client address of every query (no access control applies to them).
+const LOCAL: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
 const ZONE: &str = "tests/data/example-base-inc.zone";
 
@@ -161,13 +166,10 @@ impl Composition {
 
 fn server(sources: SourceList) -> Server {
     Server {
-        p: QueryProcessor::new(
-            sources,
-            ChaosOptions {
-                version: Some("authd test".into()),
-                hostname: None,
-            },
-        ),
+        p: Dispatcher::new(sources).with_chaos(ChaosOptions {
+            version: Some("authd test".into()),
+            hostname: None,
+        }),
     }
 }
 
@@ -181,7 +183,7 @@ fn for_each_backend(origin: &str, file: &str, check: impl Fn(&str, &Server)) {
 }
 
 struct Server {
-    p: QueryProcessor,
+    p: Dispatcher,
 }
 
 /// A decoded reply, sections as `owner ttl TYPE rdata` strings.
@@ -299,7 +301,7 @@ impl Server {
     }
     fn raw(&self, wire: &[u8], transport: Transport) -> Option<Reply> {
         let mut out = Vec::new();
-        if !self.p.process(wire, transport, &mut out) {
+        if self.p.handle(wire, transport, LOCAL, &mut out) != dispatch::Reply::Message {
             return None;
         }
         let msg = Message::from_vec(&out).expect("reply decodes");
@@ -639,7 +641,9 @@ fn message_level_rules() {
         let q = Ask::new("www.example.com.", RecordType::A).dnssec().wire();
         for len in 12..q.len() {
             let mut out = Vec::new();
-            assert!(s.p.process(&q[..len], Transport::Udp, &mut out));
+            assert!(
+                s.p.handle(&q[..len], Transport::Udp, LOCAL, &mut out) == dispatch::Reply::Message
+            );
             assert_eq!(out[3] & 0x0F, 1, "prefix {len}: FORMERR");
         }
 
@@ -1317,8 +1321,14 @@ fn dnssec_through_hot_spot_cache() {
                 for &(qname, qtype) in queries {
                     let wire = Ask::new(qname, qtype).dnssec().wire();
                     let (mut a, mut b) = (Vec::new(), Vec::new());
-                    assert!(plain.p.process(&wire, Transport::Udp, &mut a));
-                    assert!(cached.p.process(&wire, Transport::Udp, &mut b));
+                    assert!(
+                        plain.p.handle(&wire, Transport::Udp, LOCAL, &mut a)
+                            == dispatch::Reply::Message
+                    );
+                    assert!(
+                        cached.p.handle(&wire, Transport::Udp, LOCAL, &mut b)
+                            == dispatch::Reply::Message
+                    );
                     // The same message; name compression may differ (cached
                     // replies are rendered from templates).
                     assert_eq!(

@@ -21,7 +21,9 @@
 //! environment, then the same command line) and the zones are reloaded off the
 //! query path, then swapped in atomically; a zone that fails keeps its previous
 //! version; one line `reload: N zones reloaded, M unchanged, K failed` follows.
-//! Listen-address, `[server]` and `[tcp]` changes need a restart (a warning says so). A
+//! Everything else the configuration says applies at once too (`[transfer]`,
+//! `[notify]`, `[chaos]`, the data sources); only listen-address, `[server]`
+//! and `[tcp]` changes need a restart (a warning says so). A
 //! start-up error (including a zone that fails to load) prints one line
 //! `authd: <message>` and exits 1.
 
@@ -39,9 +41,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, anyhow, bail};
 use authd::config::{self, Config, DataSourceConfig, MemoryZoneConfig};
-use authd::query::QueryProcessor;
+use authd::dispatch::Dispatcher;
+use authd::notify::{Notifier, NotifySettings};
 use authd::server::reload::{self, LoadState};
-use authd::server::{ProcessorHandle, Server};
+use authd::server::{DispatcherHandle, Server};
 use authd_datasrc::sqlite::SqliteSource;
 use authd_datasrc::{DataSource, Name};
 use clap::Parser;
@@ -268,11 +271,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         );
     }
 
-    let processor = Arc::new(QueryProcessor::new(sources, config.chaos.options()));
-    let handle = ProcessorHandle::new(processor);
+    let handle = DispatcherHandle::new(Arc::new(dispatcher(&config, sources)));
     // NOTIFY secondaries when a served sqlite3 zone's serial changes (RFC 1996).
-    let _notifier = authd::notify::spawn(config.sqlite_dbs(), config.notify.clone());
-    let reloader = tokio::spawn(reload_loop(cli, config, loaded.state, handle.clone(), hup));
+    let notifier =
+        Notifier::spawn(notify_settings(&config)).context("cannot start the NOTIFY poller")?;
+    let reloader = tokio::spawn(reload_loop(
+        cli,
+        config,
+        loaded.state,
+        handle.clone(),
+        notifier,
+        hup,
+    ));
     let served = server.serve(handle, shutdown).await;
     reloader.abort();
     served?;
@@ -280,14 +290,33 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Everything `config` says about answering, over `sources`: one snapshot
+/// that a reload replaces whole.
+fn dispatcher(config: &Config, sources: authd_datasrc::SourceList) -> Dispatcher {
+    Dispatcher::new(sources)
+        .with_chaos(config.chaos.options())
+        .with_transfer(config.transfer_policy())
+}
+
+/// The DBs to watch for serial changes and the NOTIFY targets of `config`.
+fn notify_settings(config: &Config) -> NotifySettings {
+    NotifySettings {
+        dbs: config.sqlite_dbs(),
+        config: config.notify.clone(),
+    }
+}
+
 /// Reloads on every SIGHUP, one reload at a time (signals arriving during a
 /// reload are merged into one more reload). The new sources are built on a
-/// blocking thread while the current processor keeps answering, then swapped in.
+/// blocking thread while the current dispatcher keeps answering, then a new
+/// dispatcher (sources, transfer policy, CH answers) is swapped in and the
+/// notifier is given the new DBs and targets.
 async fn reload_loop(
     cli: Cli,
     mut running: Config,
     state: LoadState,
-    handle: ProcessorHandle,
+    handle: DispatcherHandle,
+    notifier: Notifier,
     mut hup: Signal,
 ) {
     let cli = Arc::new(cli);
@@ -323,8 +352,8 @@ async fn reload_loop(
                 for f in &loaded.report.failed {
                     tracing::error!("reload: {f}");
                 }
-                let processor = QueryProcessor::new(loaded.sources, config.chaos.options());
-                handle.store(Arc::new(processor));
+                handle.store(Arc::new(dispatcher(&config, loaded.sources)));
+                notifier.update(notify_settings(&config));
                 if config.listen != running.listen {
                     tracing::warn!(
                         "reload: listen addresses changed ({} -> {}); restart authd to apply the change",

@@ -1,13 +1,13 @@
 //! The network server: UDP and TCP sockets, framing and limits (no DNS semantics:
-//! every message goes to [`QueryProcessor::process`]).
+//! every message goes to [`Dispatcher::handle`]).
 //!
 //! ```no_run
-//! # async fn demo(processor: std::sync::Arc<authd::query::QueryProcessor>) -> Result<(), authd::server::ServerError> {
+//! # async fn demo(dispatcher: std::sync::Arc<authd::dispatch::Dispatcher>) -> Result<(), authd::server::ServerError> {
 //! use authd::server::{Server, ServerSettings};
 //! let settings = ServerSettings { listen: vec!["127.0.0.1:0".parse().unwrap()], ..Default::default() };
 //! let server = Server::bind(&settings).await?;          // errors: address in use, …
 //! println!("bound to {:?}", server.local_addrs());      // the real ports
-//! server.serve(processor, std::future::pending()).await  // until the future resolves
+//! server.serve(dispatcher, std::future::pending()).await // until the future resolves
 //! # }
 //! ```
 //!
@@ -20,9 +20,10 @@
 //!   framing, any number of queries per connection answered in order, an idle
 //!   timeout, a connection limit (connections above it are closed at once).
 //!
-//! Reload: the server answers with the processor held by a [`ProcessorHandle`];
-//! [`ProcessorHandle::store`] swaps in a new one (built off the query path, see
-//! [`reload`]) atomically. Each query is answered by one processor from start to
+//! Reload: the server answers with the dispatcher held by a [`DispatcherHandle`];
+//! [`DispatcherHandle::store`] swaps in a new one (built off the query path, see
+//! [`reload`]) atomically: sources, transfer policy and every other setting a
+//! reload may change. Each message is handled by one dispatcher from start to
 //! end, old or new; no lock is taken on the query path (an `ArcSwap` load).
 //!
 //! Shutdown: when the `shutdown` future resolves, sockets stop receiving and the
@@ -46,7 +47,8 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::query::QueryProcessor;
+use crate::dispatch::{Dispatcher, Reply};
+use crate::query::Transport;
 
 /// How long open TCP connections may take to finish after shutdown is asked.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -68,33 +70,33 @@ const PORT_ZERO_ATTEMPTS: usize = 16;
 /// TCP listen backlog.
 const TCP_BACKLOG: i32 = 1024;
 
-/// The query processor the server answers with, shared by every serving task
-/// and replaceable while serving (reload). Cloning it clones the handle.
+/// The dispatcher the server answers with, shared by every serving task and
+/// replaceable while serving (reload). Cloning it clones the handle.
 #[derive(Clone)]
-pub struct ProcessorHandle(Arc<ArcSwap<QueryProcessor>>);
+pub struct DispatcherHandle(Arc<ArcSwap<Dispatcher>>);
 
-impl ProcessorHandle {
-    /// A handle holding `processor`.
-    pub fn new(processor: Arc<QueryProcessor>) -> ProcessorHandle {
-        ProcessorHandle(Arc::new(ArcSwap::new(processor)))
+impl DispatcherHandle {
+    /// A handle holding `dispatcher`.
+    pub fn new(dispatcher: Arc<Dispatcher>) -> DispatcherHandle {
+        DispatcherHandle(Arc::new(ArcSwap::new(dispatcher)))
     }
 
-    /// Replaces the processor: queries that already started finish with the old
-    /// one (which is dropped after them), later queries use `processor`.
-    pub fn store(&self, processor: Arc<QueryProcessor>) {
-        self.0.store(processor);
+    /// Replaces the dispatcher: messages already being handled finish with
+    /// the old one (which is dropped after them), later ones use `dispatcher`.
+    pub fn store(&self, dispatcher: Arc<Dispatcher>) {
+        self.0.store(dispatcher);
     }
 
-    /// The current processor, for one query (lock-free; do not hold it across
-    /// an `.await`).
-    pub fn load(&self) -> arc_swap::Guard<Arc<QueryProcessor>> {
+    /// The current dispatcher, for one message or one UDP batch (lock-free;
+    /// do not hold it across an `.await`).
+    pub fn load(&self) -> arc_swap::Guard<Arc<Dispatcher>> {
         self.0.load()
     }
 }
 
-impl From<Arc<QueryProcessor>> for ProcessorHandle {
-    fn from(processor: Arc<QueryProcessor>) -> ProcessorHandle {
-        ProcessorHandle::new(processor)
+impl From<Arc<Dispatcher>> for DispatcherHandle {
+    fn from(dispatcher: Arc<Dispatcher>) -> DispatcherHandle {
+        DispatcherHandle::new(dispatcher)
     }
 }
 
@@ -111,8 +113,6 @@ pub struct ServerSettings {
     /// UDP workers per address, each with its own `SO_REUSEPORT` socket and
     /// thread; at least 1 (0 is taken as 1).
     pub udp_workers: usize,
-    /// Who may AXFR/IXFR over TCP and where IXFR journals are (default: nobody).
-    pub transfer: crate::xfr::TransferPolicy,
 }
 
 impl Default for ServerSettings {
@@ -124,7 +124,6 @@ impl Default for ServerSettings {
             tcp_idle_timeout: Duration::from_secs(10),
             tcp_max_connections: 512,
             udp_workers: default_udp_workers(),
-            transfer: crate::xfr::TransferPolicy::default(),
         }
     }
 }
@@ -231,17 +230,17 @@ impl Server {
 
     /// Serves until `shutdown` resolves, then stops receiving, closes the
     /// listeners, and gives open TCP connections [`SHUTDOWN_GRACE`] to finish.
-    /// `processor` is an `Arc<QueryProcessor>` or a [`ProcessorHandle`] (keep a
-    /// clone of the handle to swap the processor while serving).
+    /// `dispatcher` is an `Arc<Dispatcher>` or a [`DispatcherHandle`] (keep a
+    /// clone of the handle to swap the dispatcher while serving).
     ///
     /// Errors: none today (per-packet and per-connection errors are logged and
     /// do not stop the server); reserved for fatal socket failures.
     pub async fn serve(
         self,
-        processor: impl Into<ProcessorHandle>,
+        dispatcher: impl Into<DispatcherHandle>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServerError> {
-        let processor: ProcessorHandle = processor.into();
+        let dispatcher: DispatcherHandle = dispatcher.into();
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let limit = Arc::new(tokio::sync::Semaphore::new(
@@ -249,21 +248,20 @@ impl Server {
         ));
         let tcp_settings = tcp::TcpSettings {
             idle_timeout: self.settings.tcp_idle_timeout,
-            transfer: Arc::new(self.settings.transfer.clone()),
         };
         let mut workers: Vec<udp::UdpWorker> = Vec::new();
         for ep in self.endpoints {
             for sock in ep.udp {
                 // On an error the workers already started stop when dropped.
                 let (worker, done) =
-                    udp::UdpWorker::spawn(sock, ep.addr, workers.len(), processor.clone())?;
+                    udp::UdpWorker::spawn(sock, ep.addr, workers.len(), dispatcher.clone())?;
                 tasks.spawn(udp::finished(done, ep.addr));
                 workers.push(worker);
             }
             tasks.spawn(tcp::serve(
                 ep.tcp,
                 ep.addr,
-                processor.clone(),
+                dispatcher.clone(),
                 Arc::clone(&limit),
                 tcp_settings.clone(),
                 stop_rx.clone(),
@@ -317,13 +315,13 @@ fn task_result(
 ///
 /// Errors: those of [`Server::bind`] and [`Server::serve`].
 pub async fn run(
-    processor: impl Into<ProcessorHandle>,
+    dispatcher: impl Into<DispatcherHandle>,
     settings: ServerSettings,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
     Server::bind(&settings)
         .await?
-        .serve(processor, shutdown)
+        .serve(dispatcher, shutdown)
         .await
 }
 
@@ -489,26 +487,26 @@ fn bind_tcp(addr: SocketAddr) -> io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::from_std(sock.into())
 }
 
-/// Runs [`QueryProcessor::process`], turning a panic into "no reply" so that
-/// one bad packet cannot take a serving task down.
-fn process_guarded(
-    processor: &QueryProcessor,
+/// Runs [`Dispatcher::handle`], turning a panic into "no reply" so that one
+/// bad packet cannot take a serving task down.
+fn handle_guarded(
+    dispatcher: &Dispatcher,
     msg: &[u8],
-    transport: crate::query::Transport,
-    out: &mut Vec<u8>,
+    transport: Transport,
     peer: SocketAddr,
-) -> bool {
+    out: &mut Vec<u8>,
+) -> Reply {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        processor.process(msg, transport, out)
+        dispatcher.handle(msg, transport, peer.ip(), out)
     })) {
-        Ok(send) => send,
+        Ok(reply) => reply,
         Err(_) => {
             tracing::error!(
-                "query processing panicked on a {}-byte message from {peer}; dropped",
+                "handling a {}-byte message from {peer} panicked; dropped",
                 msg.len()
             );
             out.clear();
-            false
+            Reply::Nothing
         }
     }
 }
@@ -608,15 +606,16 @@ mod tests {
         let server = Server::bind(&settings).await.expect("bind");
         let addr = server.local_addrs()[0];
         assert_eq!(server.endpoints[0].udp.len(), 3);
-        let processor = Arc::new(QueryProcessor::new(
-            authd_datasrc::SourceList::new(Vec::new()),
-            crate::query::ChaosOptions {
-                version: Some("test".into()),
-                hostname: None,
-            },
-        ));
+        let dispatcher = Arc::new(
+            Dispatcher::new(authd_datasrc::SourceList::new(Vec::new())).with_chaos(
+                crate::chaos::ChaosOptions {
+                    version: Some("test".into()),
+                    hostname: None,
+                },
+            ),
+        );
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let serving = tokio::spawn(server.serve(processor, async {
+        let serving = tokio::spawn(server.serve(dispatcher, async {
             let _ = stop_rx.await;
         }));
         // Many source ports, so SO_REUSEPORT spreads them over the workers.

@@ -11,7 +11,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use super::{MAX_TCP_MESSAGE, ProcessorHandle, SHUTDOWN_GRACE, ServerError, process_guarded};
+use super::{DispatcherHandle, MAX_TCP_MESSAGE, SHUTDOWN_GRACE, ServerError, handle_guarded};
+use crate::dispatch::Reply;
 use crate::query::Transport;
 
 /// Per-connection settings.
@@ -19,8 +20,6 @@ use crate::query::Transport;
 pub(super) struct TcpSettings {
     /// Longest wait for the next query (or the rest of one), or for a reply write.
     pub idle_timeout: Duration,
-    /// Zone transfer access and journals ([`crate::xfr`]).
-    pub transfer: Arc<crate::xfr::TransferPolicy>,
 }
 
 /// Pause after an accept error such as EMFILE, so the loop does not spin.
@@ -33,7 +32,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 pub(super) async fn serve(
     listener: TcpListener,
     local: SocketAddr,
-    processor: ProcessorHandle,
+    dispatcher: DispatcherHandle,
     limit: Arc<Semaphore>,
     settings: TcpSettings,
     mut stop: watch::Receiver<bool>,
@@ -60,11 +59,11 @@ pub(super) async fn serve(
             drop(stream);
             continue;
         };
-        let processor = processor.clone();
+        let dispatcher = dispatcher.clone();
         let stop = stop.clone();
         let settings = settings.clone();
         conns.spawn(async move {
-            if let Err(e) = connection(stream, peer, &processor, settings, stop).await {
+            if let Err(e) = connection(stream, peer, &dispatcher, settings, stop).await {
                 tracing::debug!("TCP connection from {peer}: {e}");
             }
             drop(permit);
@@ -107,7 +106,7 @@ async fn read_full(stream: &mut TcpStream, buf: &mut [u8], eof_ok: bool) -> io::
 async fn connection(
     mut stream: TcpStream,
     peer: SocketAddr,
-    processor: &ProcessorHandle,
+    dispatcher: &DispatcherHandle,
     settings: TcpSettings,
     mut stop: watch::Receiver<bool>,
 ) -> io::Result<()> {
@@ -142,47 +141,45 @@ async fn connection(
         if !more {
             return Ok(());
         }
-        // AXFR/IXFR are answered by `xfr`, in as many messages as needed.
-        let transfer = crate::xfr::handle_tcp(
-            processor.load().sources(),
-            &settings.transfer,
-            &msg,
-            peer.ip(),
-        );
-        if let Some(replies) = transfer {
-            for reply in &replies {
-                let Ok(len) = u16::try_from(reply.len()) else {
-                    continue;
-                };
-                frame.clear();
-                frame.extend_from_slice(&len.to_be_bytes());
-                frame.extend_from_slice(reply);
-                match tokio::time::timeout(settings.idle_timeout, stream.write_all(&frame)).await {
-                    Ok(r) => r?,
-                    Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+        // The current dispatcher for this message: a long-lived connection
+        // sees reloaded data and policy from its next message on.
+        let reply = handle_guarded(&dispatcher.load(), &msg, Transport::Tcp, peer, &mut out);
+        match reply {
+            Reply::Nothing => {}
+            Reply::Message => write_frame(&mut stream, &mut frame, &out, peer, &settings).await?,
+            // A zone transfer, in as many messages as needed.
+            Reply::Stream(messages) => {
+                for message in &messages {
+                    write_frame(&mut stream, &mut frame, message, peer, &settings).await?;
                 }
             }
-            continue;
         }
-        // The current processor for this query: a long-lived connection sees
-        // reloaded data from its next query on.
-        let reply = process_guarded(&processor.load(), &msg, Transport::Tcp, &mut out, peer);
-        if !reply {
-            continue;
-        }
-        let Ok(len) = u16::try_from(out.len()) else {
-            tracing::error!(
-                "reply of {} bytes to {peer} exceeds {MAX_TCP_MESSAGE}; dropped",
-                out.len()
-            );
-            continue;
-        };
-        frame.clear();
-        frame.extend_from_slice(&len.to_be_bytes());
-        frame.extend_from_slice(&out);
-        match tokio::time::timeout(settings.idle_timeout, stream.write_all(&frame)).await {
-            Ok(r) => r?,
-            Err(_) => return Err(io::ErrorKind::TimedOut.into()),
-        }
+    }
+}
+
+/// Writes `message` with its two-byte length prefix (RFC 1035 §4.2.2),
+/// assembled in `frame` so it leaves in one write, within the idle timeout.
+/// A message over [`MAX_TCP_MESSAGE`] bytes cannot be framed: it is logged
+/// and skipped.
+async fn write_frame(
+    stream: &mut TcpStream,
+    frame: &mut Vec<u8>,
+    message: &[u8],
+    peer: SocketAddr,
+    settings: &TcpSettings,
+) -> io::Result<()> {
+    let Ok(len) = u16::try_from(message.len()) else {
+        tracing::error!(
+            "reply of {} bytes to {peer} exceeds {MAX_TCP_MESSAGE}; dropped",
+            message.len()
+        );
+        return Ok(());
+    };
+    frame.clear();
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(message);
+    match tokio::time::timeout(settings.idle_timeout, stream.write_all(frame)).await {
+        Ok(r) => r,
+        Err(_) => Err(io::ErrorKind::TimedOut.into()),
     }
 }

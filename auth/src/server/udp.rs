@@ -5,7 +5,7 @@
 //! OS thread named `authd-udp-N` running a blocking receive loop, with its own
 //! receive and reply buffers reused for every datagram (on Linux a batch of
 //! each: `recvmmsg` and `sendmmsg` share a system call among queries). The query
-//! path takes no lock: the processor is an `ArcSwap` load per batch. Workers do
+//! path takes no lock: the dispatcher is an `ArcSwap` load per batch. Workers do
 //! not run on the tokio runtime, so TCP (which does) cannot delay them, and
 //! they cost no reactor round trip per datagram.
 //!
@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::{MAX_UDP_MESSAGE, ProcessorHandle, ServerError, process_guarded};
+use super::{DispatcherHandle, MAX_UDP_MESSAGE, ServerError, handle_guarded};
+use crate::dispatch::Reply;
 use crate::query::Transport;
 
 /// Longest a worker blocks in one receive before it looks at the stop flag again.
@@ -56,7 +57,7 @@ impl UdpWorker {
         sock: UdpSocket,
         local: SocketAddr,
         index: usize,
-        processor: ProcessorHandle,
+        dispatcher: DispatcherHandle,
     ) -> Result<(UdpWorker, oneshot::Receiver<()>), ServerError> {
         let io_error = |what, e: &io::Error| ServerError::Io {
             what,
@@ -74,7 +75,7 @@ impl UdpWorker {
         std::thread::Builder::new()
             .name(format!("authd-udp-{index}"))
             .spawn(move || {
-                serve(&thread_sock, local, &processor, &thread_stop);
+                serve(&thread_sock, local, &dispatcher, &thread_stop);
                 drop(thread_sock);
                 let _ = tx.send(());
             })
@@ -109,7 +110,7 @@ pub const BATCH: usize = 32;
 /// send failures (e.g. an ICMP error reported for an earlier send) are logged
 /// at debug level and the loop goes on. Allocates only at start-up.
 #[cfg(target_os = "linux")]
-fn serve(sock: &UdpSocket, local: SocketAddr, processor: &ProcessorHandle, stop: &AtomicBool) {
+fn serve(sock: &UdpSocket, local: SocketAddr, dispatcher: &DispatcherHandle, stop: &AtomicBool) {
     use nix::errno::Errno;
     use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg};
     use std::io::IoSliceMut;
@@ -159,11 +160,11 @@ fn serve(sock: &UdpSocket, local: SocketAddr, processor: &ProcessorHandle, stop:
                 continue;
             }
         };
-        // One processor per batch (a reload may swap it in between batches).
-        let processor = processor.load();
+        // One dispatcher per batch (a reload may swap it in between batches).
+        let dispatcher = dispatcher.load();
         // One batch for the data sources too: sqlite3 answers it from one read
         // transaction, ended before the replies go out.
-        let batch = processor.sources().batch();
+        let batch = dispatcher.sources().batch();
         let mut replies = 0;
         for (i, &(len, addr)) in received.iter().take(n).enumerate() {
             let start = i * MAX_UDP_MESSAGE;
@@ -176,7 +177,8 @@ fn serve(sock: &UdpSocket, local: SocketAddr, processor: &ProcessorHandle, stop:
             let (Some(out), Some(to)) = (outs.get_mut(replies), reply_to.get_mut(replies)) else {
                 break;
             };
-            if process_guarded(&processor, msg, Transport::Udp, out, peer) {
+            // Over UDP the dispatcher answers with one message or nothing.
+            if handle_guarded(&dispatcher, msg, Transport::Udp, peer, out) == Reply::Message {
                 *to = Some(addr);
                 replies += 1;
             }
@@ -252,7 +254,7 @@ fn socket_addr(addr: &nix::sys::socket::SockaddrStorage) -> Option<SocketAddr> {
 /// failures (e.g. an ICMP error reported for an earlier send) are logged at
 /// debug level and the loop goes on.
 #[cfg(not(target_os = "linux"))]
-fn serve(sock: &UdpSocket, local: SocketAddr, processor: &ProcessorHandle, stop: &AtomicBool) {
+fn serve(sock: &UdpSocket, local: SocketAddr, dispatcher: &DispatcherHandle, stop: &AtomicBool) {
     let mut buf = vec![0u8; MAX_UDP_MESSAGE];
     let mut out = Vec::with_capacity(4096);
     loop {
@@ -277,9 +279,9 @@ fn serve(sock: &UdpSocket, local: SocketAddr, processor: &ProcessorHandle, stop:
         let Some(msg) = buf.get(..len) else {
             continue;
         };
-        // One processor per query (a reload may swap it in between queries).
-        let reply = process_guarded(&processor.load(), msg, Transport::Udp, &mut out, peer);
-        if !reply {
+        // One dispatcher per query (a reload may swap it in between queries).
+        let reply = handle_guarded(&dispatcher.load(), msg, Transport::Udp, peer, &mut out);
+        if reply != Reply::Message {
             continue;
         }
         if let Err(e) = sock.send_to(&out, peer) {

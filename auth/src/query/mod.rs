@@ -1,0 +1,368 @@
+//! Query processing: RFC 1034 §4.3.2 over the configured data sources, with
+//! RFC 2308 negative answers, RFC 4592 wildcards, RFC 6672 DNAME and the
+//! additional-section rules of RFC 1034 §3.7 / RFC 9471.
+//!
+//! Data flows one way: parsed [`Request`] → zone and lookups → an [`Answer`]
+//! (sections as RRset references) → [`render`] into the caller's buffer. Only
+//! standard queries for class-IN data get here: which handler answers a
+//! message is decided by [`crate::dispatch`].
+//!
+//! - `mod.rs` (this file): the semantics — zone, lookups, CNAME/DNAME chains,
+//!   negative SOA, RRSIG queries;
+//! - `answer.rs`: the [`Answer`] and [`Placed`] shapes;
+//! - `additional.rs`: additional-section placement (addresses, glue);
+//! - `render.rs`: rendering, size limits and truncation;
+//! - `templates.rs`: per-thread reply templates.
+
+mod additional;
+mod answer;
+mod render;
+mod templates;
+
+pub use answer::{Answer, Placed};
+pub use render::{EDNS_UDP_PAYLOAD, render};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use authd_datasrc::{
+    Class, DataSource, DataSourceError, Lookup, LookupOptions, Name, Outcome, RRset, RType, Rdata,
+    SourceList, ZoneRef,
+};
+
+use crate::log_limit::LogLimit;
+use crate::wire::{Rcode, Request};
+use templates::render_templated;
+
+/// How the query arrived; decides the reply size limit (RFC 1035 §4.2.1, RFC 6891 §6.2.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// UDP: 512 bytes without EDNS, else the client's payload size (capped).
+    Udp,
+    /// TCP: up to 65535 bytes.
+    Tcp,
+}
+
+/// Longest CNAME/DNAME chain followed inside a zone before answering with what
+/// was found so far.
+const MAX_CHAIN: usize = 8;
+
+/// SERVFAILs logged (never per query: any client can make every query fail
+/// the same way).
+static SERVFAIL_LOG: LogLimit = LogLimit::new();
+
+/// Answers standard queries for class-IN data from a list of data sources.
+pub struct QueryProcessor {
+    sources: SourceList,
+    /// Unique per processor, so per-thread reply templates of a replaced
+    /// processor (after a reload) are never used by its successor.
+    id: u64,
+}
+
+impl QueryProcessor {
+    /// A processor over `sources` (searched in order, longest zone match wins).
+    pub fn new(sources: SourceList) -> QueryProcessor {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        QueryProcessor {
+            sources,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// The data sources answered from.
+    pub fn sources(&self) -> &SourceList {
+        &self.sources
+    }
+
+    /// Answers `req`, a standard query for data of class IN (the dispatcher
+    /// has routed every other kind of message), into `out` (cleared first):
+    /// from a reply template when one applies, else rendered anew.
+    pub fn respond(&self, req: &Request<'_>, transport: Transport, out: &mut Vec<u8>) {
+        // One Answer per thread, cleared and refilled: its section vectors keep
+        // their capacity, so steady-state queries allocate nothing for them.
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Answer> = std::cell::RefCell::new(Answer::default());
+        }
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut ans) => {
+                self.answer_into(req, &mut ans);
+                if !render_templated(self.id, req, &mut ans, transport, out) {
+                    ans.place_deferred();
+                    render(req, &ans, transport, out);
+                }
+                ans.clear();
+            }
+            Err(_) => render(req, &self.answer(req), transport, out),
+        });
+    }
+
+    /// Processes a parsed query into an [`Answer`] (no rendering).
+    pub fn answer(&self, req: &Request<'_>) -> Answer {
+        let mut ans = Answer::default();
+        self.answer_into(req, &mut ans);
+        ans.place_deferred();
+        ans
+    }
+
+    /// Processes a parsed query into `ans` (cleared first).
+    fn answer_into(&self, req: &Request<'_>, ans: &mut Answer) {
+        ans.reset(Rcode::NOERROR, true);
+        let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
+        if let Err(e) = self.answer_in(&req.qname, req.qtype, dnssec, ans) {
+            if let Some(suppressed) = SERVFAIL_LOG.allow() {
+                tracing::error!(
+                    qname = %req.qname,
+                    qtype = %req.qtype,
+                    suppressed,
+                    "SERVFAIL: {e}"
+                );
+            }
+            ans.reset(Rcode::SERVFAIL, false);
+        }
+    }
+
+    fn answer_in(
+        &self,
+        qname: &Name,
+        qtype: RType,
+        dnssec: bool,
+        ans: &mut Answer,
+    ) -> Result<(), DataSourceError> {
+        // RFC 4035 §3.1.4.1: DS lives on the parent side of a zone cut; answer
+        // from the parent zone when we serve it.
+        let mut found = self.sources.find_zone(qname)?;
+        if qtype == RType::DS
+            && !qname.is_root()
+            && let Some((_, zone)) = &found
+            && zone.origin == *qname
+            && let Some(parent) = qname.parent()
+            && let Some(p) = self.sources.find_zone(&parent)?
+        {
+            found = Some(p);
+        }
+        let Some((source, zone)) = found else {
+            ans.reset(Rcode::REFUSED, false);
+            return Ok(());
+        };
+        let source = source.as_ref();
+        let opts = LookupOptions {
+            dnssec,
+            ..LookupOptions::default()
+        };
+        let mut run = |source: &dyn DataSource| {
+            if qtype == RType::RRSIG {
+                *ans = self.rrsig_query(source, &zone, qname, opts)?;
+                return Ok(());
+            }
+            let lookup = source.lookup(&zone, qname, qtype, opts)?;
+            self.place(source, &zone, qname, qtype, lookup, opts, ans, 0)?;
+            ans.templatable = source.immutable_rrsets();
+            Ok(())
+        };
+        match source.with_query_scope(&mut run) {
+            Some(result) => result,
+            None => run(source),
+        }
+    }
+
+    /// Places the outcome of one lookup; follows CNAME/DNAME inside the zone.
+    #[allow(clippy::too_many_arguments)]
+    fn place(
+        &self,
+        source: &dyn DataSource,
+        zone: &ZoneRef,
+        qname: &Name,
+        qtype: RType,
+        mut lookup: Lookup,
+        opts: LookupOptions,
+        ans: &mut Answer,
+        depth: usize,
+    ) -> Result<(), DataSourceError> {
+        let proof = std::mem::take(&mut lookup.proof);
+        let synth_owner = |rrset: &Arc<RRset>| {
+            (lookup.wildcard && !rrset.owner.eq_case(qname)).then(|| qname.clone())
+        };
+        match lookup.outcome {
+            Outcome::Answer(rrset) => {
+                let owner = synth_owner(&rrset);
+                ans.answer.push(Placed {
+                    rrset: rrset.clone(),
+                    owner,
+                    ttl: None,
+                });
+                self.additional_for(source, zone, &rrset, opts, ans, false);
+            }
+            Outcome::AnyAnswer(sets) => {
+                for rrset in sets {
+                    let owner = synth_owner(&rrset);
+                    ans.answer.push(Placed {
+                        rrset: rrset.clone(),
+                        owner,
+                        ttl: None,
+                    });
+                }
+                let sets: Vec<Arc<RRset>> = ans.answer.iter().map(|p| p.rrset.clone()).collect();
+                for rrset in sets {
+                    self.additional_for(source, zone, &rrset, opts, ans, true);
+                }
+            }
+            Outcome::Cname(cname) => {
+                let owner = synth_owner(&cname);
+                ans.answer.push(Placed {
+                    rrset: cname.clone(),
+                    owner,
+                    ttl: None,
+                });
+                if let Some(target) = cname.rdatas.first().and_then(Rdata::target_name) {
+                    self.follow(source, zone, &target, qtype, opts, ans, depth)?;
+                }
+            }
+            Outcome::Dname(dname) => {
+                ans.answer.push(Placed::plain(dname.clone()));
+                let Some(dtarget) = dname.rdatas.first().and_then(Rdata::target_name) else {
+                    return Ok(());
+                };
+                match qname.replace_suffix(&dname.owner, &dtarget) {
+                    Some(Ok(target)) => {
+                        // RFC 6672 §3.1: synthesize CNAME qname → substituted name, TTL of the DNAME.
+                        let mut cname =
+                            RRset::new(qname.clone(), RType::CNAME, Class::IN, dname.ttl);
+                        cname.rdatas.push(Rdata::from_wire(target.as_wire()));
+                        ans.answer.push(Placed::plain(Arc::new(cname)));
+                        ans.synthesized = true;
+                        self.follow(source, zone, &target, qtype, opts, ans, depth)?;
+                    }
+                    // RFC 6672 §2.2: the substituted name is too long.
+                    Some(Err(_)) => ans.rcode = Rcode::YXDOMAIN,
+                    None => {}
+                }
+            }
+            Outcome::Delegation(ns) => {
+                if depth > 0 {
+                    // A chain leading below a cut: the answer so far, no referral.
+                    return Ok(());
+                }
+                ans.aa = false;
+                let owner = synth_owner(&ns);
+                ans.authority.push(Placed {
+                    rrset: ns.clone(),
+                    owner,
+                    ttl: None,
+                });
+                self.glue_for(source, zone, &ns, opts, ans);
+            }
+            Outcome::NxDomain => {
+                ans.rcode = Rcode::NXDOMAIN;
+                self.negative_soa(source, zone, opts, ans)?;
+            }
+            Outcome::NoData => self.negative_soa(source, zone, opts, ans)?,
+        }
+        // RFC 4035 §3.1.3 / RFC 5155 §7.2 proofs, and DS or its denial at a cut.
+        for set in proof {
+            if !ans.contains(&set.owner, set.rtype) {
+                ans.authority.push(Placed::plain(set));
+            }
+        }
+        Ok(())
+    }
+
+    /// Follows a CNAME target (RFC 1034 §4.3.2 step 3a) while it stays in the zone.
+    #[allow(clippy::too_many_arguments)]
+    fn follow(
+        &self,
+        source: &dyn DataSource,
+        zone: &ZoneRef,
+        target: &Name,
+        qtype: RType,
+        opts: LookupOptions,
+        ans: &mut Answer,
+        depth: usize,
+    ) -> Result<(), DataSourceError> {
+        if qtype == RType::CNAME || depth + 1 >= MAX_CHAIN || !target.is_subdomain_of(&zone.origin)
+        {
+            return Ok(());
+        }
+        if ans.answer.iter().any(|p| p.owner() == target) {
+            return Ok(()); // a loop
+        }
+        let lookup = source.lookup(zone, target, qtype, opts)?;
+        self.place(source, zone, target, qtype, lookup, opts, ans, depth + 1)
+    }
+
+    /// RFC 2308 §3: the apex SOA in authority, TTL = min(SOA TTL, SOA MINIMUM).
+    fn negative_soa(
+        &self,
+        source: &dyn DataSource,
+        zone: &ZoneRef,
+        opts: LookupOptions,
+        ans: &mut Answer,
+    ) -> Result<(), DataSourceError> {
+        let soa = source.lookup(zone, &zone.origin, RType::SOA, opts)?;
+        let Outcome::Answer(soa) = soa.outcome else {
+            return Err(DataSourceError::BadData {
+                zone: zone.origin.to_string(),
+                name: zone.origin.to_string(),
+                reason: "no SOA at the zone apex".into(),
+            });
+        };
+        let minimum = soa
+            .rdatas
+            .first()
+            .and_then(Rdata::soa_minimum)
+            .unwrap_or(soa.ttl);
+        ans.authority.push(Placed {
+            ttl: Some(soa.ttl.min(minimum)),
+            rrset: soa,
+            owner: None,
+        });
+        Ok(())
+    }
+    /// qtype RRSIG: every RRSIG at qname as the answer (RFC 4035 §3.1.5 leaves the
+    /// form open; NSD and Knot DNS answer this way), NODATA when there is none.
+    fn rrsig_query(
+        &self,
+        source: &dyn DataSource,
+        zone: &ZoneRef,
+        qname: &Name,
+        opts: LookupOptions,
+    ) -> Result<Answer, DataSourceError> {
+        let mut ans = Answer::new(Rcode::NOERROR, true);
+        let lookup = source.lookup(
+            zone,
+            qname,
+            RType::ANY,
+            LookupOptions {
+                dnssec: true,
+                ..opts
+            },
+        )?;
+        let sets = match lookup.outcome {
+            Outcome::AnyAnswer(sets) => sets,
+            Outcome::Cname(c) => vec![c],
+            other => {
+                let l = Lookup {
+                    outcome: other,
+                    ..lookup
+                };
+                self.place(source, zone, qname, RType::RRSIG, l, opts, &mut ans, 0)?;
+                return Ok(ans);
+            }
+        };
+        // One group per covered RRset: each RRSIG keeps the TTL of the set it
+        // covers (RFC 4034 §3, an exception to RFC 2181 §5.2's one TTL per RRset).
+        for set in &sets {
+            if set.sigs.is_empty() {
+                continue;
+            }
+            let mut sigs = RRset::new(qname.clone(), RType::RRSIG, Class::IN, set.sig_ttl);
+            for sig in &set.sigs {
+                sigs.push(set.sig_ttl, sig.clone());
+            }
+            ans.answer.push(Placed::plain(Arc::new(sigs)));
+        }
+        if ans.answer.is_empty() {
+            self.negative_soa(source, zone, opts, &mut ans)?;
+        }
+        Ok(ans)
+    }
+}

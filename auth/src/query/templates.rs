@@ -1,0 +1,326 @@
+//! Reply templates: a rendered reply kept per thread and re-based onto each
+//! query that places the same immutable RRsets (see docs/ARCHITECTURE.md).
+
+use std::sync::Arc;
+
+use authd_datasrc::{RRset, RType};
+
+use super::render::{render_impl, reply_limit};
+use super::{Answer, Transport};
+use crate::wire::{Flags, HEADER_LEN, Header, Rcode, Request};
+
+/// A rendered reply (everything after the question), reusable for every query
+/// that produces the same placed RRsets: it was rendered with an *anchor* name
+/// as the question — the qname itself for answers, the zone cut for referrals,
+/// the zone apex for negative answers — which is a suffix of every qname that
+/// leads to it. So each compression pointer it holds points at the anchor's
+/// labels or later, and moves by the same amount when the real question takes
+/// the anchor's place (NSD and Knot DNS pre-compute answers in the same spirit).
+struct Template {
+    /// Keeps the placed RRsets (and so their addresses, the key) alive.
+    _keep: Vec<Arc<RRset>>,
+    /// Bytes after the question.
+    body: Box<[u8]>,
+    /// Offsets in `body` of the compression pointers.
+    pointers: Box<[u16]>,
+    /// ANCOUNT, NSCOUNT, ARCOUNT as on the wire.
+    counts: [u8; 6],
+    /// The header's flag byte 2 and 3 bits that depend on the reply (AA, TC, rcode).
+    aa: bool,
+    truncated: bool,
+    rcode: Rcode,
+    /// Length of the question the template was rendered with, bytes.
+    question_len: usize,
+}
+
+/// Most RRsets in the answer and authority sections of a templated reply.
+const TEMPLATE_SETS: usize = 6;
+
+/// (addresses of the answer and authority RRsets, how many of them are in the
+/// answer section and in all — the apex SOA is the answer to `SOA` and the
+/// authority of a NODATA —, rcode and AA, question length (UDP only: what fits
+/// depends on it), size limit, EDNS, DO, processor id). Not the qtype: the body
+/// does not depend on it once the placed RRsets are the same (it is in the
+/// question only).
+type TemplateKey = (
+    [usize; TEMPLATE_SETS],
+    (usize, usize),
+    (Rcode, bool),
+    usize,
+    usize,
+    bool,
+    bool,
+    u64,
+);
+
+/// Most templates in one generation of a thread's store ([`Templates`]).
+const MAX_TEMPLATES: usize = 32_768;
+
+/// Most bytes of templates in one generation of a thread's store (bodies,
+/// pointer lists and an estimate of the rest): a thread keeps at most twice
+/// this. Without a byte bound, DNSSEC replies to many distinct names (each
+/// NSEC span × question length its own ~1 KiB template) grew authd serving
+/// the root zone from 21 to 97 MiB RSS. The root real mix needs ~6.7 MB.
+const MAX_TEMPLATE_BYTES: usize = 8 << 20;
+
+type TemplateMap =
+    std::collections::HashMap<TemplateKey, std::rc::Rc<Template>, foldhash::fast::RandomState>;
+
+/// A thread's templates in two generations: when the current one is full it
+/// becomes the old one (the previous old one is dropped), and a template found
+/// in the old one moves back to the current one, so the templates in use
+/// survive while the rest age out. Emptied when a newer processor renders (a
+/// reload: old templates would keep the old zone data alive). foldhash: the
+/// key is ~100 bytes hashed per query, several times faster than SipHash.
+#[derive(Default)]
+struct Templates {
+    current: TemplateMap,
+    old: TemplateMap,
+    /// Estimated bytes in `current`.
+    bytes: usize,
+    processor: u64,
+}
+
+impl Templates {
+    fn get(&mut self, key: &TemplateKey) -> Option<std::rc::Rc<Template>> {
+        if let Some(t) = self.current.get(key) {
+            return Some(t.clone());
+        }
+        let t = self.old.remove(key)?;
+        self.insert(*key, t.clone());
+        Some(t)
+    }
+
+    fn insert(&mut self, key: TemplateKey, t: std::rc::Rc<Template>) {
+        // The key's last field is the processor id. Ids only grow: a newer
+        // processor is a reload (an older one, still answering in-flight
+        // queries or in a test, just adds its own).
+        let processor = key.7;
+        if processor > self.processor {
+            self.current.clear();
+            self.old.clear();
+            self.bytes = 0;
+            self.processor = processor;
+        }
+        // The heap blocks (Rc'd template, body, pointers, kept RRset list,
+        // each rounded up by the allocator) and the map slot (key and Rc at
+        // a load factor of 7/8, plus its control byte).
+        let size = t.body.len()
+            + 2 * t.pointers.len()
+            + 8 * t._keep.len()
+            + std::mem::size_of::<Template>()
+            + 16
+            + 4 * 16
+            + (std::mem::size_of::<TemplateKey>() + 8) * 8 / 7
+            + 1;
+        if self.current.len() >= MAX_TEMPLATES || self.bytes + size > MAX_TEMPLATE_BYTES {
+            self.old = std::mem::take(&mut self.current);
+            self.bytes = 0;
+        }
+        self.bytes += size;
+        self.current.insert(key, t);
+    }
+}
+
+thread_local! {
+    static TEMPLATES: std::cell::RefCell<Templates> = std::cell::RefCell::new(Templates::default());
+}
+
+/// Renders `ans` from a template (building it on first use) when every placed
+/// RRset comes from an immutable snapshot. Returns false when it does not
+/// apply; the caller renders normally.
+pub(super) fn render_templated(
+    processor: u64,
+    req: &Request<'_>,
+    ans: &mut Answer,
+    transport: Transport,
+    out: &mut Vec<u8>,
+) -> bool {
+    if !ans.templatable || ans.synthesized || req.question.len() < 4 {
+        return false;
+    }
+    let placed = ans.answer.iter().chain(&ans.authority);
+    let mut sets = [0usize; TEMPLATE_SETS];
+    let mut n = 0;
+    for p in placed {
+        if p.owner.is_some() || n == TEMPLATE_SETS {
+            return false; // wildcard synthesis, or too many sets
+        }
+        sets[n] = Arc::as_ptr(&p.rrset) as usize;
+        n += 1;
+    }
+    // The anchor: a suffix of the qname every reply with these RRsets shares.
+    let anchor = match (ans.answer.first(), ans.authority.first()) {
+        (Some(a), _) if a.rrset.owner == req.qname => &a.rrset.owner,
+        (Some(_), _) => return false,
+        (None, Some(ns)) if ns.rrset.rtype == RType::NS && !ans.aa => &ns.rrset.owner,
+        (None, Some(soa)) if soa.rrset.rtype == RType::SOA => &soa.rrset.owner,
+        _ => return false,
+    };
+    if !req.qname.is_subdomain_of(anchor) {
+        return false;
+    }
+    let limit = reply_limit(req, transport);
+    let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
+    let qlen = match transport {
+        Transport::Udp => req.question.len(),
+        Transport::Tcp => 0,
+    };
+    let key: TemplateKey = (
+        sets,
+        (ans.answer.len(), n),
+        (ans.rcode, ans.aa),
+        qlen,
+        limit,
+        req.edns.is_some(),
+        dnssec,
+        processor,
+    );
+    let found = TEMPLATES.with(|t| t.borrow_mut().get(&key));
+    let template = match found {
+        Some(t) => t,
+        None => {
+            let anchor = anchor.clone();
+            ans.place_deferred();
+            let mut question = Vec::with_capacity(anchor.as_wire().len() + 4);
+            question.extend_from_slice(anchor.as_wire());
+            question.extend_from_slice(&req.question[req.question.len() - 4..]);
+            let at_anchor = Request {
+                question: &question,
+                qname: anchor.clone(),
+                ..req.clone()
+            };
+            let mut buf = Vec::with_capacity(1024);
+            // Leave room for the real question, as a direct rendering would.
+            let shrink = qlen.saturating_sub(question.len());
+            let pointers = render_impl(&at_anchor, ans, transport, &mut buf, true, shrink);
+            let start = HEADER_LEN + question.len();
+            let t = std::rc::Rc::new(Template {
+                _keep: ans
+                    .answer
+                    .iter()
+                    .chain(&ans.authority)
+                    .map(|p| p.rrset.clone())
+                    .collect(),
+                body: buf[start..].into(),
+                pointers: pointers
+                    .iter()
+                    .map(|&p| (usize::from(p) - start) as u16)
+                    .collect(),
+                counts: [buf[6], buf[7], buf[8], buf[9], buf[10], buf[11]],
+                aa: Flags::from_word(u16::from_be_bytes([buf[2], buf[3]])).contains(Flags::AA),
+                truncated: Flags::from_word(u16::from_be_bytes([buf[2], buf[3]]))
+                    .contains(Flags::TC),
+                rcode: ans.rcode,
+                question_len: question.len(),
+            });
+            TEMPLATES.with(|m| m.borrow_mut().insert(key, t.clone()));
+            t
+        }
+    };
+    let Some(delta) = req.question.len().checked_sub(template.question_len) else {
+        return false;
+    };
+    if HEADER_LEN + req.question.len() + template.body.len() > limit {
+        return false;
+    }
+    let mut flags = Flags::QR;
+    if template.aa {
+        flags |= Flags::AA;
+    }
+    if template.truncated {
+        flags |= Flags::TC;
+    }
+    let header = Header::reply_to(req, flags, template.rcode);
+    out.clear();
+    out.extend_from_slice(&req.id.to_be_bytes());
+    out.extend_from_slice(&header.word().to_be_bytes());
+    out.extend_from_slice(&[0, 1]);
+    out.extend_from_slice(&template.counts);
+    out.extend_from_slice(req.question);
+    let base = out.len();
+    out.extend_from_slice(&template.body);
+    for &p in template.pointers.iter() {
+        let at = base + usize::from(p);
+        let target = (u16::from_be_bytes([out[at], out[at + 1]]) & 0x3FFF) as usize + delta;
+        if target > 0x3FFF {
+            return false;
+        }
+        out[at..at + 2].copy_from_slice(&(0xC000 | target as u16).to_be_bytes());
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_TEMPLATE_BYTES, Template, TemplateKey, Templates};
+    use crate::wire::Rcode;
+    use std::rc::Rc;
+
+    fn key(n: usize, processor: u64) -> TemplateKey {
+        (
+            [n, 0, 0, 0, 0, 0],
+            (1, 1),
+            (Rcode::NOERROR, true),
+            40,
+            512,
+            false,
+            false,
+            processor,
+        )
+    }
+
+    fn template(body: usize) -> Rc<Template> {
+        Rc::new(Template {
+            _keep: Vec::new(),
+            body: vec![0; body].into(),
+            pointers: Box::new([]),
+            counts: [0; 6],
+            aa: true,
+            truncated: false,
+            rcode: Rcode::NOERROR,
+            question_len: 20,
+        })
+    }
+
+    /// Past the byte bound the current generation becomes the old one; a hit
+    /// there moves the template back; the generation before is dropped; a
+    /// newer processor empties the store, an older one does not.
+    #[test]
+    fn generations_bound_the_bytes_and_keep_what_is_used() {
+        let mut t = Templates::default();
+        let per = 64 * 1024;
+        let fit = MAX_TEMPLATE_BYTES / per; // templates of `per` bytes in one generation, at most
+        for n in 0..fit {
+            t.insert(key(n, 1), template(per));
+        }
+        // Each costs a little more than `per`: one rotation, nothing dropped yet.
+        assert!(!t.old.is_empty());
+        assert_eq!(t.old.len() + t.current.len(), fit);
+        assert!(t.bytes <= MAX_TEMPLATE_BYTES);
+        for n in fit..3 * fit {
+            t.insert(key(n, 1), template(per));
+        }
+        // Never more than two generations' worth.
+        assert!(
+            t.old.len() + t.current.len() <= 2 * fit,
+            "{} + {}",
+            t.old.len(),
+            t.current.len()
+        );
+        assert!(
+            t.get(&key(0, 1)).is_none(),
+            "the first generation was dropped"
+        );
+        assert!(t.bytes <= MAX_TEMPLATE_BYTES);
+        let in_old = *t.old.keys().next().expect("old entry");
+        assert!(t.get(&in_old).is_some());
+        assert!(t.current.contains_key(&in_old) && !t.old.contains_key(&in_old));
+        assert!(t.get(&key(usize::MAX, 1)).is_none());
+        // An older processor adds alongside; a newer one empties everything.
+        t.insert(key(0, 0), template(10));
+        assert!(t.get(&key(0, 0)).is_some());
+        t.insert(key(1, 2), template(10));
+        assert_eq!((t.current.len(), t.old.len()), (1, 0));
+    }
+}
