@@ -9,14 +9,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use domain::base::ToName;
 use domain::base::iana::Class as DClass;
 use domain::base::rdata::ComposeRecordData;
 use domain::zonefile::inplace::{Entry, Zonefile};
 
 use crate::name::Name;
-use crate::rr::{Class, RType, Rdata, Record, RrError};
+use crate::rdata_text::to_domain_name;
+use crate::rr::{Class, RType, Rdata, Record};
 
 /// Largest TTL, seconds (RFC 2181 §8: the top bit must be clear).
 pub const MAX_TTL: u32 = i32::MAX as u32;
@@ -96,16 +96,6 @@ fn read_into(
     }
     let data = std::fs::read(path).map_err(|e| fail(format!("cannot read: {e}")))?;
     parse_into(&data, path, origin, depth, out)
-}
-
-fn to_domain_name(name: &Name) -> Result<domain::base::Name<Bytes>, RrError> {
-    domain::base::Name::from_octets(Bytes::copy_from_slice(name.as_wire())).map_err(|_| {
-        RrError::BadText {
-            rtype: RType(0),
-            text: name.to_string(),
-            reason: "bad origin".into(),
-        }
-    })
 }
 
 fn name_from_domain(n: &impl ToName) -> Result<Name, String> {
@@ -683,53 +673,6 @@ fn oversized_ttl(data: &[u8], line: usize) -> Option<(Option<String>, String)> {
     Some((owner.map(str::to_string), ttl.to_string()))
 }
 
-/// Parses one record's RDATA text (e.g. a BIND 10 `records.rdata` value).
-pub(crate) fn parse_rdata_text(rtype: RType, text: &str, origin: &Name) -> Result<Rdata, RrError> {
-    let bad = |reason: String| RrError::BadText {
-        rtype,
-        text: text.to_string(),
-        reason,
-    };
-    if text.contains(['\n', '\r']) {
-        return Err(bad("line break in rdata".into()));
-    }
-    let line = format!("@ 0 IN {rtype} {text}\n");
-    let mut zf = Zonefile::with_capacity(line.len()).allow_invalid();
-    zf.extend_from_slice(line.as_bytes());
-    zf.set_origin(to_domain_name(origin)?);
-    match zf.next_entry() {
-        Ok(Some(Entry::Record(rec))) => {
-            let mut wire = Vec::with_capacity(64);
-            rec.data()
-                .compose_rdata(&mut wire)
-                .map_err(|_| bad("rdata too long".into()))?;
-            if !matches!(zf.next_entry(), Ok(None)) {
-                return Err(bad("trailing data".into()));
-            }
-            Ok(Rdata::from_wire(&wire))
-        }
-        Ok(_) => Err(bad("no record".into())),
-        Err(e) => Err(bad(without_position(&e.to_string()).to_string())),
-    }
-}
-
-/// `message` without the scanner's leading `line:column: `, which points into
-/// the one-line text built above, not into anything the user wrote.
-fn without_position(message: &str) -> &str {
-    let mut parts = message.splitn(3, ':');
-    match (parts.next(), parts.next(), parts.next()) {
-        (Some(l), Some(c), Some(rest))
-            if !l.is_empty()
-                && !c.is_empty()
-                && l.bytes().all(|b| b.is_ascii_digit())
-                && c.bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            rest.trim_start()
-        }
-        _ => message,
-    }
-}
-
 /// Checks a zone's records before it may be served or stored (the checks of
 /// BIND 10's loader and RFC 1034 §3.6.2 / RFC 6672 §2.4):
 /// every owner at or below `origin`; exactly one SOA, at the apex; NS at the
@@ -1142,32 +1085,6 @@ mod tests {
     }
 
     #[test]
-    fn rdata_text_round_trip() {
-        let o = origin();
-        let soa = Rdata::from_text(
-            RType::SOA,
-            "ns1.example.org. admin.example.org. 1234 3600 1800 2419200 7200",
-            &o,
-        )
-        .expect("soa");
-        assert_eq!(soa.soa_serial(), Some(1234));
-        assert_eq!(soa.soa_minimum(), Some(7200));
-        let ds = Rdata::from_text(
-            RType::DS,
-            "33313 5 1 FDD7A2C11AA7F55D50FBF9B7EDDA2322C541 A8DE",
-            &o,
-        )
-        .expect("ds with embedded space");
-        assert_eq!(ds.as_wire().len(), 4 + 20);
-        let txt = Rdata::from_text(RType::TXT, "\"No address is here\"", &o).expect("txt");
-        assert_eq!(
-            txt.to_text(RType::TXT).expect("text"),
-            "\"No address is here\""
-        );
-        assert!(Rdata::from_text(RType::A, "not-an-address", &o).is_err());
-    }
-
-    #[test]
     fn include_of_a_device_is_refused_not_read() {
         let dir = tempfile::tempdir().expect("tempdir");
         let zone = dir.path().join("z.zone");
@@ -1189,22 +1106,5 @@ mod tests {
             e.to_string().ends_with("cannot read: not a regular file"),
             "{e}"
         );
-    }
-
-    #[test]
-    fn rdata_text_errors_name_no_internal_position() {
-        let o = origin();
-        let e = Rdata::from_text(RType::MX, "ten mail.example.org.", &o).expect_err("mx");
-        let message = e.to_string();
-        assert!(message.contains("ten mail.example.org."), "{message}");
-        let RrError::BadText { reason, .. } = e else {
-            panic!("not BadText: {message}");
-        };
-        assert!(
-            !reason.starts_with(|c: char| c.is_ascii_digit()),
-            "reason {reason:?} starts with a position"
-        );
-        assert_eq!(without_position("2:1: bad"), "bad");
-        assert_eq!(without_position("no: position"), "no: position");
     }
 }
