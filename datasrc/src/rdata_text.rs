@@ -1,25 +1,108 @@
-//! A fast path for reading RDATA presentation text (RFC 1035 §5.1) of the
-//! common types straight into wire form, for the sqlite3 backend, which parses
-//! BIND 10's `records.rdata` text on every lookup.
+//! RDATA presentation text (RFC 1035 §5.1, RFC 3597 `\#`) read into wire
+//! form: [`Rdata::from_text`], used for BIND 10's `records.rdata` text, zone
+//! edits and the command-line tools.
 //!
-//! It handles only plain text: printable ASCII without escapes, parentheses,
-//! comments or `@`, and for TXT only simple quoted or bare strings. Anything
-//! else — and anything it would reject — returns `None` so that the caller
-//! falls back to the `domain` zonefile scanner, which stays the reference:
-//! every value accepted here yields the bytes the scanner yields (checked by
-//! the tests below), and every error comes from the scanner.
+//! Two readers, one answer. The fast path reads plain text of the common
+//! types straight into wire form, for the sqlite3 backend, which parses rows
+//! on every lookup. It handles only plain text: printable ASCII without
+//! escapes, parentheses, comments or `@`, and for TXT only simple quoted or
+//! bare strings. Anything else — and anything it would reject — returns
+//! `None`, and the text goes to NLnet Labs' `domain` zonefile scanner, which
+//! stays the reference: every value accepted by the fast path yields the
+//! bytes the scanner yields (checked by the tests below), and every error
+//! comes from the scanner.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
+use bytes::Bytes;
 use domain::base::iana::{DigestAlgorithm, Nsec3HashAlgorithm, SecurityAlgorithm};
+use domain::base::rdata::ComposeRecordData;
+use domain::zonefile::inplace::{Entry, Zonefile};
 
 use crate::name::{MAX_LABEL_LEN, MAX_NAME_LEN, Name};
-use crate::rr::RType;
+use crate::rr::{RType, Rdata, RrError};
+
+impl Rdata {
+    /// Parses presentation text for `rtype` (RFC 1035 §5.1; RFC 3597 `\#` accepted
+    /// for every type). Relative names are completed with `origin`.
+    ///
+    /// Errors: [`RrError::BadText`] naming the type and text.
+    pub fn from_text(rtype: RType, text: &str, origin: &Name) -> Result<Rdata, RrError> {
+        // Plain text of the common types is read directly (the sqlite3 backend
+        // parses rows on every lookup); the scanner handles everything else.
+        if let Some(wire) = parse(rtype, text, origin) {
+            return Ok(Rdata::from_boxed(wire));
+        }
+        parse_rdata_text(rtype, text, origin)
+    }
+}
+
+/// `name` as the `domain` scanner's origin.
+///
+/// Errors: [`RrError::BadText`] with type 0 and reason "bad origin" when
+/// `domain` refuses the wire form.
+pub(crate) fn to_domain_name(name: &Name) -> Result<domain::base::Name<Bytes>, RrError> {
+    domain::base::Name::from_octets(Bytes::copy_from_slice(name.as_wire())).map_err(|_| {
+        RrError::BadText {
+            rtype: RType(0),
+            text: name.to_string(),
+            reason: "bad origin".into(),
+        }
+    })
+}
+
+/// Parses one record's RDATA text with the `domain` scanner, as the single
+/// record `@ 0 IN <rtype> <text>` of a master file.
+fn parse_rdata_text(rtype: RType, text: &str, origin: &Name) -> Result<Rdata, RrError> {
+    let bad = |reason: String| RrError::BadText {
+        rtype,
+        text: text.to_string(),
+        reason,
+    };
+    if text.contains(['\n', '\r']) {
+        return Err(bad("line break in rdata".into()));
+    }
+    let line = format!("@ 0 IN {rtype} {text}\n");
+    let mut zf = Zonefile::with_capacity(line.len()).allow_invalid();
+    zf.extend_from_slice(line.as_bytes());
+    zf.set_origin(to_domain_name(origin)?);
+    match zf.next_entry() {
+        Ok(Some(Entry::Record(rec))) => {
+            let mut wire = Vec::with_capacity(64);
+            rec.data()
+                .compose_rdata(&mut wire)
+                .map_err(|_| bad("rdata too long".into()))?;
+            if !matches!(zf.next_entry(), Ok(None)) {
+                return Err(bad("trailing data".into()));
+            }
+            Ok(Rdata::from_wire(&wire))
+        }
+        Ok(_) => Err(bad("no record".into())),
+        Err(e) => Err(bad(without_position(&e.to_string()).to_string())),
+    }
+}
+
+/// `message` without the scanner's leading `line:column: `, which points into
+/// the one-line text built above, not into anything the user wrote.
+fn without_position(message: &str) -> &str {
+    let mut parts = message.splitn(3, ':');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(l), Some(c), Some(rest))
+            if !l.is_empty()
+                && !c.is_empty()
+                && l.bytes().all(|b| b.is_ascii_digit())
+                && c.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            rest.trim_start()
+        }
+        _ => message,
+    }
+}
 
 /// Wire form of `text` as RDATA of `rtype`, or `None` when the text is not in
 /// the plain form this parser handles (the caller then uses the scanner).
-pub(crate) fn parse(rtype: RType, text: &str, origin: &Name) -> Option<Box<[u8]>> {
+fn parse(rtype: RType, text: &str, origin: &Name) -> Option<Box<[u8]>> {
     let bytes = text.as_bytes();
     if rtype == RType::TXT {
         return txt(bytes);
@@ -455,7 +538,10 @@ fn txt(bytes: &[u8]) -> Option<Box<[u8]>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::zonefile::parse_rdata_text;
+
+    fn origin() -> Name {
+        "example.org.".parse().expect("name")
+    }
 
     /// The fast path agrees with the scanner wherever it answers.
     fn same(rtype: RType, text: &str, origin: &Name, expect_fast: bool) {
@@ -725,5 +811,48 @@ mod tests {
             }
         }
         assert!(fast_count > 20_000, "{fast_count}");
+    }
+
+    #[test]
+    fn rdata_text_round_trip() {
+        let o = origin();
+        let soa = Rdata::from_text(
+            RType::SOA,
+            "ns1.example.org. admin.example.org. 1234 3600 1800 2419200 7200",
+            &o,
+        )
+        .expect("soa");
+        assert_eq!(soa.soa_serial(), Some(1234));
+        assert_eq!(soa.soa_minimum(), Some(7200));
+        let ds = Rdata::from_text(
+            RType::DS,
+            "33313 5 1 FDD7A2C11AA7F55D50FBF9B7EDDA2322C541 A8DE",
+            &o,
+        )
+        .expect("ds with embedded space");
+        assert_eq!(ds.as_wire().len(), 4 + 20);
+        let txt = Rdata::from_text(RType::TXT, "\"No address is here\"", &o).expect("txt");
+        assert_eq!(
+            txt.to_text(RType::TXT).expect("text"),
+            "\"No address is here\""
+        );
+        assert!(Rdata::from_text(RType::A, "not-an-address", &o).is_err());
+    }
+
+    #[test]
+    fn rdata_text_errors_name_no_internal_position() {
+        let o = origin();
+        let e = Rdata::from_text(RType::MX, "ten mail.example.org.", &o).expect_err("mx");
+        let message = e.to_string();
+        assert!(message.contains("ten mail.example.org."), "{message}");
+        let RrError::BadText { reason, .. } = e else {
+            panic!("not BadText: {message}");
+        };
+        assert!(
+            !reason.starts_with(|c: char| c.is_ascii_digit()),
+            "reason {reason:?} starts with a position"
+        );
+        assert_eq!(without_position("2:1: bad"), "bad");
+        assert_eq!(without_position("no: position"), "no: position");
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! RDATA is kept in uncompressed wire form (RFC 1035 §3.3, RFC 3597 §4), parsed
 //! once when a zone is loaded or a row is read, never per query. Presentation
-//! text is read and written through NLnet Labs' `domain` scanner, which knows
-//! every common type including the DNSSEC ones and RFC 3597 `\#` data.
+//! text is written here through NLnet Labs' `domain` formatter, which knows
+//! every common type including the DNSSEC ones and RFC 3597 `\#` data; it is
+//! read by [`Rdata::from_text`], defined with the text readers in `rdata_text`
+//! (so that this module depends on no reader).
 
 use std::fmt;
 use std::str::FromStr;
@@ -143,17 +145,9 @@ impl Rdata {
         &self.0
     }
 
-    /// Parses presentation text for `rtype` (RFC 1035 §5.1; RFC 3597 `\#` accepted
-    /// for every type). Relative names are completed with `origin`.
-    ///
-    /// Errors: [`RrError::BadText`] naming the type and text.
-    pub fn from_text(rtype: RType, text: &str, origin: &Name) -> Result<Rdata, RrError> {
-        // Plain text of the common types is read directly (the sqlite3 backend
-        // parses rows on every lookup); the scanner handles everything else.
-        if let Some(wire) = crate::rdata_text::parse(rtype, text, origin) {
-            return Ok(Rdata(wire));
-        }
-        crate::zonefile::parse_rdata_text(rtype, text, origin)
+    /// Takes wire bytes already boxed, without copying them (the text readers).
+    pub(crate) fn from_boxed(wire: Box<[u8]>) -> Rdata {
+        Rdata(wire)
     }
 
     /// Presentation text, as a master file or BIND 10's `rdata` column holds it.

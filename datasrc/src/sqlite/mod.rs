@@ -1,0 +1,445 @@
+//! The sqlite3 backend: zones in BIND 10's sqlite3 schema (2.x), served as they
+//! are, answered from SQL on every lookup.
+//!
+//! Statements follow BIND 10's `sqlite3_accessor.cc`: one indexed equality lookup
+//! per label to find the zone, all records at one name per node, and a range
+//! scan over the reversed-name column (`rname`) for the empty-non-terminal test.
+//! Serving opens the file read-only and never changes it. Connections are
+//! pooled per thread (`rusqlite::Connection` is not `Sync`), statements prepared once per
+//! connection.
+//!
+//! Files: `pool.rs`, the connection pool and read locking; `rows.rs`, row
+//! decoding; `view.rs`, the node view the lookup algorithm ([`crate::finder`])
+//! walks; here, the [`DataSource`] implementations.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+use thread_local::ThreadLocal;
+
+use crate::finder::NodeStore;
+use crate::name::Name;
+use crate::rr::{RRset, RType};
+use crate::source::{DataSource, DataSourceError, Lookup, LookupOptions, ZoneRef};
+
+mod pool;
+mod rows;
+mod view;
+
+use pool::{LOCK_DEADLINE, data_version, end_read};
+use rows::{RowsBuilder, all_rrsets};
+pub(crate) use rows::{int, text};
+use view::{Memo, ZoneView};
+
+/// Suffixes of qname asked for per zone-table statement in `find_zone`.
+const ZONE_CANDIDATES: usize = 8;
+/// The zone-table statement: ZONE_CANDIDATES equality searches, longest name
+/// first, stopping at the first zone found. (An `IN` list or `ORDER BY` would
+/// make SQLite build an ephemeral table per execution, which cost more than
+/// the statements saved.)
+const FIND_ZONE_SQL: &str = "\
+    SELECT id, name FROM zones WHERE name=?1 AND rdclass='IN' UNION ALL \
+    SELECT id, name FROM zones WHERE name=?2 AND rdclass='IN' UNION ALL \
+    SELECT id, name FROM zones WHERE name=?3 AND rdclass='IN' UNION ALL \
+    SELECT id, name FROM zones WHERE name=?4 AND rdclass='IN' UNION ALL \
+    SELECT id, name FROM zones WHERE name=?5 AND rdclass='IN' UNION ALL \
+    SELECT id, name FROM zones WHERE name=?6 AND rdclass='IN' UNION ALL \
+    SELECT id, name FROM zones WHERE name=?7 AND rdclass='IN' UNION ALL \
+    SELECT id, name FROM zones WHERE name=?8 AND rdclass='IN' LIMIT 1";
+/// How often [`DataSource::generation`] polls `PRAGMA data_version`.
+const CHANGE_POLL: Duration = Duration::from_millis(200);
+
+/// A data source over one BIND 10 sqlite3 zone DB.
+pub struct SqliteSource {
+    path: PathBuf,
+    /// Idle connections, per thread: a connection stays with the thread that
+    /// opened it, so SQLite's page cache memory is allocated and freed by one
+    /// thread (sharing them made UDP workers contend on malloc's arena locks).
+    pool: ThreadLocal<RefCell<Vec<Connection>>>,
+    /// Each thread's batch of queries ([`DataSource::begin_batch`]).
+    batch: ThreadLocal<RefCell<Batch>>,
+    watch: Mutex<Watch>,
+    generation: AtomicU64,
+    /// The file opened: (device, inode), to tell a file replaced or deleted
+    /// under the same path ([`SqliteSource::file_changed`]).
+    file_id: (u64, u64),
+}
+
+/// A batch of queries answered back to back by one thread (a UDP worker's
+/// `recvmmsg` batch): they share one read transaction, begun by the first
+/// read and ended by the end of the batch.
+#[derive(Default)]
+struct Batch {
+    /// Nesting depth of `begin_batch` calls.
+    depth: u32,
+    /// The connection inside the batch's read transaction, when one is open
+    /// and not lent out, and [`SqliteSource::generation`]'s count when that
+    /// transaction began.
+    conn: Option<(Connection, u64)>,
+    /// The count read before the transaction of the connection lent out began.
+    began: u64,
+}
+
+struct Watch {
+    conn: Connection,
+    data_version: i64,
+    checked: Instant,
+}
+
+fn storage(path: &Path, e: impl std::fmt::Display) -> DataSourceError {
+    DataSourceError::Storage(format!("zone DB {}: {e}", path.display()))
+}
+
+impl DataSource for SqliteSource {
+    fn describe(&self) -> String {
+        format!("sqlite3:{}", self.path.display())
+    }
+
+    fn find_zone(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError> {
+        // BIND 10 asked for each suffix of qname in turn, one statement per label;
+        // here one statement asks for up to ZONE_CANDIDATES suffixes at once,
+        // longest first; the first found is the longest match (RFC 1034 §4.3.2 step 2).
+        self.with_read(|conn| {
+            let mut stmt = conn
+                .prepare_cached(FIND_ZONE_SQL)
+                .map_err(|e| storage(&self.path, e))?;
+            let labels = qname.label_count();
+            let mut strip = 0;
+            while strip <= labels {
+                let mut names: [Option<Name>; ZONE_CANDIDATES] = Default::default();
+                let mut candidates: [String; ZONE_CANDIDATES] = Default::default();
+                for (i, (name, text)) in names.iter_mut().zip(&mut candidates).enumerate() {
+                    // Past the root, repeat it: the statement takes a fixed count.
+                    *name = qname.strip_left((strip + i).min(labels));
+                    if let Some(n) = name {
+                        *text = n.to_string();
+                    }
+                }
+                strip += ZONE_CANDIDATES;
+                let mut rows = stmt
+                    .query(rusqlite::params_from_iter(candidates.iter()))
+                    .map_err(|e| storage(&self.path, e))?;
+                let Some(row) = rows.next().map_err(|e| storage(&self.path, e))? else {
+                    continue;
+                };
+                let name = row.get_ref(1).ok().and_then(text).unwrap_or_default();
+                let id = row
+                    .get_ref(0)
+                    .ok()
+                    .and_then(int)
+                    .ok_or_else(|| storage(&self.path, format!("zone {name} has a bad id")))?;
+                // The stored spelling may differ in case; the origin is the
+                // suffix of qname it matched (as BIND 10, which echoed qname).
+                let origin = candidates
+                    .iter()
+                    .zip(names)
+                    .find(|(c, _)| c.eq_ignore_ascii_case(&name))
+                    .and_then(|(_, n)| n)
+                    .ok_or_else(|| storage(&self.path, format!("zone {name:?} matched no name")))?;
+                return Ok(Some(ZoneRef { origin, id }));
+            }
+            Ok(None)
+        })
+    }
+
+    fn lookup(
+        &self,
+        zone: &ZoneRef,
+        qname: &Name,
+        qtype: RType,
+        opts: LookupOptions,
+    ) -> Result<Lookup, DataSourceError> {
+        self.with_read(|conn| self.find(conn, &Memo::default(), zone, qname, qtype, opts))
+    }
+
+    fn with_query_scope(
+        &self,
+        f: &mut dyn FnMut(&dyn DataSource) -> Result<(), DataSourceError>,
+    ) -> Option<Result<(), DataSourceError>> {
+        // One read transaction for the whole query, or the whole batch (see `lease`).
+        let conn = match self.lease() {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        let scope = QueryScope {
+            source: self,
+            state: Mutex::new(ScopeState {
+                conn,
+                memo: Memo::default(),
+            }),
+        };
+        let result = f(&scope);
+        // A poisoned lock (a panic inside `f` that was caught there) leaves the
+        // connection in an unknown state: it is dropped, not pooled.
+        if let Ok(state) = scope.state.into_inner() {
+            self.release(state.conn, result.is_ok());
+        }
+        Some(result)
+    }
+
+    fn begin_batch(&self) {
+        let mut batch = self.batch.get_or_default().borrow_mut();
+        if batch.depth == 0 {
+            LOCK_DEADLINE.with(|d| d.set(None));
+        }
+        batch.depth += 1;
+    }
+
+    fn end_batch(&self) {
+        let Some(batch) = self.batch.get() else {
+            return;
+        };
+        let conn = {
+            let mut batch = batch.borrow_mut();
+            batch.depth = batch.depth.saturating_sub(1);
+            if batch.depth > 0 {
+                return;
+            }
+            batch.conn.take()
+        };
+        if let Some((conn, _)) = conn {
+            end_read(&conn);
+            self.return_conn(conn);
+        }
+    }
+
+    fn zones(&self) -> Result<Vec<ZoneRef>, DataSourceError> {
+        self.with_conn(|conn| {
+            let mut stmt = conn
+                .prepare_cached("SELECT id, name FROM zones WHERE rdclass='IN' ORDER BY id")
+                .map_err(|e| storage(&self.path, e))?;
+            let mut rows = stmt.query([]).map_err(|e| storage(&self.path, e))?;
+            let mut zones = Vec::new();
+            while let Some(row) = rows.next().map_err(|e| storage(&self.path, e))? {
+                let id = row.get_ref(0).ok().and_then(int);
+                let name = row.get_ref(1).ok().and_then(text);
+                let (Some(id), Some(name)) = (id, name) else {
+                    return Err(storage(&self.path, "zones row with a NULL column"));
+                };
+                // `find_zone` matches the absolute text BIND 10 stores, so a
+                // name written without the final dot is found by neither; and
+                // one unreadable row must not take the DB's other zones down.
+                let origin = if name.ends_with('.') {
+                    name.parse::<Name>()
+                        .map_err(|e| format!("is not a domain name ({e})"))
+                } else {
+                    Err("lacks the final dot".to_string())
+                };
+                match origin {
+                    Ok(origin) => zones.push(ZoneRef { origin, id }),
+                    Err(why) => tracing::warn!(
+                        "zone DB {}: zones row {id} ({name:?}) {why}; not served",
+                        self.path.display()
+                    ),
+                }
+            }
+            // Stable: a name with several rows keeps its lowest id first, the
+            // row `find_zone` (and BIND 10) serves; the others are left out.
+            zones.sort_by(|a, b| a.origin.cmp(&b.origin));
+            let before = zones.len();
+            zones.dedup_by(|later, first| later.origin == first.origin);
+            if zones.len() != before {
+                tracing::warn!(
+                    "zone DB {}: {} zone name(s) have more than one zones row; each is \
+                     served from its lowest id (zone check names them)",
+                    self.path.display(),
+                    before - zones.len()
+                );
+            }
+            Ok(zones)
+        })
+    }
+
+    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<RRset>, DataSourceError> {
+        self.with_conn(|conn| {
+            let mut out = Vec::new();
+            for sql in [
+                "SELECT name, rdtype, ttl, rdata FROM records WHERE zone_id=?1 ORDER BY rname, rdtype",
+                "SELECT owner, rdtype, ttl, rdata FROM nsec3 WHERE zone_id=?1 ORDER BY hash, rdtype",
+            ] {
+                let mut stmt = conn.prepare(sql).map_err(|e| storage(&self.path, e))?;
+                let mut rows = stmt.query([zone.id]).map_err(|e| storage(&self.path, e))?;
+                let mut current: Option<RowsBuilder<'_>> = None;
+                while let Some(row) = rows.next().map_err(|e| storage(&self.path, e))? {
+                    // A bad TTL is reported with its owner when the RRset is built.
+                    let ttl = row.get_ref(2).ok().and_then(int);
+                    let (Some(owner), Some(rdtype), Some(rdata)) = (
+                        row.get_ref(0).ok().and_then(text),
+                        row.get_ref(1).ok().and_then(text),
+                        row.get_ref(3).ok().and_then(text),
+                    ) else {
+                        return Err(storage(&self.path, format!("zone {}: row with a NULL column", zone.origin)));
+                    };
+                    let owner = Name::parse(&owner, Some(&zone.origin)).map_err(|e| DataSourceError::BadData {
+                        zone: zone.origin.to_string(),
+                        name: owner.clone(),
+                        reason: e.to_string(),
+                    })?;
+                    if current.as_ref().is_none_or(|b| b.owner != owner) {
+                        if let Some(done) = current.take() {
+                            out.extend(all_rrsets(done)?);
+                        }
+                        current = Some(RowsBuilder::new(zone, owner));
+                    }
+                    if let Some(b) = current.as_mut() {
+                        b.add_row(&rdtype, ttl, &rdata)?;
+                    }
+                }
+                if let Some(done) = current.take() {
+                    out.extend(all_rrsets(done)?);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn immutable_rrsets(&self) -> bool {
+        // RRsets are parsed from rows on each read: an address says nothing
+        // about content once the DB changes.
+        false
+    }
+
+    fn additional_addresses(
+        &self,
+        _zone: &ZoneRef,
+        _rrset: &Arc<RRset>,
+    ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
+        // Nothing prepared: the query processor looks each target up (within
+        // the query scope, so each node is read once).
+        Ok(None)
+    }
+
+    fn with_node_store(
+        &self,
+        zone: &ZoneRef,
+        f: &mut dyn FnMut(&dyn NodeStore) -> Result<Lookup, DataSourceError>,
+    ) -> Option<Result<Lookup, DataSourceError>> {
+        Some(self.with_read(|conn| {
+            f(&ZoneView {
+                conn,
+                zone,
+                path: &self.path,
+                memo: &Memo::default(),
+            })
+        }))
+    }
+
+    fn generation(&self) -> u64 {
+        // Poll PRAGMA data_version at most every CHANGE_POLL: it changes when any
+        // other connection (loadzone, an sqlite3 shell) commits to the file.
+        if let Ok(mut w) = self.watch.try_lock()
+            && w.checked.elapsed() >= CHANGE_POLL
+        {
+            w.checked = Instant::now();
+            if let Ok(v) = data_version(&w.conn)
+                && v != w.data_version
+            {
+                w.data_version = v;
+                self.generation.fetch_add(1, Ordering::Release);
+            }
+        }
+        self.generation.load(Ordering::Acquire)
+    }
+}
+
+/// The lookups of one query ([`DataSource::with_query_scope`]): one pooled
+/// connection, and a memo of the nodes read, so that a node is read and
+/// parsed once per query however many lookups pass through it (the apex for
+/// the answer, the negative SOA and each glue target). Nothing outlives the
+/// query.
+struct QueryScope<'a> {
+    source: &'a SqliteSource,
+    state: Mutex<ScopeState>,
+}
+
+struct ScopeState {
+    conn: Connection,
+    memo: Memo,
+}
+
+impl DataSource for QueryScope<'_> {
+    fn describe(&self) -> String {
+        self.source.describe()
+    }
+
+    fn find_zone(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError> {
+        self.source.find_zone(qname)
+    }
+
+    fn lookup(
+        &self,
+        zone: &ZoneRef,
+        qname: &Name,
+        qtype: RType,
+        opts: LookupOptions,
+    ) -> Result<Lookup, DataSourceError> {
+        let state = self
+            .state
+            .lock()
+            .map_err(|_| storage(&self.source.path, "query scope lock poisoned"))?;
+        self.source
+            .find(&state.conn, &state.memo, zone, qname, qtype, opts)
+    }
+
+    fn zones(&self) -> Result<Vec<ZoneRef>, DataSourceError> {
+        self.source.zones()
+    }
+
+    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<RRset>, DataSourceError> {
+        self.source.zone_rrsets(zone)
+    }
+
+    fn generation(&self) -> u64 {
+        self.source.generation()
+    }
+
+    fn with_query_scope(
+        &self,
+        _f: &mut dyn FnMut(&dyn DataSource) -> Result<(), DataSourceError>,
+    ) -> Option<Result<(), DataSourceError>> {
+        // Already the scope of one query: scopes do not nest.
+        None
+    }
+
+    fn begin_batch(&self) {
+        self.source.begin_batch();
+    }
+
+    fn end_batch(&self) {
+        self.source.end_batch();
+    }
+
+    fn immutable_rrsets(&self) -> bool {
+        self.source.immutable_rrsets()
+    }
+
+    fn additional_addresses(
+        &self,
+        zone: &ZoneRef,
+        rrset: &Arc<RRset>,
+    ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
+        self.source.additional_addresses(zone, rrset)
+    }
+
+    fn with_node_store(
+        &self,
+        zone: &ZoneRef,
+        f: &mut dyn FnMut(&dyn NodeStore) -> Result<Lookup, DataSourceError>,
+    ) -> Option<Result<Lookup, DataSourceError>> {
+        // The scope's connection and memo: nodes read once per query.
+        let state = match self.state.lock() {
+            Ok(s) => s,
+            Err(_) => return Some(Err(storage(&self.source.path, "query scope lock poisoned"))),
+        };
+        Some(f(&ZoneView {
+            conn: &state.conn,
+            zone,
+            path: &self.source.path,
+            memo: &state.memo,
+        }))
+    }
+}

@@ -1,0 +1,170 @@
+//! The one tokenizer this crate runs over master-file text, ahead of the
+//! `domain` scanner: where each entry (a record or a directive, possibly
+//! spanning lines in parentheses) starts, and its words.
+//!
+//! Its rules are the scanner's (comments, quoted strings, backslash escapes,
+//! parentheses across lines, lines counted as the scanner counts them, so not
+//! after a backslash), so that what it finds lines up with what the scanner
+//! reads. Everything the reader does to the text on its own is built on it:
+//! the TTL-unit rewrite, the `$ORIGIN` and default-TTL checks, the naming of
+//! oversized TTLs and the line each record or scanner error is reported at.
+
+use std::ops::Range;
+
+/// A master file cut into entries and words.
+pub(super) struct Lexed {
+    /// The entries, in file order.
+    pub(super) entries: Vec<EntryStart>,
+    /// Byte ranges of the words of every entry, in file order; a quoted
+    /// string is one word with an empty range at its end (its text is data,
+    /// never a TTL, class, type or directive).
+    words: Vec<Range<usize>>,
+    /// The line of the outermost `(` still open at the end of the file.
+    pub(super) unclosed: Option<usize>,
+}
+
+/// One entry of a master file.
+pub(super) struct EntryStart {
+    /// 1-based line where the entry starts: where its records and errors are
+    /// reported.
+    pub(super) line: usize,
+    /// The entry starts at the beginning of a line: its first word is the owner.
+    pub(super) owner: bool,
+    /// What the entry is when it is a directive.
+    pub(super) directive: Option<Directive>,
+    /// Index in [`Lexed::words`] of its first word.
+    first_word: usize,
+}
+
+/// A directive entry (RFC 1035 §5.1).
+#[derive(PartialEq)]
+pub(super) enum Directive {
+    /// `$ORIGIN` or `$TTL`, consumed inside the scanner.
+    Internal,
+    /// `$INCLUDE`, handed back as an entry.
+    Include,
+}
+
+impl Lexed {
+    /// Each entry with the byte ranges of its words.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&EntryStart, &[Range<usize>])> {
+        self.entries.iter().enumerate().map(|(i, e)| {
+            let end = self
+                .entries
+                .get(i + 1)
+                .map_or(self.words.len(), |next| next.first_word);
+            (e, self.words.get(e.first_word..end).unwrap_or(&[]))
+        })
+    }
+
+    /// The entries alone: the words, as large as the text, are freed.
+    pub(super) fn into_entries(self) -> Vec<EntryStart> {
+        self.entries
+    }
+}
+
+/// Cuts master-file text into entries and words.
+pub(super) fn lex(data: &[u8]) -> Lexed {
+    let mut entries = Vec::new();
+    let mut words = Vec::new();
+    let (mut line, mut parens, mut opened) = (1usize, 0usize, 0usize);
+    let (mut in_entry, mut line_start) = (false, true);
+    let mut i = 0;
+    while i < data.len() {
+        let c = data[i];
+        match c {
+            b'\n' => {
+                line += 1;
+                if parens == 0 {
+                    in_entry = false;
+                }
+                line_start = true;
+                i += 1;
+                continue;
+            }
+            b';' => {
+                while i < data.len() && data[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b' ' | b'\t' | b'\r' => {
+                line_start = false;
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        if !in_entry {
+            in_entry = true;
+            entries.push(EntryStart {
+                line,
+                owner: line_start,
+                directive: directive(&data[i..]),
+                first_word: words.len(),
+            });
+        }
+        line_start = false;
+        match c {
+            b'(' => {
+                if parens == 0 {
+                    opened = line;
+                }
+                parens += 1;
+                i += 1;
+            }
+            b')' => {
+                parens = parens.saturating_sub(1);
+                i += 1;
+            }
+            b'"' => {
+                i += 1;
+                while i < data.len() && data[i] != b'"' {
+                    match data[i] {
+                        b'\\' => i += 1,
+                        b'\n' => line += 1,
+                        _ => {}
+                    }
+                    i += 1;
+                }
+                i += 1;
+                let end = i.min(data.len());
+                words.push(end..end);
+            }
+            _ => {
+                let start = i;
+                while i < data.len()
+                    && !matches!(
+                        data[i],
+                        b' ' | b'\t' | b'\r' | b'\n' | b'(' | b')' | b';' | b'"'
+                    )
+                {
+                    i += if data[i] == b'\\' { 2 } else { 1 };
+                }
+                words.push(start..i.min(data.len()));
+            }
+        }
+    }
+    Lexed {
+        entries,
+        words,
+        unclosed: (parens > 0).then_some(opened),
+    }
+}
+
+/// The directive an entry starting at `rest` is, if it is one: `$` and a
+/// word up to white space.
+fn directive(rest: &[u8]) -> Option<Directive> {
+    if rest.first() != Some(&b'$') {
+        return None;
+    }
+    let word = rest
+        .iter()
+        .position(u8::is_ascii_whitespace)
+        .map_or(rest, |end| &rest[..end]);
+    Some(if word.eq_ignore_ascii_case(b"$INCLUDE") {
+        Directive::Include
+    } else {
+        Directive::Internal
+    })
+}
