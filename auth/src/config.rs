@@ -1024,7 +1024,7 @@ struct RawNotifyZone {
 pub struct TransferConfig {
     /// Client addresses (single addresses or CIDR blocks) allowed to AXFR/IXFR
     /// over TCP; empty: nobody.
-    pub allow: Vec<crate::xfr::Cidr>,
+    pub allow: Vec<crate::acl::Cidr>,
 }
 
 /// NOTIFY to secondaries when a zone's SOA serial changes (`[notify]`, RFC 1996).
@@ -1074,7 +1074,7 @@ fn transfer_config(
     let mut allow = Vec::new();
     for (i, a) in raw.allow.unwrap_or_default().iter().enumerate() {
         allow.push(
-            a.parse::<crate::xfr::Cidr>()
+            a.parse::<crate::acl::Cidr>()
                 .map_err(|r| invalid(&format!("transfer.allow[{i}]"), r))?,
         );
     }

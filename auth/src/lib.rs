@@ -4,6 +4,7 @@
 //! ([`wire`]) → query processing ([`query`], RFC 1034 §4.3.2) over the data
 //! sources of `authd-datasrc` → rendered reply ([`wire`]) → socket.
 
+pub mod acl;
 pub mod allocator;
 pub mod cli;
 pub mod config;
