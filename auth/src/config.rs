@@ -76,7 +76,7 @@ use authd_datasrc::{DataSource, Name, SourceList};
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 
-use crate::query::ChaosOptions;
+use crate::chaos::ChaosOptions;
 use crate::server::ServerSettings;
 
 /// The prefix of environment variables that override configuration keys.

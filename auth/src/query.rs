@@ -27,14 +27,7 @@ pub enum Transport {
     Tcp,
 }
 
-/// Answers for CH-class TXT `version.bind` / `hostname.bind` (None: REFUSED).
-#[derive(Clone, Debug, Default)]
-pub struct ChaosOptions {
-    /// Text for `version.bind` (and `version.server`), or `None` to refuse the query.
-    pub version: Option<String>,
-    /// Text for `hostname.bind` (and `id.server`), or `None` to refuse the query.
-    pub hostname: Option<String>,
-}
+pub use crate::chaos::ChaosOptions;
 
 /// Our EDNS UDP payload size, bytes: the DNS Flag Day 2020 value, which avoids
 /// IP fragmentation; replies to larger client sizes are capped to it.
