@@ -343,7 +343,7 @@ impl Default for ServerConfig {
     /// One UDP worker per CPU available to the process.
     fn default() -> Self {
         ServerConfig {
-            udp_workers: crate::server::default_udp_workers(),
+            udp_workers: crate::sys::default_udp_workers(),
         }
     }
 }
@@ -581,7 +581,7 @@ impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
             path: path.to_path_buf(),
-            reason: crate::server::io_reason(&e),
+            reason: crate::sys::io_reason(&e),
         })?;
         Config::from_parts(Some((&text, path)), None)
     }
@@ -1314,7 +1314,7 @@ mod tests {
     #[test]
     fn server_udp_workers() {
         let c = from_toml("").expect("valid");
-        assert_eq!(c.server.udp_workers, crate::server::default_udp_workers());
+        assert_eq!(c.server.udp_workers, crate::sys::default_udp_workers());
         assert!(c.server.udp_workers >= 1);
         assert_eq!(c.server_settings().udp_workers, c.server.udp_workers);
         let c = from_toml("[server]\nudp_workers = 3").expect("valid");

@@ -12,5 +12,6 @@ pub mod config;
 pub mod notify;
 pub mod query;
 pub mod server;
+pub mod sys;
 pub mod wire;
 pub mod xfr;
