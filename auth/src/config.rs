@@ -72,12 +72,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use authd_datasrc::{DataSource, Name, SourceList};
+use authd_datasrc::{DataSource, Name};
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 
 use crate::chaos::ChaosOptions;
-use crate::server::ServerSettings;
 
 /// The prefix of environment variables that override configuration keys.
 pub const ENV_PREFIX: &str = "AUTHD";
@@ -486,22 +485,6 @@ impl DataSourceConfig {
             kind,
         }
     }
-
-    /// Opens the source (for a memory source: loads every zone).
-    ///
-    /// Errors: the backend's (a missing DB, not a zone DB, an unsupported schema
-    /// version; for memory, the first zone that fails to load, with file and
-    /// line); the message names the file.
-    pub fn open(&self) -> Result<Arc<dyn DataSource>, authd_datasrc::DataSourceError> {
-        let config = Config {
-            datasources: vec![self.clone()],
-            ..Config::default()
-        };
-        let sources = config.open_sources()?;
-        sources.sources().first().cloned().ok_or_else(|| {
-            authd_datasrc::DataSourceError::Storage(format!("{self}: nothing opened"))
-        })
-    }
 }
 
 impl fmt::Display for DataSourceConfig {
@@ -855,32 +838,6 @@ impl Config {
         })
     }
 
-    /// Opens every data source, in order, into the list the query processor
-    /// searches, loading memory zones (see [`crate::server::reload`] for
-    /// reloading with reuse of unchanged zones).
-    ///
-    /// Errors: the first source that fails to open or zone that fails to load,
-    /// or two sources claiming one zone; the message names the file (and line).
-    pub fn open_sources(&self) -> Result<SourceList, authd_datasrc::DataSourceError> {
-        let loaded = crate::server::reload::load(self, None)
-            .map_err(|e| authd_datasrc::DataSourceError::Storage(e.to_string()))?;
-        if let Some(f) = loaded.report.failed.first() {
-            return Err(authd_datasrc::DataSourceError::Storage(f.to_string()));
-        }
-        Ok(loaded.sources)
-    }
-
-    /// The socket-level settings for [`crate::server`].
-    pub fn server_settings(&self) -> ServerSettings {
-        ServerSettings {
-            listen: self.listen.clone(),
-            tcp_idle_timeout: self.tcp.idle_timeout,
-            tcp_max_connections: self.tcp.max_connections,
-            udp_workers: self.server.udp_workers,
-            transfer: self.transfer_policy(),
-        }
-    }
-
     /// Who may transfer zones, and the sqlite3 DBs whose `diffs` journals answer
     /// IXFR (every `sqlite3` data source, in order).
     pub fn transfer_policy(&self) -> crate::xfr::TransferPolicy {
@@ -1189,7 +1146,7 @@ mod tests {
             c.datasources[0].to_string(),
             "sqlite3:/etc/authd/zones/a.sqlite3"
         );
-        let s = c.server_settings();
+        let s = crate::server::ServerSettings::from(&c);
         assert_eq!(s.listen, c.listen);
         assert_eq!(s.tcp_idle_timeout, Duration::from_secs(3));
         assert_eq!(s.tcp_max_connections, 7);
@@ -1316,10 +1273,13 @@ mod tests {
         let c = from_toml("").expect("valid");
         assert_eq!(c.server.udp_workers, crate::sys::default_udp_workers());
         assert!(c.server.udp_workers >= 1);
-        assert_eq!(c.server_settings().udp_workers, c.server.udp_workers);
+        assert_eq!(
+            crate::server::ServerSettings::from(&c).udp_workers,
+            c.server.udp_workers
+        );
         let c = from_toml("[server]\nudp_workers = 3").expect("valid");
         assert_eq!(c.server.udp_workers, 3);
-        assert_eq!(c.server_settings().udp_workers, 3);
+        assert_eq!(crate::server::ServerSettings::from(&c).udp_workers, 3);
         let c = Config::from_parts(
             Some(("[server]\nudp_workers = 3", Path::new("/x/a.toml"))),
             env(&[("AUTHD_SERVER__UDP_WORKERS", "5")]),

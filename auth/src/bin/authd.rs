@@ -41,7 +41,7 @@ use anyhow::{Context, anyhow, bail};
 use authd::config::{self, Config, DataSourceConfig, MemoryZoneConfig};
 use authd::query::QueryProcessor;
 use authd::server::reload::{self, LoadState};
-use authd::server::{ProcessorHandle, Server};
+use authd::server::{ProcessorHandle, Server, ServerSettings};
 use authd_datasrc::sqlite::SqliteSource;
 use authd_datasrc::{DataSource, Name};
 use clap::Parser;
@@ -242,7 +242,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         bail!("zone {} ({}): {}", first.zone, first.source, first.error);
     }
-    let server = Server::bind(&config.server_settings()).await?;
+    let server = Server::bind(&ServerSettings::from(&config)).await?;
     let sources = loaded.sources;
 
     if sources.sources().is_empty() {

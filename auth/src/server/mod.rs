@@ -46,6 +46,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::config::Config;
 use crate::query::QueryProcessor;
 use crate::sys::{default_udp_workers, io_reason};
 
@@ -126,6 +127,20 @@ impl Default for ServerSettings {
             tcp_max_connections: 512,
             udp_workers: default_udp_workers(),
             transfer: crate::xfr::TransferPolicy::default(),
+        }
+    }
+}
+
+impl From<&Config> for ServerSettings {
+    /// The socket-level settings of `config`: its listen addresses, `[tcp]`
+    /// limits, `[server]` UDP workers and transfer policy.
+    fn from(config: &Config) -> ServerSettings {
+        ServerSettings {
+            listen: config.listen.clone(),
+            tcp_idle_timeout: config.tcp.idle_timeout,
+            tcp_max_connections: config.tcp.max_connections,
+            udp_workers: config.server.udp_workers,
+            transfer: config.transfer_policy(),
         }
     }
 }

@@ -430,6 +430,38 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
     })
 }
 
+/// Opens every data source of `config`, in order, into the list the query
+/// processor searches, loading memory zones (a one-off [`load`]: nothing is
+/// kept for a reload, and a zone that fails to load is an error).
+///
+/// Errors: the first source that fails to open or zone that fails to load,
+/// or two sources claiming one zone; the message names the file (and line).
+pub fn open_sources(config: &Config) -> Result<SourceList, DataSourceError> {
+    let loaded = load(config, None).map_err(|e| DataSourceError::Storage(e.to_string()))?;
+    if let Some(f) = loaded.report.failed.first() {
+        return Err(DataSourceError::Storage(f.to_string()));
+    }
+    Ok(loaded.sources)
+}
+
+/// Opens one data source (for a memory source: loads every zone).
+///
+/// Errors: the backend's (a missing DB, not a zone DB, an unsupported schema
+/// version; for memory, the first zone that fails to load, with file and
+/// line); the message names the file.
+pub fn open_source(ds: &DataSourceConfig) -> Result<Arc<dyn DataSource>, DataSourceError> {
+    let config = Config {
+        datasources: vec![ds.clone()],
+        ..Config::default()
+    };
+    let sources = open_sources(&config)?;
+    sources
+        .sources()
+        .first()
+        .cloned()
+        .ok_or_else(|| DataSourceError::Storage(format!("{ds}: nothing opened")))
+}
+
 fn elapsed_ms(start: Instant) -> u128 {
     start.elapsed().as_millis()
 }
@@ -649,5 +681,36 @@ impl DataSource for ZoneFilter {
     ) -> Option<Result<(), DataSourceError>> {
         // The scope only looks up in zones this filter's find_zone let through.
         self.inner.with_query_scope(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MemoryZoneConfig;
+
+    fn example_zone(file: &str) -> DataSourceConfig {
+        DataSourceConfig::memory(
+            vec![MemoryZoneConfig {
+                origin: "example.com.".parse().expect("name"),
+                file: Some(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)),
+            }],
+            None,
+        )
+    }
+
+    #[test]
+    fn open_sources_loads_or_names_the_failing_file() {
+        let good = example_zone("../examples/example.com.zone");
+        let source = open_source(&good).expect("example zone loads");
+        let zones = source.zones().expect("zones");
+        assert_eq!(zones.len(), 1);
+        assert_eq!(zones[0].origin.to_string(), "example.com.");
+
+        let e = open_source(&example_zone("missing.zone"))
+            .err()
+            .expect("a missing master file is an error")
+            .to_string();
+        assert!(e.contains("missing.zone"), "{e}");
     }
 }
