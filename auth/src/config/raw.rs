@@ -115,9 +115,12 @@ pub(super) struct RawChaos {
     pub(super) hostname: Option<String>,
 }
 
-/// One `[[datasource]]` table. Flat on purpose (a serde-tagged enum cannot
-/// combine with `deny_unknown_fields` and shared keys such as a later `cache`);
-/// [`super::validate`] checks which keys each `type` needs.
+/// One `[[datasource]]` table. Flat on purpose: an internally tagged enum
+/// (`#[serde(tag = "type", deny_unknown_fields)]`) works with `config` 0.15
+/// but gives less clear messages. A missing or unknown `type` no longer names
+/// the known types, a key of the other type loses its hint, and keys inside
+/// the table lose their path (`datasource[0]`, not `datasource[0]cache.slots`).
+/// [`super::validate`] checks which keys each `type` takes instead.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawDataSource {
