@@ -1,4 +1,6 @@
 use super::*;
+// Test-only: config itself never imports server.
+use crate::server::ServerSettings;
 
 fn env(vars: &[(&str, &str)]) -> Option<HashMap<String, String>> {
     Some(
@@ -69,7 +71,7 @@ fn full_file() {
         c.datasources[0].to_string(),
         "sqlite3:/etc/authd/zones/a.sqlite3"
     );
-    let s = crate::server::ServerSettings::from(&c);
+    let s = ServerSettings::from(&c);
     assert_eq!(s.listen, c.listen);
     assert_eq!(s.tcp_idle_timeout, Duration::from_secs(3));
     assert_eq!(s.tcp_max_connections, 7);
@@ -196,13 +198,10 @@ fn server_udp_workers() {
     let c = from_toml("").expect("valid");
     assert_eq!(c.server.udp_workers, crate::sys::default_udp_workers());
     assert!(c.server.udp_workers >= 1);
-    assert_eq!(
-        crate::server::ServerSettings::from(&c).udp_workers,
-        c.server.udp_workers
-    );
+    assert_eq!(ServerSettings::from(&c).udp_workers, c.server.udp_workers);
     let c = from_toml("[server]\nudp_workers = 3").expect("valid");
     assert_eq!(c.server.udp_workers, 3);
-    assert_eq!(crate::server::ServerSettings::from(&c).udp_workers, 3);
+    assert_eq!(ServerSettings::from(&c).udp_workers, 3);
     let c = Config::from_parts(
         Some(("[server]\nudp_workers = 3", Path::new("/x/a.toml"))),
         env(&[("AUTHD_SERVER__UDP_WORKERS", "5")]),
