@@ -4,6 +4,7 @@
 //! ([`wire`]) → query processing ([`query`], RFC 1034 §4.3.2) over the data
 //! sources of `authd-datasrc` → rendered reply ([`wire`]) → socket.
 
+pub mod acl;
 pub mod allocator;
 pub mod chaos;
 pub mod cli;
@@ -13,5 +14,6 @@ mod log_limit;
 pub mod notify;
 pub mod query;
 pub mod server;
+pub mod sys;
 pub mod wire;
 pub mod xfr;

@@ -44,7 +44,7 @@ use authd::config::{self, Config, DataSourceConfig, MemoryZoneConfig};
 use authd::dispatch::Dispatcher;
 use authd::notify::{Notifier, NotifySettings};
 use authd::server::reload::{self, LoadState};
-use authd::server::{DispatcherHandle, Server};
+use authd::server::{DispatcherHandle, Server, ServerSettings};
 use authd_datasrc::sqlite::SqliteSource;
 use authd_datasrc::{DataSource, Name};
 use clap::Parser;
@@ -245,7 +245,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         bail!("zone {} ({}): {}", first.zone, first.source, first.error);
     }
-    let server = Server::bind(&config.server_settings()).await?;
+    let server = Server::bind(&ServerSettings::from(&config)).await?;
     let sources = loaded.sources;
 
     if sources.sources().is_empty() {

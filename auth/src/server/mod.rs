@@ -47,8 +47,10 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::config::Config;
 use crate::dispatch::{Dispatcher, Reply};
 use crate::query::Transport;
+use crate::sys::{default_udp_workers, io_reason};
 
 /// How long open TCP connections may take to finish after shutdown is asked.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -128,12 +130,17 @@ impl Default for ServerSettings {
     }
 }
 
-/// The default number of UDP workers per address: one per CPU available to
-/// the process (its affinity mask, so `taskset -c 1 authd` gets 1), at least 1.
-pub fn default_udp_workers() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+impl From<&Config> for ServerSettings {
+    /// The socket-level settings of `config`: its listen addresses, `[tcp]`
+    /// limits and `[server]` UDP workers (what a reload cannot change).
+    fn from(config: &Config) -> ServerSettings {
+        ServerSettings {
+            listen: config.listen.clone(),
+            tcp_idle_timeout: config.tcp.idle_timeout,
+            tcp_max_connections: config.tcp.max_connections,
+            udp_workers: config.server.udp_workers,
+        }
+    }
 }
 
 /// Why the server could not start or stopped.
@@ -162,15 +169,6 @@ pub enum ServerError {
         /// The OS error text.
         reason: String,
     },
-}
-
-/// The text of an I/O error without Rust's " (os error N)" suffix, as C tools print it.
-pub(crate) fn io_reason(e: &io::Error) -> String {
-    let s = e.to_string();
-    match s.rfind(" (os error ") {
-        Some(i) if s.ends_with(')') => s[..i].to_string(),
-        _ => s,
-    }
 }
 
 fn bind_error(addr: SocketAddr, e: &io::Error) -> ServerError {
@@ -514,14 +512,6 @@ fn handle_guarded(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn io_reason_strips_os_error() {
-        let e = io::Error::from_raw_os_error(98);
-        assert_eq!(io_reason(&e), "Address already in use");
-        let e = io::Error::other("plain");
-        assert_eq!(io_reason(&e), "plain");
-    }
 
     /// The sysctl value capping `buffer` for processes without CAP_NET_ADMIN.
     #[cfg(target_os = "linux")]

@@ -425,6 +425,20 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
     })
 }
 
+/// Opens every data source of `config`, in order, into the list the query
+/// processor searches, loading memory zones (a one-off [`load`]: nothing is
+/// kept for a reload, and a zone that fails to load is an error).
+///
+/// Errors: the first source that fails to open or zone that fails to load,
+/// or two sources claiming one zone; the message names the file (and line).
+pub fn open_sources(config: &Config) -> Result<SourceList, DataSourceError> {
+    let loaded = load(config, None).map_err(|e| DataSourceError::Storage(e.to_string()))?;
+    if let Some(f) = loaded.report.failed.first() {
+        return Err(DataSourceError::Storage(f.to_string()));
+    }
+    Ok(loaded.sources)
+}
+
 fn elapsed_ms(start: Instant) -> u128 {
     start.elapsed().as_millis()
 }
@@ -561,5 +575,47 @@ fn warn_same_serial(origin: &Name, prev: Option<&ZoneState>, zone: &MemoryZone) 
             "zone {origin}: content changed but the serial ({}) did not; secondaries will not notice",
             zone.serial()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MemoryZoneConfig;
+
+    fn example_zone(file: &str) -> DataSourceConfig {
+        DataSourceConfig::memory(
+            vec![MemoryZoneConfig {
+                origin: "example.com.".parse().expect("name"),
+                file: Some(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)),
+            }],
+            None,
+        )
+    }
+
+    fn config(ds: DataSourceConfig) -> Config {
+        Config {
+            datasources: vec![ds],
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn open_sources_loads_or_names_the_failing_file() {
+        let good = config(example_zone("../examples/example.com.zone"));
+        let sources = open_sources(&good).expect("example zone loads");
+        let zones: Vec<ZoneRef> = sources
+            .zones()
+            .into_iter()
+            .flat_map(|(_, zones)| zones.expect("zones"))
+            .collect();
+        assert_eq!(zones.len(), 1);
+        assert_eq!(zones[0].origin.to_string(), "example.com.");
+
+        let e = open_sources(&config(example_zone("missing.zone")))
+            .err()
+            .expect("a missing master file is an error")
+            .to_string();
+        assert!(e.contains("missing.zone"), "{e}");
     }
 }

@@ -1,0 +1,523 @@
+//! authd's configuration: one TOML file, overridable by `AUTHD_*` environment
+//! variables, validated once at start-up into typed values ([`Config`]).
+//!
+//! # File format
+//!
+//! ```toml
+//! listen = ["127.0.0.1:5300", "[::1]:5300"]   # default ["127.0.0.1:5300"]
+//!
+//! [server]
+//! udp_workers = 2          # UDP worker threads per address (1..=1024); default one per CPU
+//!
+//! [tcp]
+//! idle_timeout = 10        # seconds a TCP connection may wait for its next query (1..=86400)
+//! max_connections = 512    # concurrent TCP connections; more are closed at once (1..=1000000)
+//!
+//! [chaos]
+//! version = "authd 0.1.0"  # CH TXT version.bind; default "authd <version>"; "" = REFUSED
+//! hostname = "ns1"         # CH TXT hostname.bind; default unset = REFUSED
+//!
+//! [transfer]               # AXFR/IXFR over TCP (docs/ZONE-ADMIN.md)
+//! allow = ["127.0.0.1", "::1", "192.0.2.0/24"]  # default [] = every transfer REFUSED
+//!
+//! [notify]                 # NOTIFY when an sqlite3 zone's serial changes (RFC 1996)
+//! targets = ["127.0.0.1:5353"]   # every zone; ADDR without a port = 53
+//! [[notify.zone]]
+//! origin = "example.org."
+//! targets = ["192.0.2.53"]       # this zone, in addition to the global targets
+//!
+//! [[datasource]]           # searched in this order, the longest zone match wins
+//! type = "sqlite3"         # a BIND 10 sqlite3 zone DB (schema 2.x), served live
+//! file = "zone.sqlite3"    # relative paths are relative to the config file's folder
+//! zones = ["example.org."] # optional: serve only these zones of the DB
+//!
+//! [[datasource]]
+//! type = "memory"          # zones parsed once into immutable in-memory snapshots
+//! zones = [
+//!   { origin = "example.com.", file = "example.com.zone" },  # a master file
+//!   "example.net.",        # (needs `db`) copied from the DB
+//! ]
+//! db = "zones.sqlite3"     # optional: copy this DB's zones (those listed without a
+//!                          # file, or all of them when none is) into memory
+//! ```
+//!
+//! Unknown keys anywhere are an error that names the key. A zone may be served
+//! by one data source only: two sources claiming the same zone are an error
+//! naming the zone and both sources (found at start-up and on reload, after
+//! the sqlite3 DBs are opened). The full reference is `docs/CONFIG.md`.
+//!
+//! # Environment variables
+//!
+//! A variable `AUTHD_<KEY>` overrides key `<KEY>` of the file (case-insensitive);
+//! a double underscore separates a section from its key:
+//!
+//! | variable | key | example |
+//! |---|---|---|
+//! | `AUTHD_LISTEN` | `listen` (comma-separated) | `AUTHD_LISTEN=127.0.0.1:53,[::1]:53` |
+//! | `AUTHD_SERVER__UDP_WORKERS` | `server.udp_workers` | `AUTHD_SERVER__UDP_WORKERS=4` |
+//! | `AUTHD_TCP__IDLE_TIMEOUT` | `tcp.idle_timeout` | `AUTHD_TCP__IDLE_TIMEOUT=30` |
+//! | `AUTHD_TCP__MAX_CONNECTIONS` | `tcp.max_connections` | `AUTHD_TCP__MAX_CONNECTIONS=100` |
+//! | `AUTHD_CHAOS__VERSION` | `chaos.version` | `AUTHD_CHAOS__VERSION=` (refuse) |
+//! | `AUTHD_CHAOS__HOSTNAME` | `chaos.hostname` | `AUTHD_CHAOS__HOSTNAME=ns1` |
+//! | `AUTHD_TRANSFER__ALLOW` | `transfer.allow` (comma-separated) | `AUTHD_TRANSFER__ALLOW=127.0.0.1,::1` |
+//! | `AUTHD_NOTIFY__TARGETS` | `notify.targets` (comma-separated) | `AUTHD_NOTIFY__TARGETS=127.0.0.1:5353` |
+//!
+//! `[[datasource]]` entries can only come from the file. Any other `AUTHD_*`
+//! variable is an unknown key, hence an error (so a typo is not silently ignored).
+//!
+//! # Layout
+//!
+//! This module holds the typed configuration and its entry points
+//! ([`Config::load`], [`Config::from_env`], [`Config::from_parts`]); `raw`
+//! the serde shapes of the file as written; `validate` the checks that turn
+//! those into typed values (and every "invalid value" message).
+
+mod raw;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use authd_datasrc::{DataSource, Name};
+
+use crate::acl::Cidr;
+use crate::chaos::ChaosOptions;
+
+/// The prefix of environment variables that override configuration keys.
+pub const ENV_PREFIX: &str = "AUTHD";
+
+/// The listen address used when none is configured.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:5300";
+
+/// Default `[tcp] idle_timeout`, in seconds.
+pub const DEFAULT_TCP_IDLE_TIMEOUT_SECS: u64 = 10;
+
+/// Default `[tcp] max_connections`.
+pub const DEFAULT_TCP_MAX_CONNECTIONS: usize = 512;
+
+/// Largest accepted `[tcp] idle_timeout`, in seconds (one day).
+const MAX_TCP_IDLE_TIMEOUT_SECS: u64 = 86_400;
+
+/// Largest accepted `[tcp] max_connections`.
+const MAX_TCP_MAX_CONNECTIONS: usize = 1_000_000;
+
+/// Largest accepted `[server] udp_workers`.
+pub const MAX_UDP_WORKERS: usize = 1024;
+
+/// A configuration that could not be read or is invalid. The message is one line
+/// and names the file and the offending key where there is one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The configuration file could not be read.
+    #[error("cannot read config {}: {reason}", path.display())]
+    Unreadable {
+        /// The configuration file.
+        path: PathBuf,
+        /// The I/O error, without the OS error number.
+        reason: String,
+    },
+    /// The file is not valid TOML, has an unknown key, or a value of the wrong type.
+    #[error("config {origin}: {reason}")]
+    Parse {
+        /// The file, or "environment" when only variables were read.
+        origin: String,
+        /// The parser's message (it names the key).
+        reason: String,
+    },
+    /// A value has the right type but is not acceptable.
+    #[error("config {origin}: {key}: {reason}")]
+    Invalid {
+        /// The file, or "environment" when only variables were read.
+        origin: String,
+        /// The key, e.g. `tcp.idle_timeout` or `datasource[0].file`.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Two data sources (or one source twice) claim the same zone.
+    #[error(
+        "zone {zone} is claimed by both {first} and {second}; a zone may be served by one data source only"
+    )]
+    DuplicateZone {
+        /// The zone apex.
+        zone: String,
+        /// The first claimant, e.g. `datasource[0] (sqlite3:/etc/authd/zones.sqlite3)`.
+        first: String,
+        /// The second claimant.
+        second: String,
+    },
+}
+
+/// Server threads (`[server]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// UDP workers per listen address, each a thread with its own
+    /// `SO_REUSEPORT` socket (1..=[`MAX_UDP_WORKERS`]).
+    pub udp_workers: usize,
+}
+
+impl Default for ServerConfig {
+    /// One UDP worker per CPU available to the process.
+    fn default() -> Self {
+        ServerConfig {
+            udp_workers: crate::sys::default_udp_workers(),
+        }
+    }
+}
+
+/// TCP limits (`[tcp]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpConfig {
+    /// How long a connection may stay without a complete query before it is closed.
+    pub idle_timeout: Duration,
+    /// Most concurrent connections; further ones are closed at once.
+    pub max_connections: usize,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            idle_timeout: Duration::from_secs(DEFAULT_TCP_IDLE_TIMEOUT_SECS),
+            max_connections: DEFAULT_TCP_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// Answers to CH-class TXT queries (`[chaos]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChaosConfig {
+    /// Text for `version.bind`, or `None` to refuse it.
+    pub version: Option<String>,
+    /// Text for `hostname.bind`, or `None` to refuse it.
+    pub hostname: Option<String>,
+}
+
+impl ChaosConfig {
+    /// The query processor's form of these settings.
+    pub fn options(&self) -> ChaosOptions {
+        ChaosOptions {
+            version: self.version.clone(),
+            hostname: self.hostname.clone(),
+        }
+    }
+}
+
+/// What kind of backend a data source is, with its kind-specific settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DataSourceKind {
+    /// `type = "sqlite3"`: a BIND 10 sqlite3 zone DB, served live (every SQL
+    /// commit is visible at once).
+    Sqlite3 {
+        /// The DB file (absolute, or relative to the working directory when it
+        /// came from the command line).
+        file: PathBuf,
+        /// Serve only these zones of the DB (`None`: every zone in it). A listed
+        /// zone missing from the DB is logged and served once it appears.
+        zones: Option<Vec<Name>>,
+    },
+    /// `type = "memory"`: zones parsed once into immutable snapshots, rebuilt on
+    /// reload (SIGHUP).
+    Memory {
+        /// Zones from master files, and zones picked from `db` (no file).
+        zones: Vec<MemoryZoneConfig>,
+        /// A zone DB to copy zones from: those of `zones` without a file, or
+        /// every zone of the DB when no entry lacks a file.
+        db: Option<PathBuf>,
+    },
+}
+
+/// One zone of a memory data source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryZoneConfig {
+    /// The zone apex.
+    pub origin: Name,
+    /// Its master file (RFC 1035 §5), or `None` to copy the zone from the
+    /// source's `db`.
+    pub file: Option<PathBuf>,
+}
+
+/// One configured data source (`[[datasource]]`). Settings shared by every kind
+/// (such as a later per-source cache) are fields here, beside [`Self::kind`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DataSourceConfig {
+    /// The backend and its settings.
+    pub kind: DataSourceKind,
+    /// The hot-spot cache in front of this source (`cache = { enabled, slots }`).
+    pub cache: CacheConfig,
+}
+
+/// Default slot count of the hot-spot cache.
+pub const DEFAULT_CACHE_SLOTS: usize = 65_536;
+
+/// `cache = { enabled = true, slots = 65536 }` on a `[[datasource]]`: the
+/// hot-spot cache (`authd-cache`) in front of the source. On by default for
+/// sqlite3 (every lookup is SQL otherwise), off for memory (nothing to gain).
+/// `slots = 0` disables it; `slots = "unlimited"` removes the bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// Whether the cache is used.
+    pub enabled: bool,
+    /// Its size.
+    pub slots: authd_cache::Slots,
+}
+
+impl CacheConfig {
+    /// The default for a source kind: on with [`DEFAULT_CACHE_SLOTS`] for sqlite3, off for memory.
+    pub fn default_for(kind: &DataSourceKind) -> CacheConfig {
+        CacheConfig {
+            enabled: matches!(kind, DataSourceKind::Sqlite3 { .. }),
+            slots: authd_cache::Slots::from_count(DEFAULT_CACHE_SLOTS),
+        }
+    }
+
+    /// Wraps `source` in a cache when enabled with a non-zero size.
+    pub fn wrap(&self, source: Arc<dyn DataSource>) -> Arc<dyn DataSource> {
+        if !self.enabled || self.slots == authd_cache::Slots::Disabled {
+            return source;
+        }
+        Arc::new(authd_cache::HotSpotCache::new(source, self.slots))
+    }
+}
+
+impl DataSourceConfig {
+    /// An sqlite3 source serving every zone of `file`.
+    pub fn sqlite3(file: impl Into<PathBuf>) -> DataSourceConfig {
+        let kind = DataSourceKind::Sqlite3 {
+            file: file.into(),
+            zones: None,
+        };
+        DataSourceConfig {
+            cache: CacheConfig::default_for(&kind),
+            kind,
+        }
+    }
+
+    /// A memory source with `zones` (master files, or copies from `db`) and
+    /// optionally every zone of `db`.
+    pub fn memory(zones: Vec<MemoryZoneConfig>, db: Option<PathBuf>) -> DataSourceConfig {
+        let kind = DataSourceKind::Memory { zones, db };
+        DataSourceConfig {
+            cache: CacheConfig::default_for(&kind),
+            kind,
+        }
+    }
+}
+
+impl fmt::Display for DataSourceConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            DataSourceKind::Sqlite3 { file, .. } => write!(f, "sqlite3:{}", file.display()),
+            DataSourceKind::Memory { zones, db } => {
+                f.write_str("memory:")?;
+                let mut items: Vec<String> = zones
+                    .iter()
+                    .filter_map(|z| z.file.as_ref().map(|p| p.display().to_string()))
+                    .collect();
+                if let Some(db) = db {
+                    items.push(format!("db={}", db.display()));
+                }
+                if items.len() > 3 {
+                    let more = items.len() - 3;
+                    items.truncate(3);
+                    items.push(format!("{more} more"));
+                }
+                f.write_str(&items.join(","))
+            }
+        }
+    }
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Addresses to serve UDP and TCP on (never empty). Port 0 picks a free port.
+    pub listen: Vec<SocketAddr>,
+    /// Server threads (`[server]`).
+    pub server: ServerConfig,
+    /// TCP limits.
+    pub tcp: TcpConfig,
+    /// Answers to CH TXT `version.bind` / `hostname.bind`.
+    pub chaos: ChaosConfig,
+    /// Data sources, in search order (may be empty: every query is then REFUSED).
+    pub datasources: Vec<DataSourceConfig>,
+    /// Outgoing zone transfers (`[transfer]`).
+    pub transfer: TransferConfig,
+    /// NOTIFY to secondaries (`[notify]`).
+    pub notify: NotifyConfig,
+}
+
+impl Default for Config {
+    /// No data source, `listen = ["127.0.0.1:5300"]`, the default limits and
+    /// `version.bind` = `"authd <version>"`.
+    fn default() -> Self {
+        Config {
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 5300))],
+            server: ServerConfig::default(),
+            tcp: TcpConfig::default(),
+            chaos: ChaosConfig {
+                version: Some(default_version()),
+                hostname: None,
+            },
+            datasources: Vec::new(),
+            transfer: TransferConfig::default(),
+            notify: NotifyConfig::default(),
+        }
+    }
+}
+
+/// The default `version.bind` text: `authd <crate version>`.
+pub fn default_version() -> String {
+    format!("authd {}", env!("CARGO_PKG_VERSION"))
+}
+
+impl Config {
+    /// Reads the TOML file at `path` and overrides it with the process's
+    /// `AUTHD_*` environment variables.
+    ///
+    /// Errors: [`ConfigError::Unreadable`] (missing file, permissions),
+    /// [`ConfigError::Parse`] (bad TOML, unknown key, wrong type),
+    /// [`ConfigError::Invalid`] (e.g. a bad listen address).
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
+            path: path.to_path_buf(),
+            reason: crate::sys::io_reason(&e),
+        })?;
+        Config::from_parts(Some((&text, path)), None)
+    }
+
+    /// The configuration from the process's `AUTHD_*` environment variables alone
+    /// (used when no file is given).
+    ///
+    /// Errors: as [`Config::load`], without `Unreadable`.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::from_parts(None, None)
+    }
+
+    /// The configuration from TOML `text` (if any; the path is the file it came
+    /// from: it names the file in errors and relative paths are resolved against
+    /// its folder) overridden by `env` (variable name → value; `None` reads the
+    /// process environment).
+    ///
+    /// Errors: as [`Config::load`], without `Unreadable`.
+    pub fn from_parts(
+        file: Option<(&str, &Path)>,
+        env: Option<HashMap<String, String>>,
+    ) -> Result<Config, ConfigError> {
+        let origin = match file {
+            Some((_, path)) => path.display().to_string(),
+            None => "environment".to_string(),
+        };
+        let raw = raw::read(file.map(|(text, _)| text), env, &origin)?;
+        validate::config(raw, &origin, file.and_then(|(_, path)| path.parent()))
+    }
+
+    /// Who may transfer zones, and the sqlite3 DBs whose `diffs` journals answer
+    /// IXFR (every `sqlite3` data source, in order).
+    pub fn transfer_policy(&self) -> crate::xfr::TransferPolicy {
+        crate::xfr::TransferPolicy {
+            allow: self.transfer.allow.clone(),
+            journal_dbs: self.sqlite_dbs(),
+        }
+    }
+
+    /// The files of the `sqlite3` data sources, in order (the DBs whose zones
+    /// are polled for serial changes to NOTIFY, and whose journals answer IXFR).
+    pub fn sqlite_dbs(&self) -> Vec<PathBuf> {
+        self.datasources
+            .iter()
+            .filter_map(|ds| match &ds.kind {
+                DataSourceKind::Sqlite3 { file, .. } => Some(file.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Parses `ADDR:PORT` (`127.0.0.1:53`, `[::1]:53`).
+///
+/// Errors: a text that is not an IP address with a port (host names are not
+/// resolved), as a message for [`ConfigError::Invalid`].
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    s.trim()
+        .parse::<SocketAddr>()
+        .map_err(|_| format!("{s:?} is not ADDR:PORT (e.g. 127.0.0.1:53 or [::1]:53)"))
+}
+
+/// Parses a zone origin given as text: `example.com.`, `example.com` (made
+/// absolute) or `.` for the root.
+///
+/// Errors: an empty or malformed name, as a message.
+pub fn parse_origin(text: &str) -> Result<Name, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("empty zone origin".into());
+    }
+    Name::parse(t, Some(&Name::root())).map_err(|e| format!("bad origin {text:?}: {e}"))
+}
+
+/// A label for data source `index` in messages: `datasource[1] (memory:a.zone)`.
+pub fn source_label(index: usize, ds: &DataSourceConfig) -> String {
+    format!("datasource[{index}] ({ds})")
+}
+
+/// Outgoing zone transfers (`[transfer]`, RFC 5936 §6: access must be controlled).
+///
+/// ```toml
+/// [transfer]
+/// allow = ["127.0.0.1", "::1", "192.0.2.0/24"]   # default [] = every AXFR/IXFR is REFUSED
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransferConfig {
+    /// Client addresses (single addresses or CIDR blocks) allowed to AXFR/IXFR
+    /// over TCP; empty: nobody.
+    pub allow: Vec<Cidr>,
+}
+
+/// NOTIFY to secondaries when a zone's SOA serial changes (`[notify]`, RFC 1996).
+///
+/// ```toml
+/// [notify]
+/// targets = ["127.0.0.1:5353"]      # every zone; a missing port is 53
+/// [[notify.zone]]
+/// origin = "example.com."
+/// targets = ["[::1]:5354"]          # this zone, in addition to the global targets
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NotifyConfig {
+    /// Targets notified for every zone.
+    pub targets: Vec<SocketAddr>,
+    /// Extra targets for single zones (apex, targets).
+    pub zones: Vec<(Name, Vec<SocketAddr>)>,
+}
+
+impl NotifyConfig {
+    /// The targets for zone `origin`: the global ones, then the zone's own,
+    /// without duplicates.
+    pub fn targets_for(&self, origin: &Name) -> Vec<SocketAddr> {
+        let mut out = self.targets.clone();
+        for (zone, targets) in &self.zones {
+            if zone == origin {
+                for t in targets {
+                    if !out.contains(t) {
+                        out.push(*t);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// True when no target is configured at all (NOTIFY is off).
+    pub fn is_empty(&self) -> bool {
+        self.targets.is_empty() && self.zones.iter().all(|(_, t)| t.is_empty())
+    }
+}

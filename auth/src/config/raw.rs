@@ -1,0 +1,281 @@
+//! The configuration as written: serde shapes that mirror the file (every
+//! key optional, unknown keys rejected), read from the TOML text and the
+//! `AUTHD_*` variables by the `config` crate.
+//!
+//! Only types are checked here; [`super::validate`] checks values and turns
+//! these shapes into the typed configuration.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+
+use super::{ConfigError, ENV_PREFIX};
+
+/// Reads TOML `text` (if any) overridden by `env` (variable name → value;
+/// `None` reads the process environment). `origin` names the file (or
+/// "environment") in errors.
+///
+/// Errors: [`ConfigError::Parse`] (bad TOML, unknown key, wrong type), on one
+/// line that names the key, or the line of a TOML error.
+pub(super) fn read(
+    text: Option<&str>,
+    env: Option<HashMap<String, String>>,
+    origin: &str,
+) -> Result<RawConfig, ConfigError> {
+    let parse = |e: config::ConfigError| ConfigError::Parse {
+        origin: origin.to_string(),
+        reason: {
+            let message = one_line(&e.to_string());
+            match text.and_then(toml_error_line) {
+                Some((line, text)) if !message.contains("at line") => {
+                    format!("line {line}: {message} (`{text}`)")
+                }
+                _ => message,
+            }
+        },
+    };
+    let mut builder = config::Config::builder();
+    if let Some(text) = text {
+        builder = builder.add_source(config::File::from_str(text, config::FileFormat::Toml));
+    }
+    builder = builder.add_source(
+        config::Environment::with_prefix(ENV_PREFIX)
+            .prefix_separator("_")
+            .separator("__")
+            .source(env),
+    );
+    builder
+        .build()
+        .map_err(parse)?
+        .try_deserialize()
+        .map_err(parse)
+}
+
+/// The line number and text where `text` stops being valid TOML, or `None`
+/// when it is valid. `config` reports some errors (an integer over 2^63 - 1,
+/// say) without saying where.
+fn toml_error_line(text: &str) -> Option<(usize, &str)> {
+    let e = text.parse::<toml::Table>().err()?;
+    let at = e.span().map_or(0, |s| s.start).min(text.len());
+    let line = text[..at].matches('\n').count() + 1;
+    Some((line, text.lines().nth(line - 1).unwrap_or("").trim()))
+}
+
+/// Folds a possibly multi-line parser message into one line.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The configuration file as written: every key optional, unknown keys rejected.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    #[serde(default, deserialize_with = "string_or_list")]
+    pub(super) listen: Option<Vec<String>>,
+    #[serde(default)]
+    pub(super) server: RawServer,
+    #[serde(default)]
+    pub(super) tcp: RawTcp,
+    #[serde(default)]
+    pub(super) chaos: RawChaos,
+    #[serde(default)]
+    pub(super) datasource: Vec<RawDataSource>,
+    #[serde(default)]
+    pub(super) transfer: RawTransfer,
+    #[serde(default)]
+    pub(super) notify: RawNotify,
+}
+
+/// `[server]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServer {
+    #[serde(default, deserialize_with = "whole")]
+    pub(super) udp_workers: Option<usize>,
+}
+
+/// `[tcp]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTcp {
+    #[serde(default, deserialize_with = "whole")]
+    pub(super) idle_timeout: Option<u64>,
+    #[serde(default, deserialize_with = "whole")]
+    pub(super) max_connections: Option<usize>,
+}
+
+/// `[chaos]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawChaos {
+    pub(super) version: Option<String>,
+    pub(super) hostname: Option<String>,
+}
+
+/// One `[[datasource]]` table. Flat on purpose: an internally tagged enum
+/// (`#[serde(tag = "type", deny_unknown_fields)]`) works with `config` 0.15
+/// but gives less clear messages. A missing or unknown `type` no longer names
+/// the known types, a key of the other type loses its hint, and keys inside
+/// the table lose their path (`datasource[0]`, not `datasource[0]cache.slots`).
+/// [`super::validate`] checks which keys each `type` takes instead.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDataSource {
+    #[serde(rename = "type")]
+    pub(super) kind: Option<String>,
+    pub(super) file: Option<PathBuf>,
+    pub(super) zones: Option<Vec<RawZone>>,
+    pub(super) db: Option<PathBuf>,
+    pub(super) cache: Option<RawCache>,
+}
+
+/// `cache = { enabled, slots }`; `slots` is a count or `"unlimited"`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCache {
+    pub(super) enabled: Option<bool>,
+    pub(super) slots: Option<RawSlots>,
+}
+
+/// A `cache.slots` value, checked in [`super::validate`].
+#[derive(Debug, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a slot count (a whole number, 0 = off) or \"unlimited\""
+)]
+pub(super) enum RawSlots {
+    Count(i64),
+    Word(String),
+}
+
+/// One `zones` item: an origin string, or a table `{ origin, file }`.
+#[derive(Debug, Default)]
+pub(super) struct RawZone {
+    pub(super) origin: Option<String>,
+    pub(super) file: Option<PathBuf>,
+}
+
+impl<'de> Deserialize<'de> for RawZone {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RawZone, D::Error> {
+        raw_zone(d)
+    }
+}
+
+/// `[transfer]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTransfer {
+    #[serde(default, deserialize_with = "string_or_list")]
+    pub(super) allow: Option<Vec<String>>,
+}
+
+/// `[notify]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNotify {
+    #[serde(default, deserialize_with = "string_or_list")]
+    pub(super) targets: Option<Vec<String>>,
+    #[serde(default)]
+    pub(super) zone: Vec<RawNotifyZone>,
+}
+
+/// One `[[notify.zone]]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNotifyZone {
+    pub(super) origin: Option<String>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    pub(super) targets: Option<Vec<String>>,
+}
+
+/// Deserializes a [`RawZone`] from a string or a table (keeping the table's
+/// unknown-key messages, which `#[serde(untagged)]` would lose).
+fn raw_zone<'de, D>(d: D) -> Result<RawZone, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = RawZone;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a zone origin or a table { origin = ..., file = ... }")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<RawZone, E> {
+            Ok(RawZone {
+                origin: Some(v.to_string()),
+                file: None,
+            })
+        }
+        fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<RawZone, A::Error> {
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Table {
+                origin: Option<String>,
+                file: Option<PathBuf>,
+            }
+            let t = Table::deserialize(de::value::MapAccessDeserializer::new(m))?;
+            Ok(RawZone {
+                origin: t.origin,
+                file: t.file,
+            })
+        }
+    }
+    d.deserialize_any(V)
+}
+
+/// `listen` as a TOML list, or (from `AUTHD_LISTEN`) one comma-separated string.
+fn string_or_list<'de, D>(d: D) -> Result<Option<Vec<String>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged, expecting = "a string or a list of strings")]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(Some(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        OneOrMany::Many(v) => v,
+    }))
+}
+
+/// A whole number of type `T`: an integer, or (from the environment) its
+/// decimal text. A fraction (`1.5`) is an error, not rounded.
+fn whole<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged, expecting = "a whole number")]
+    enum Number {
+        Int(u64),
+        Negative(i64),
+        Float(f64),
+        Text(String),
+    }
+    use serde::de::Error;
+    let n = match Number::deserialize(d)? {
+        Number::Int(n) => n,
+        Number::Negative(n) => return Err(D::Error::custom(format!("{n} is negative"))),
+        Number::Float(f) => {
+            return Err(D::Error::custom(format!("{f} is not a whole number")));
+        }
+        Number::Text(t) => t
+            .trim()
+            .parse()
+            .map_err(|_| D::Error::custom(format!("{t:?} is not a whole number")))?,
+    };
+    T::try_from(n)
+        .map(Some)
+        .map_err(|_| D::Error::custom(format!("{n} is too large")))
+}

@@ -1,0 +1,434 @@
+use super::*;
+// Test-only: config itself never imports server.
+use crate::server::ServerSettings;
+
+fn env(vars: &[(&str, &str)]) -> Option<HashMap<String, String>> {
+    Some(
+        vars.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
+}
+
+fn from_toml(text: &str) -> Result<Config, ConfigError> {
+    Config::from_parts(Some((text, Path::new("/etc/authd/authd.toml"))), env(&[]))
+}
+
+#[test]
+fn empty_file_gives_defaults() {
+    let c = from_toml("").expect("valid");
+    assert_eq!(c, Config::default());
+    assert_eq!(c.listen, vec!["127.0.0.1:5300".parse().expect("addr")]);
+    assert_eq!(c.tcp.idle_timeout, Duration::from_secs(10));
+    assert_eq!(c.tcp.max_connections, 512);
+    assert_eq!(
+        c.chaos.version.as_deref(),
+        Some(concat!("authd ", env!("CARGO_PKG_VERSION")))
+    );
+    assert_eq!(c.chaos.hostname, None);
+    assert!(c.datasources.is_empty());
+}
+
+#[test]
+fn full_file() {
+    let c = from_toml(
+        r#"
+        listen = ["127.0.0.1:53", "[::1]:5353"]
+        [tcp]
+        idle_timeout = 3
+        max_connections = 7
+        [chaos]
+        version = "secret"
+        hostname = "ns1"
+        [[datasource]]
+        type = "sqlite3"
+        file = "zones/a.sqlite3"
+        [[datasource]]
+        type = "sqlite3"
+        file = "/var/b.sqlite3"
+        "#,
+    )
+    .expect("valid");
+    assert_eq!(
+        c.listen,
+        vec![
+            "127.0.0.1:53".parse().expect("addr"),
+            "[::1]:5353".parse().expect("addr")
+        ]
+    );
+    assert_eq!(c.tcp.idle_timeout, Duration::from_secs(3));
+    assert_eq!(c.tcp.max_connections, 7);
+    assert_eq!(c.chaos.version.as_deref(), Some("secret"));
+    assert_eq!(c.chaos.hostname.as_deref(), Some("ns1"));
+    assert_eq!(
+        c.datasources,
+        vec![
+            DataSourceConfig::sqlite3("/etc/authd/zones/a.sqlite3"),
+            DataSourceConfig::sqlite3("/var/b.sqlite3"),
+        ]
+    );
+    assert_eq!(
+        c.datasources[0].to_string(),
+        "sqlite3:/etc/authd/zones/a.sqlite3"
+    );
+    let s = ServerSettings::from(&c);
+    assert_eq!(s.listen, c.listen);
+    assert_eq!(s.tcp_idle_timeout, Duration::from_secs(3));
+    assert_eq!(s.tcp_max_connections, 7);
+}
+
+#[test]
+fn cache_settings_per_source() {
+    let c = from_toml(
+        r#"
+        [[datasource]]
+        type = "sqlite3"
+        file = "/a.sqlite3"
+        [[datasource]]
+        type = "sqlite3"
+        file = "/b.sqlite3"
+        cache = { slots = "unlimited" }
+        [[datasource]]
+        type = "sqlite3"
+        file = "/c.sqlite3"
+        cache = { enabled = false }
+        [[datasource]]
+        type = "memory"
+        zones = [{ origin = "example.", file = "/e.zone" }]
+        cache = { enabled = true, slots = 10 }
+        "#,
+    )
+    .expect("valid");
+    let caches: Vec<CacheConfig> = c.datasources.iter().map(|d| d.cache).collect();
+    use authd_cache::Slots;
+    assert_eq!(
+        caches,
+        [
+            CacheConfig {
+                enabled: true,
+                slots: Slots::from_count(DEFAULT_CACHE_SLOTS)
+            },
+            CacheConfig {
+                enabled: true,
+                slots: Slots::Unlimited
+            },
+            CacheConfig {
+                enabled: false,
+                slots: Slots::from_count(DEFAULT_CACHE_SLOTS)
+            },
+            CacheConfig {
+                enabled: true,
+                slots: Slots::from_count(10)
+            },
+        ]
+    );
+    for (text, want) in [
+        ("cache = { slots = -1 }", "datasource[0].cache.slots"),
+        ("cache = { slots = \"lots\" }", "datasource[0].cache.slots"),
+        ("cache = { size = 3 }", "size"),
+    ] {
+        let e = from_toml(&format!(
+            "[[datasource]]\ntype = \"sqlite3\"\nfile = \"/a\"\n{text}"
+        ))
+        .expect_err(text)
+        .to_string();
+        assert!(e.contains(want), "{text}: {e}");
+    }
+}
+
+#[test]
+fn unknown_keys_are_named() {
+    for (text, key) in [
+        ("lisen = [\"127.0.0.1:53\"]", "lisen"),
+        ("[tcp]\nidle = 3", "idle"),
+        ("[chaos]\nversoin = \"x\"", "versoin"),
+        (
+            "[[datasource]]\ntype = \"sqlite3\"\nfile = \"a\"\ncolor = 1",
+            "color",
+        ),
+        ("[log]\nlevel = \"info\"", "log"),
+    ] {
+        let e = from_toml(text).expect_err(text).to_string();
+        assert!(e.contains(key), "{text:?}: {e}");
+        assert!(e.contains("/etc/authd/authd.toml"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+}
+
+#[test]
+fn invalid_values_are_named() {
+    for (text, key) in [
+        ("listen = [\"localhost:53\"]", "listen[0]"),
+        ("listen = [\"127.0.0.1\"]", "listen[0]"),
+        ("listen = []", "listen"),
+        ("[tcp]\nidle_timeout = 0", "tcp.idle_timeout"),
+        ("[tcp]\nmax_connections = 0", "tcp.max_connections"),
+        ("[tcp]\nidle_timeout = \"soon\"", "idle_timeout"),
+        ("[tcp]\nidle_timeout = 1.5", "idle_timeout"),
+        ("[tcp]\nidle_timeout = -3", "idle_timeout"),
+        ("[server]\nudp_workers = 3.9", "udp_workers"),
+        ("[[datasource]]\nfile = \"a\"", "datasource[0].type"),
+        ("[[datasource]]\ntype = \"sqlite3\"", "datasource[0].file"),
+        (
+            "[[datasource]]\ntype = \"bdb\"\nfile = \"a\"",
+            "datasource[0].type",
+        ),
+        ("listen = 53", "listen"),
+        ("this is not toml", "authd.toml"),
+        (
+            "[tcp]\nidle_timeout = 99999999999999999999",
+            "line 2: number too large to fit in target type (`idle_timeout = 99999999999999999999`)",
+        ),
+        ("[server]\nudp_workers = true", "a whole number"),
+        ("listen = [5300]", "a string or a list of strings"),
+        (
+            "[[datasource]]\ntype = \"sqlite3\"\nfile = \"a\"\ncache = { slots = 2.5 }",
+            "a slot count",
+        ),
+    ] {
+        let e = from_toml(text).expect_err(text).to_string();
+        assert!(e.contains(key), "{text:?}: {e}");
+        assert!(!e.contains('\n'), "{e}");
+        assert!(!e.contains("untagged"), "{e}");
+    }
+}
+
+#[test]
+fn server_udp_workers() {
+    let c = from_toml("").expect("valid");
+    assert_eq!(c.server.udp_workers, crate::sys::default_udp_workers());
+    assert!(c.server.udp_workers >= 1);
+    assert_eq!(ServerSettings::from(&c).udp_workers, c.server.udp_workers);
+    let c = from_toml("[server]\nudp_workers = 3").expect("valid");
+    assert_eq!(c.server.udp_workers, 3);
+    assert_eq!(ServerSettings::from(&c).udp_workers, 3);
+    let c = Config::from_parts(
+        Some(("[server]\nudp_workers = 3", Path::new("/x/a.toml"))),
+        env(&[("AUTHD_SERVER__UDP_WORKERS", "5")]),
+    )
+    .expect("valid");
+    assert_eq!(c.server.udp_workers, 5);
+    for (text, want) in [
+        (
+            "[server]\nudp_workers = 0",
+            "server.udp_workers: 0 is out of range",
+        ),
+        (
+            "[server]\nudp_workers = 1025",
+            "server.udp_workers: 1025 is out of range",
+        ),
+        ("[server]\nudp_workers = -1", "udp_workers"),
+        ("[server]\nudp_worker = 2", "udp_worker"),
+    ] {
+        let e = from_toml(text).expect_err(text).to_string();
+        assert!(e.contains(want), "{text:?}: {e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+}
+
+#[test]
+fn env_overrides_file() {
+    let c = Config::from_parts(
+        Some((
+            "listen = [\"127.0.0.1:53\"]\n[tcp]\nidle_timeout = 3",
+            Path::new("/x/a.toml"),
+        )),
+        env(&[
+            ("AUTHD_LISTEN", "127.0.0.2:5301, [::1]:5302"),
+            ("AUTHD_TCP__IDLE_TIMEOUT", "30"),
+            ("AUTHD_TCP__MAX_CONNECTIONS", "9"),
+            ("AUTHD_CHAOS__VERSION", "1.0"),
+            ("AUTHD_CHAOS__HOSTNAME", "ns9"),
+            ("OTHER_VARIABLE", "ignored"),
+        ]),
+    )
+    .expect("valid");
+    assert_eq!(
+        c.listen,
+        vec![
+            "127.0.0.2:5301".parse().expect("addr"),
+            "[::1]:5302".parse().expect("addr")
+        ]
+    );
+    assert_eq!(c.tcp.idle_timeout, Duration::from_secs(30));
+    assert_eq!(c.tcp.max_connections, 9);
+    assert_eq!(c.chaos.version.as_deref(), Some("1.0"));
+    assert_eq!(c.chaos.hostname.as_deref(), Some("ns9"));
+}
+
+#[test]
+fn env_alone_and_unknown_env_key() {
+    let c = Config::from_parts(None, env(&[("AUTHD_LISTEN", "[::1]:0")])).expect("valid");
+    assert_eq!(c.listen, vec!["[::1]:0".parse().expect("addr")]);
+    let e = Config::from_parts(None, env(&[("AUTHD_LISTN", "[::1]:0")]))
+        .expect_err("unknown")
+        .to_string();
+    assert!(e.contains("listn"), "{e}");
+    let c = Config::from_parts(None, env(&[("AUTHD_CHAOS__VERSION", "")])).expect("valid");
+    assert_eq!(c.chaos.version, None);
+}
+
+#[test]
+fn missing_file_is_one_line() {
+    let e = Config::load(Path::new("/nonexistent/authd.toml"))
+        .expect_err("missing")
+        .to_string();
+    assert_eq!(
+        e,
+        "cannot read config /nonexistent/authd.toml: No such file or directory"
+    );
+}
+
+#[test]
+fn example_config_is_valid() {
+    let path = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/authd.toml"
+    ));
+    let text = std::fs::read_to_string(path).expect("examples/authd.toml");
+    let c = Config::from_parts(Some((&text, path)), env(&[])).expect("valid example");
+    assert_eq!(c.datasources.len(), 2);
+    let DataSourceKind::Sqlite3 { file, .. } = &c.datasources[0].kind else {
+        panic!("first example source is sqlite3: {:?}", c.datasources[0]);
+    };
+    assert!(file.is_absolute(), "{}", file.display());
+    let DataSourceKind::Memory { zones, .. } = &c.datasources[1].kind else {
+        panic!("second example source is memory: {:?}", c.datasources[1]);
+    };
+    assert!(!zones.is_empty());
+    for z in zones {
+        let f = z.file.as_ref().expect("example memory zones have files");
+        assert!(f.is_absolute() && f.is_file(), "{}", f.display());
+    }
+    assert!(!c.listen.is_empty());
+}
+
+#[test]
+fn memory_and_sqlite3_sources() {
+    let c = from_toml(
+        r#"
+        [[datasource]]
+        type = "sqlite3"
+        file = "a.sqlite3"
+        zones = ["example.org", "Example.NET."]
+        [[datasource]]
+        type = "memory"
+        db = "/var/b.sqlite3"
+        zones = [{ origin = "example.com.", file = "zones/example.com.zone" }, "example.info."]
+        [[datasource]]
+        type = "memory"
+        zones = [{ origin = ".", file = "/srv/root.zone" }]
+        "#,
+    )
+    .expect("valid");
+    let name = |s: &str| -> Name { s.parse().expect("name") };
+    assert_eq!(
+        c.datasources[0].kind,
+        DataSourceKind::Sqlite3 {
+            file: "/etc/authd/a.sqlite3".into(),
+            zones: Some(vec![name("example.org."), name("example.net.")]),
+        }
+    );
+    assert_eq!(
+        c.datasources[1],
+        DataSourceConfig::memory(
+            vec![
+                MemoryZoneConfig {
+                    origin: name("example.com."),
+                    file: Some("/etc/authd/zones/example.com.zone".into()),
+                },
+                MemoryZoneConfig {
+                    origin: name("example.info."),
+                    file: None,
+                },
+            ],
+            Some("/var/b.sqlite3".into()),
+        )
+    );
+    assert_eq!(
+        c.datasources[1].to_string(),
+        "memory:/etc/authd/zones/example.com.zone,db=/var/b.sqlite3"
+    );
+    let DataSourceKind::Memory { zones, db: None } = &c.datasources[2].kind else {
+        panic!("{:?}", c.datasources[2]);
+    };
+    assert!(zones[0].origin.is_root());
+}
+
+#[test]
+fn invalid_datasources_are_named() {
+    for (text, key) in [
+        ("[[datasource]]\ntype = \"memory\"", "datasource[0].zones"),
+        (
+            "[[datasource]]\ntype = \"memory\"\nfile = \"x.zone\"",
+            "datasource[0].file",
+        ),
+        (
+            "[[datasource]]\ntype = \"memory\"\nzones = [\"example.com.\"]",
+            "datasource[0].zones[0].file",
+        ),
+        (
+            "[[datasource]]\ntype = \"memory\"\nzones = [{ file = \"x\" }]",
+            "datasource[0].zones[0].origin",
+        ),
+        (
+            "[[datasource]]\ntype = \"memory\"\nzones = [{ origin = \"a..b\", file = \"x\" }]",
+            "datasource[0].zones[0].origin",
+        ),
+        (
+            "[[datasource]]\ntype = \"memory\"\nzones = [{ origin = \"a.\", file = \"x\", colour = 1 }]",
+            "colour",
+        ),
+        (
+            "[[datasource]]\ntype = \"sqlite3\"\nfile = \"a\"\nzones = []",
+            "datasource[0].zones",
+        ),
+        (
+            "[[datasource]]\ntype = \"sqlite3\"\nfile = \"a\"\nzones = [{ origin = \"a.\", file = \"x\" }]",
+            "datasource[0].zones[0].file",
+        ),
+        (
+            "[[datasource]]\ntype = \"sqlite3\"\nfile = \"a\"\ndb = \"b\"",
+            "datasource[0].db",
+        ),
+    ] {
+        let e = from_toml(text).expect_err(text).to_string();
+        assert!(e.contains(key), "{text:?}: {e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+}
+
+#[test]
+fn zone_listed_by_two_sources_is_an_error() {
+    let e = from_toml(
+        r#"
+        [[datasource]]
+        type = "sqlite3"
+        file = "a.sqlite3"
+        zones = ["example.com."]
+        [[datasource]]
+        type = "memory"
+        zones = [{ origin = "EXAMPLE.com", file = "example.com.zone" }]
+        "#,
+    )
+    .expect_err("duplicate")
+    .to_string();
+    assert!(e.contains("zone EXAMPLE.com. is claimed by both"), "{e}");
+    assert!(
+        e.contains("datasource[0] (sqlite3:/etc/authd/a.sqlite3)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("datasource[1] (memory:/etc/authd/example.com.zone)"),
+        "{e}"
+    );
+    let e = from_toml(
+        "[[datasource]]\ntype = \"memory\"\nzones = [{ origin = \"a.\", file = \"x\" }, { origin = \"a.\", file = \"y\" }]",
+    )
+    .expect_err("twice in one source")
+    .to_string();
+    assert!(
+        e.contains("zone a. is claimed by both datasource[0]"),
+        "{e}"
+    );
+}

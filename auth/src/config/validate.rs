@@ -1,0 +1,362 @@
+//! Turning the raw shapes ([`super::raw`]) into typed values: ranges,
+//! which keys each data-source `type` takes, zone origins, addresses, and
+//! zones claimed twice. Every message names the offending key
+//! (`datasource[0].file`) and fits one line.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use authd_datasrc::Name;
+
+use crate::acl::Cidr;
+
+use super::raw::{RawConfig, RawDataSource, RawNotify, RawSlots, RawTransfer};
+use super::{
+    CacheConfig, ChaosConfig, Config, ConfigError, DEFAULT_TCP_IDLE_TIMEOUT_SECS,
+    DEFAULT_TCP_MAX_CONNECTIONS, DataSourceConfig, DataSourceKind, MAX_TCP_IDLE_TIMEOUT_SECS,
+    MAX_TCP_MAX_CONNECTIONS, MAX_UDP_WORKERS, MemoryZoneConfig, NotifyConfig, ServerConfig,
+    TcpConfig, TransferConfig, parse_listen, parse_origin, source_label,
+};
+
+/// The typed configuration of `raw`. `origin` names the file (or
+/// "environment") in errors; relative paths are resolved against `base`, the
+/// file's folder.
+///
+/// Errors: [`ConfigError::Invalid`] for the first bad value,
+/// [`ConfigError::DuplicateZone`] for a zone listed by two sources.
+pub(super) fn config(
+    raw: RawConfig,
+    origin: &str,
+    base: Option<&Path>,
+) -> Result<Config, ConfigError> {
+    let invalid = |key: &str, reason: String| ConfigError::Invalid {
+        origin: origin.to_string(),
+        key: key.to_string(),
+        reason,
+    };
+    let defaults = Config::default();
+
+    let listen = match raw.listen {
+        None => defaults.listen,
+        Some(list) => {
+            if list.is_empty() {
+                return Err(invalid("listen", "must name at least one address".into()));
+            }
+            let mut addrs = Vec::with_capacity(list.len());
+            for (i, s) in list.iter().enumerate() {
+                let addr = parse_listen(s).map_err(|r| invalid(&format!("listen[{i}]"), r))?;
+                if !addrs.contains(&addr) {
+                    addrs.push(addr);
+                }
+            }
+            addrs
+        }
+    };
+
+    let udp_workers = raw
+        .server
+        .udp_workers
+        .unwrap_or(defaults.server.udp_workers);
+    if !(1..=MAX_UDP_WORKERS).contains(&udp_workers) {
+        return Err(invalid(
+            "server.udp_workers",
+            format!("{udp_workers} is out of range (1..={MAX_UDP_WORKERS})"),
+        ));
+    }
+
+    let idle = raw
+        .tcp
+        .idle_timeout
+        .unwrap_or(DEFAULT_TCP_IDLE_TIMEOUT_SECS);
+    if !(1..=MAX_TCP_IDLE_TIMEOUT_SECS).contains(&idle) {
+        return Err(invalid(
+            "tcp.idle_timeout",
+            format!("{idle} is out of range (1..={MAX_TCP_IDLE_TIMEOUT_SECS} seconds)"),
+        ));
+    }
+    let max_conn = raw
+        .tcp
+        .max_connections
+        .unwrap_or(DEFAULT_TCP_MAX_CONNECTIONS);
+    if !(1..=MAX_TCP_MAX_CONNECTIONS).contains(&max_conn) {
+        return Err(invalid(
+            "tcp.max_connections",
+            format!("{max_conn} is out of range (1..={MAX_TCP_MAX_CONNECTIONS})"),
+        ));
+    }
+
+    let chaos = ChaosConfig {
+        version: match raw.chaos.version {
+            None => defaults.chaos.version,
+            Some(v) if v.is_empty() => None,
+            Some(v) => Some(check_txt("chaos.version", v, &invalid)?),
+        },
+        hostname: match raw.chaos.hostname {
+            Some(h) if !h.is_empty() => Some(check_txt("chaos.hostname", h, &invalid)?),
+            _ => None,
+        },
+    };
+
+    let mut datasources = Vec::with_capacity(raw.datasource.len());
+    for (i, ds) in raw.datasource.into_iter().enumerate() {
+        datasources.push(datasource(i, ds, base, &invalid)?);
+    }
+    check_explicit_duplicates(&datasources)?;
+
+    Ok(Config {
+        listen,
+        server: ServerConfig { udp_workers },
+        tcp: TcpConfig {
+            idle_timeout: Duration::from_secs(idle),
+            max_connections: max_conn,
+        },
+        chaos,
+        datasources,
+        transfer: transfer_config(raw.transfer, &invalid)?,
+        notify: notify_config(raw.notify, &invalid)?,
+    })
+}
+
+/// The typed form of `[[datasource]]` number `i`.
+fn datasource(
+    i: usize,
+    ds: RawDataSource,
+    base: Option<&Path>,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<DataSourceConfig, ConfigError> {
+    let key = |k: &str| format!("datasource[{i}].{k}");
+    let resolve = |k: &str, file: PathBuf| -> Result<PathBuf, ConfigError> {
+        if file.as_os_str().is_empty() {
+            return Err(invalid(k, "is empty".into()));
+        }
+        Ok(match base {
+            Some(base) if file.is_relative() => base.join(file),
+            _ => file,
+        })
+    };
+    let Some(kind) = ds.kind else {
+        return Err(invalid(
+            &key("type"),
+            "missing (known types: sqlite3, memory)".into(),
+        ));
+    };
+    let kind = match kind.as_str() {
+        "sqlite3" => {
+            let Some(file) = ds.file else {
+                return Err(invalid(
+                    &key("file"),
+                    "missing (type sqlite3 needs it)".into(),
+                ));
+            };
+            if ds.db.is_some() {
+                return Err(invalid(
+                    &key("db"),
+                    "not a key of type sqlite3 (use file)".into(),
+                ));
+            }
+            let zones = match ds.zones {
+                None => None,
+                Some(list) if list.is_empty() => {
+                    return Err(invalid(
+                        &key("zones"),
+                        "is empty (leave it out to serve every zone of the DB)".into(),
+                    ));
+                }
+                Some(list) => {
+                    let mut zones = Vec::with_capacity(list.len());
+                    for (j, z) in list.into_iter().enumerate() {
+                        let zkey = format!("datasource[{i}].zones[{j}]");
+                        if z.file.is_some() {
+                            return Err(invalid(
+                                    &format!("{zkey}.file"),
+                                    "an sqlite3 source serves zones of its DB; master files need type memory".into(),
+                                ));
+                        }
+                        zones.push(zone_origin(&zkey, z.origin, invalid)?);
+                    }
+                    Some(zones)
+                }
+            };
+            DataSourceKind::Sqlite3 {
+                file: resolve(&key("file"), file)?,
+                zones,
+            }
+        }
+        "memory" => {
+            if ds.file.is_some() {
+                return Err(invalid(
+                    &key("file"),
+                    "not a key of type memory (use zones = [{ origin = ..., file = ... }] or db)"
+                        .into(),
+                ));
+            }
+            let db = match ds.db {
+                Some(db) => Some(resolve(&key("db"), db)?),
+                None => None,
+            };
+            let list = ds.zones.unwrap_or_default();
+            if list.is_empty() && db.is_none() {
+                return Err(invalid(
+                    &key("zones"),
+                    "missing (type memory needs zones, db, or both)".into(),
+                ));
+            }
+            let mut zones = Vec::with_capacity(list.len());
+            for (j, z) in list.into_iter().enumerate() {
+                let zkey = format!("datasource[{i}].zones[{j}]");
+                let origin = zone_origin(&zkey, z.origin, invalid)?;
+                let file = match z.file {
+                    Some(f) => Some(resolve(&format!("{zkey}.file"), f)?),
+                    None if db.is_none() => {
+                        return Err(invalid(
+                            &format!("{zkey}.file"),
+                            format!(
+                                "missing: zone {origin} needs a master file, or a db on its source to copy it from"
+                            ),
+                        ));
+                    }
+                    None => None,
+                };
+                zones.push(MemoryZoneConfig { origin, file });
+            }
+            DataSourceKind::Memory { zones, db }
+        }
+        other => {
+            return Err(invalid(
+                &key("type"),
+                format!("unknown type {other:?} (known types: sqlite3, memory)"),
+            ));
+        }
+    };
+    let mut cache = CacheConfig::default_for(&kind);
+    if let Some(raw) = &ds.cache {
+        if let Some(enabled) = raw.enabled {
+            cache.enabled = enabled;
+        }
+        match &raw.slots {
+            None => {}
+            Some(RawSlots::Count(n)) => {
+                let n = usize::try_from(*n)
+                    .map_err(|_| invalid(&key("cache.slots"), format!("{n} is negative")))?;
+                cache.slots = authd_cache::Slots::from_count(n);
+            }
+            Some(RawSlots::Word(w)) if w == "unlimited" => {
+                cache.slots = authd_cache::Slots::Unlimited;
+            }
+            Some(RawSlots::Word(w)) => {
+                return Err(invalid(
+                    &key("cache.slots"),
+                    format!("{w:?} is neither a count nor \"unlimited\""),
+                ));
+            }
+        }
+    }
+    Ok(DataSourceConfig { kind, cache })
+}
+
+/// A CH TXT string must fit one character-string (RFC 1035 §3.3: 255 octets).
+fn check_txt(
+    key: &str,
+    value: String,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<String, ConfigError> {
+    if value.len() > 255 {
+        return Err(invalid(
+            key,
+            format!(
+                "{} bytes, longer than a TXT string may be (255)",
+                value.len()
+            ),
+        ));
+    }
+    Ok(value)
+}
+
+/// Parses a zone origin (`example.com.`; a missing final dot is added).
+fn zone_origin(
+    key: &str,
+    origin: Option<String>,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<Name, ConfigError> {
+    let Some(text) = origin else {
+        return Err(invalid(&format!("{key}.origin"), "missing".into()));
+    };
+    parse_origin(&text).map_err(|r| invalid(&format!("{key}.origin"), r))
+}
+
+/// Rejects a zone named twice in the configuration itself (before any DB is
+/// opened): in two `zones` lists, or twice in one.
+fn check_explicit_duplicates(datasources: &[DataSourceConfig]) -> Result<(), ConfigError> {
+    let mut claims: HashMap<Name, usize> = HashMap::new();
+    for (i, ds) in datasources.iter().enumerate() {
+        let listed: Vec<&Name> = match &ds.kind {
+            DataSourceKind::Sqlite3 { zones, .. } => zones.iter().flatten().collect(),
+            DataSourceKind::Memory { zones, .. } => zones.iter().map(|z| &z.origin).collect(),
+        };
+        for origin in listed {
+            if let Some(&first) = claims.get(origin) {
+                return Err(ConfigError::DuplicateZone {
+                    zone: origin.to_string(),
+                    first: source_label(first, &datasources[first]),
+                    second: source_label(i, ds),
+                });
+            }
+            claims.insert(origin.clone(), i);
+        }
+    }
+    Ok(())
+}
+
+/// `[transfer]`: every `allow` entry parsed as an address block.
+fn transfer_config(
+    raw: RawTransfer,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<TransferConfig, ConfigError> {
+    let mut allow = Vec::new();
+    for (i, a) in raw.allow.unwrap_or_default().iter().enumerate() {
+        allow.push(
+            a.parse::<Cidr>()
+                .map_err(|r| invalid(&format!("transfer.allow[{i}]"), r))?,
+        );
+    }
+    Ok(TransferConfig { allow })
+}
+
+/// Parses a NOTIFY target: `ADDR:PORT`, or a bare address (port 53).
+fn parse_target(s: &str) -> Result<SocketAddr, String> {
+    let t = s.trim();
+    if let Ok(a) = t.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    t.parse::<std::net::IpAddr>()
+        .map(|ip| SocketAddr::new(ip, 53))
+        .map_err(|_| format!("{s:?} is not ADDR:PORT or ADDR (e.g. 127.0.0.1:5353, [::1]:53)"))
+}
+
+/// `[notify]`: the global targets and the per-zone ones, each list without
+/// duplicates.
+fn notify_config(
+    raw: RawNotify,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<NotifyConfig, ConfigError> {
+    let list = |key: &str, v: Option<Vec<String>>| -> Result<Vec<SocketAddr>, ConfigError> {
+        let mut out = Vec::new();
+        for (i, t) in v.unwrap_or_default().iter().enumerate() {
+            let a = parse_target(t).map_err(|r| invalid(&format!("{key}[{i}]"), r))?;
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        }
+        Ok(out)
+    };
+    let targets = list("notify.targets", raw.targets)?;
+    let mut zones = Vec::new();
+    for (i, z) in raw.zone.into_iter().enumerate() {
+        let key = format!("notify.zone[{i}]");
+        let origin = zone_origin(&key, z.origin, invalid)?;
+        zones.push((origin, list(&format!("{key}.targets"), z.targets)?));
+    }
+    Ok(NotifyConfig { targets, zones })
+}
