@@ -16,7 +16,7 @@
 //! have whole lookup results cached instead.
 //!
 //! Absent names with nothing below them are also remembered as ranges: the
-//! stored names on either side ([`finder::AbsentRange`], from the source's
+//! stored names on either side ([`node::AbsentRange`], from the source's
 //! `rname` order), so a flood of random names (junk TLDs at the root, random
 //! subdomain attacks) costs one lookup in the source per gap between existing
 //! names, not one per name — as NSD and Knot answer such names from their
@@ -38,7 +38,8 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
-use authd_datasrc::finder::{self, AbsentRange, Node, NodeRef, NodeStore};
+use authd_datasrc::finder;
+use authd_datasrc::node::{self, AbsentRange, Node, NodeRef, NodeStore};
 use authd_datasrc::{
     DataSource, DataSourceError, Lookup, LookupOptions, Name, Outcome, RRset, RType, ZoneRef,
 };
@@ -246,7 +247,7 @@ impl State {
         Some(&entry.value)
     }
 
-    /// True when a cached range says `name` (as [`finder::absent_key`]) of
+    /// True when a cached range says `name` (as [`node::absent_key`]) of
     /// the zone at `zone` owns nothing, at or below it.
     fn in_absent_range(&self, zone: &Name, key: &[u8]) -> bool {
         let Some(ranges) = self.ranges.get(zone) else {
@@ -579,7 +580,7 @@ impl<'a> View<'a> {
 
     /// A cached range says `name` owns nothing at or below it.
     fn in_absent_range(&self, name: &Name) -> bool {
-        let key = finder::absent_key(name);
+        let key = node::absent_key(name);
         let found = match self.held {
             Some(state) => state.in_absent_range(self.zone, &key),
             None => self

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use data_encoding::BASE32HEX_NOPAD;
 use sha1::{Digest, Sha1};
 
-use crate::finder::NodeStore;
+use crate::lookup::{DataSourceError, Lookup, Outcome, Proof as ProofSets};
 use crate::name::Name;
+use crate::node::NodeStore;
 use crate::rr::{RRset, RType};
-use crate::source::{DataSourceError, Lookup, Outcome, Proof as ProofSets};
 
 /// NSEC3 hash parameters from the apex NSEC3PARAM (RFC 5155 §4).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,8 +4,10 @@
 
 pub mod dnssec;
 pub mod finder;
+pub mod lookup;
 pub mod memory;
 pub mod name;
+pub mod node;
 mod rdata_text;
 pub mod rr;
 pub mod source;
@@ -14,8 +16,7 @@ pub mod sqlite_admin;
 pub mod sqlite_load;
 pub mod zonefile;
 
+pub use lookup::{DataSourceError, Lookup, LookupOptions, Outcome, ZoneRef};
 pub use name::{Name, NameError};
 pub use rr::{Class, RRset, RType, Rdata, Record, RrError};
-pub use source::{
-    DataSource, DataSourceError, Lookup, LookupOptions, Outcome, SourceList, ZoneRef, ZoneSelection,
-};
+pub use source::{DataSource, SourceList, ZoneSelection};

@@ -14,10 +14,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
 
-use crate::finder::{self, Node, NodeRef, NodeStore};
+use crate::finder;
+use crate::lookup::{DataSourceError, Lookup, LookupOptions, ZoneRef};
 use crate::name::Name;
+use crate::node::{Node, NodeRef, NodeStore};
 use crate::rr::{RRset, RType, Record};
-use crate::source::{DataSource, DataSourceError, Lookup, LookupOptions, ZoneRef};
+use crate::source::DataSource;
 use crate::zonefile::{self, SourcedRecord, ZoneFileError};
 
 /// Maps on the query path: foldhash is several times faster than the default
@@ -191,7 +193,7 @@ impl MemoryZone {
         let mut sets = Vec::new();
         for rtype in [RType::A, RType::AAAA] {
             let found = finder::find(self, &self.origin, target, rtype, opts).ok()?;
-            if let crate::source::Outcome::Answer(set) = found.outcome {
+            if let crate::lookup::Outcome::Answer(set) = found.outcome {
                 if found.wildcard {
                     return None;
                 }

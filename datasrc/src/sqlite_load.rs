@@ -12,7 +12,7 @@
 //! presentation form with its loaded case; `rname` is [`Name::reversed_text`];
 //! `rdtype` is the type mnemonic (`TYPEnnn` for unknown types, RFC 3597 §5);
 //! `sigtype` is the covered type for RRSIG rows and NULL otherwise; `rdata` is
-//! [`Rdata::to_text`]. NSEC3 RRs (RFC 5155) and the RRSIGs covering them go to
+//! [`Rdata::to_text`](crate::Rdata::to_text). NSEC3 RRs (RFC 5155) and the RRSIGs covering them go to
 //! the `nsec3` table, keyed by the first label of the owner (the hash).
 
 use std::path::PathBuf;

@@ -56,7 +56,7 @@ use crate::sys::{default_udp_workers, io_reason};
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// Requested size of each UDP socket's kernel receive and send buffers, in bytes
-/// (the kernel caps it at `net.core.rmem_max` / `wmem_max`; see [`size_buffer`]).
+/// (the kernel caps it at `net.core.rmem_max` / `wmem_max`; see `size_buffer`).
 pub const UDP_SOCKET_BUFFER: usize = 2 * 1024 * 1024;
 
 /// Largest DNS message over TCP (the two-byte length prefix), in bytes.

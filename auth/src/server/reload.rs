@@ -3,7 +3,7 @@
 //! [`load`] turns the configured `[[datasource]]` list into the [`SourceList`]
 //! a new [`crate::query::QueryProcessor`] answers from. Memory zones are built
 //! off the query path into new immutable snapshots; the caller then swaps the
-//! whole processor in with [`super::ProcessorHandle::store`], so every query
+//! whole dispatcher in with [`super::DispatcherHandle::store`], so every query
 //! is answered entirely from the old sources or entirely from the new ones.
 //!
 //! With the state of the previous load:

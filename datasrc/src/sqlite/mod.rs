@@ -21,10 +21,11 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use thread_local::ThreadLocal;
 
-use crate::finder::NodeStore;
+use crate::lookup::{DataSourceError, Lookup, LookupOptions, ZoneRef};
 use crate::name::Name;
+use crate::node::NodeStore;
 use crate::rr::{RRset, RType};
-use crate::source::{DataSource, DataSourceError, Lookup, LookupOptions, ZoneRef};
+use crate::source::DataSource;
 
 mod pool;
 mod rows;

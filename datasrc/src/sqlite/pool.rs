@@ -12,7 +12,7 @@ use rusqlite::Connection;
 use thread_local::ThreadLocal;
 
 use super::{SqliteSource, Watch, storage};
-use crate::source::DataSourceError;
+use crate::lookup::DataSourceError;
 
 /// How long a thread's reads wait in all on writers' locks, per batch of
 /// queries (or per query outside a batch), before failing with SERVFAIL

@@ -6,10 +6,10 @@ use std::sync::{Arc, OnceLock};
 
 use rusqlite::types::ValueRef;
 
-use crate::finder::{LazyNode, NodeRef};
+use crate::lookup::{DataSourceError, ZoneRef};
 use crate::name::Name;
+use crate::node::{LazyNode, NodeRef};
 use crate::rr::{Class, RRset, RType, Rdata};
-use crate::source::{DataSourceError, ZoneRef};
 
 /// Reads a column as text whatever its storage class (V1 DBs declared `STRING`,
 /// which has NUMERIC affinity).

@@ -10,10 +10,11 @@ use rusqlite::Connection;
 
 use super::rows::{RowNode, RowsBuilder, bytes, int, lazy, text, text_cow};
 use super::{SqliteSource, storage};
-use crate::finder::{self, AbsentRange, LazyNode, NodeRef, NodeStore};
+use crate::finder;
+use crate::lookup::{DataSourceError, Lookup, LookupOptions, ZoneRef};
 use crate::name::Name;
+use crate::node::{self, AbsentRange, LazyNode, NodeRef, NodeStore};
 use crate::rr::{RRset, RType};
-use crate::source::{DataSourceError, Lookup, LookupOptions, ZoneRef};
 
 /// Nodes already read by the lookups of one query, with the zone id: a
 /// referral's glue lookups all pass through the apex and the same few cuts,
@@ -127,7 +128,7 @@ impl NodeStore for ZoneView<'_> {
         let range = AbsentRange { below, above };
         // The name itself, or a name below it, is stored after all (an rname
         // spelled unlike ours): no range.
-        Ok(range.covers(&finder::absent_key(name)).then_some(range))
+        Ok(range.covers(&node::absent_key(name)).then_some(range))
     }
 
     fn covering_nsec(&self, name: &Name) -> Result<Option<Arc<RRset>>, DataSourceError> {
