@@ -168,3 +168,190 @@ fn error(req: &Request<'_>, rcode: Rcode, transport: Transport, out: &mut Vec<u8
     render(req, &Answer::new(rcode, false), transport, out);
     Reply::Message
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use authd_datasrc::memory::{MemorySource, MemoryZone};
+    use authd_datasrc::{DataSource, Name};
+
+    use super::*;
+    use crate::acl::Cidr;
+
+    const PEER: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+    fn dispatcher(allow: &[&str]) -> Dispatcher {
+        let origin: Name = "example.com.".parse().expect("origin");
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/example.com.zone");
+        let source = MemorySource::new("test");
+        source.insert_zone(MemoryZone::from_master_file(&origin, &file).expect("zone"));
+        let source: Arc<dyn DataSource> = Arc::new(source);
+        Dispatcher::new(SourceList::new(vec![source]))
+            .with_chaos(ChaosOptions {
+                version: Some("authd test".into()),
+                hostname: None,
+            })
+            .with_transfer(TransferPolicy {
+                allow: allow
+                    .iter()
+                    .map(|a| a.parse::<Cidr>().expect("cidr"))
+                    .collect(),
+                journal_dbs: Vec::new(),
+            })
+    }
+
+    /// A one-question message: id 0x1234, header byte 2 `byte2` (QR, opcode,
+    /// AA, TC, RD), `www.example.com.`, `qtype`, `qclass`; with `edns` an OPT
+    /// of that version.
+    fn message(byte2: u8, qtype: u16, qclass: u16, edns: Option<u8>) -> Vec<u8> {
+        let mut m = vec![
+            0x12,
+            0x34,
+            byte2,
+            0,
+            0,
+            1,
+            0,
+            0,
+            0,
+            0,
+            0,
+            u8::from(edns.is_some()),
+        ];
+        m.extend_from_slice(b"\x03www\x07example\x03com\x00");
+        m.extend_from_slice(&qtype.to_be_bytes());
+        m.extend_from_slice(&qclass.to_be_bytes());
+        if let Some(version) = edns {
+            m.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, version, 0, 0, 0, 0]);
+        }
+        m
+    }
+
+    /// (rcode with the OPT's upper bits, header byte 2, QDCOUNT, ANCOUNT).
+    fn summary(reply: &[u8]) -> (u16, u8, u16, u16) {
+        let mut rcode = u16::from(reply[3] & 0xF);
+        let arcount = u16::from_be_bytes([reply[10], reply[11]]);
+        if arcount > 0 && reply.len() >= 11 && reply[reply.len() - 11..][..3] == [0, 0, 41] {
+            rcode |= u16::from(reply[reply.len() - 6]) << 4;
+        }
+        let qd = u16::from_be_bytes([reply[4], reply[5]]);
+        let an = u16::from_be_bytes([reply[6], reply[7]]);
+        (rcode, reply[2], qd, an)
+    }
+
+    fn one(d: &Dispatcher, msg: &[u8], transport: Transport) -> (u16, u8, u16, u16) {
+        let mut out = Vec::new();
+        assert_eq!(d.handle(msg, transport, PEER, &mut out), Reply::Message);
+        assert_eq!(out[..2], [0x12, 0x34], "id echoed");
+        summary(&out)
+    }
+
+    const IN: u16 = 1;
+    const CH: u16 = 3;
+    const HS: u16 = 4;
+    const RD: u8 = 0x01;
+    const QR: u8 = 0x80;
+    const AA: u8 = 0x04;
+
+    /// Every row of the table in the module documentation, with the exact
+    /// rcode, header flags and section counts.
+    #[test]
+    fn each_row_of_the_table() {
+        let d = dispatcher(&[]);
+        let udp = Transport::Udp;
+        // Opcodes other than QUERY: NOTIMP, opcode and RD echoed, no question.
+        for opcode in [1u8, 2, 3, 4, 5, 15] {
+            let byte2 = (opcode << 3) | RD;
+            assert_eq!(
+                one(&d, &message(byte2, 6, IN, None), udp),
+                (4, QR | byte2, 0, 0),
+                "opcode {opcode}"
+            );
+        }
+        // A plain query: NOERROR, AA, the answer (www has two A records).
+        assert_eq!(
+            one(&d, &message(RD, 1, IN, None), udp),
+            (0, QR | AA | RD, 1, 2)
+        );
+        // EDNS version 1: BADVERS (16: header 0, OPT 1), whatever the rest.
+        assert_eq!(one(&d, &message(0, 1, IN, Some(1)), udp), (16, QR, 1, 0));
+        assert_eq!(one(&d, &message(0, 252, CH, Some(1)), udp), (16, QR, 1, 0));
+        // AXFR and IXFR over UDP: REFUSED, even for an allowed client.
+        let allowed = dispatcher(&["127.0.0.0/8"]);
+        for qtype in [251, 252] {
+            assert_eq!(
+                one(&allowed, &message(0, qtype, IN, None), udp),
+                (5, QR, 1, 0)
+            );
+        }
+        // Classes: CH to the chaos answers, others REFUSED.
+        let mut version = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+        version.extend_from_slice(b"\x07version\x04bind\x00\x00\x10\x00\x03");
+        assert_eq!(one(&d, &version, udp), (0, QR | AA, 1, 1));
+        assert_eq!(one(&d, &message(0, 16, CH, None), udp), (5, QR, 1, 0));
+        assert_eq!(one(&d, &message(0, 1, HS, None), udp), (5, QR, 1, 0));
+        assert_eq!(one(&d, &message(0, 1, 255, None), udp), (5, QR, 1, 0));
+        // Meta qtypes: OPT is FORMERR; TSIG, TKEY, MAILB, MAILA NOTIMP; ANY answered.
+        assert_eq!(one(&d, &message(0, 41, IN, None), udp), (1, QR, 1, 0));
+        for qtype in [249, 250, 253, 254] {
+            assert_eq!(
+                one(&d, &message(0, qtype, IN, None), udp),
+                (4, QR, 1, 0),
+                "{qtype}"
+            );
+        }
+        assert_eq!(one(&d, &message(0, 255, IN, None), udp).0, 0);
+        // Malformed QUERY: FORMERR (two questions: no question echoed).
+        let mut two = message(0, 1, IN, None);
+        two[5] = 2;
+        assert_eq!(one(&d, &two, udp), (1, QR, 0, 0));
+    }
+
+    /// Nothing is sent for a response or a runt, over either transport.
+    #[test]
+    fn responses_and_runts_get_nothing() {
+        let d = dispatcher(&["127.0.0.1"]);
+        let mut out = Vec::new();
+        for transport in [Transport::Udp, Transport::Tcp] {
+            let response = message(QR, 1, IN, None);
+            assert_eq!(
+                d.handle(&response, transport, PEER, &mut out),
+                Reply::Nothing
+            );
+            assert_eq!(
+                d.handle(&response[..11], transport, PEER, &mut out),
+                Reply::Nothing
+            );
+            let axfr_response = message(QR, 252, IN, None);
+            assert_eq!(
+                d.handle(&axfr_response, transport, PEER, &mut out),
+                Reply::Nothing
+            );
+        }
+    }
+
+    /// AXFR over TCP goes to the transfer handler, which applies the policy.
+    #[test]
+    fn transfers_over_tcp_follow_the_policy() {
+        let mut axfr = message(0, 252, IN, None);
+        // The zone apex as the question.
+        axfr.drain(12..16);
+        let mut out = Vec::new();
+        let refused = dispatcher(&["127.0.0.2"]).handle(&axfr, Transport::Tcp, PEER, &mut out);
+        let Reply::Stream(msgs) = refused else {
+            panic!("{refused:?}");
+        };
+        assert_eq!(msgs.len(), 1);
+        assert_eq!(summary(&msgs[0]), (5, QR, 1, 0));
+        let allowed = dispatcher(&["127.0.0.1"]).handle(&axfr, Transport::Tcp, PEER, &mut out);
+        let Reply::Stream(msgs) = allowed else {
+            panic!("{allowed:?}");
+        };
+        let (rcode, flags, qd, an) = summary(&msgs[0]);
+        assert_eq!((rcode, flags, qd), (0, QR | AA, 1));
+        assert!(an > 2, "the whole zone: {an} RRs");
+    }
+}

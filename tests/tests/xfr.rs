@@ -599,3 +599,123 @@ fn transfer_and_notify_configuration() {
     let c = Config::from_parts(None, Some(env)).expect("valid");
     assert_eq!(c.transfer.allow.len(), 2);
 }
+
+/// Writes the config of [`start`] again, so a SIGHUP reads the new one.
+fn rewrite_config(dir: &Path, text: &str) {
+    // Write then rename: authd never reads a half-written file.
+    let tmp = write_file(dir, "authd.toml.new", text);
+    std::fs::rename(tmp, dir.join("authd.toml")).expect("replace config");
+}
+
+/// Sends SIGHUP and waits for reload summary number `n` (1-based).
+fn hup_and_wait(authd: &AuthdProcess, n: usize) {
+    authd.signal("HUP");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while authd.stderr().matches("zones reloaded, ").count() < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no reload summary {n}:\n{}",
+            authd.stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// A changed `[transfer] allow` applies at the next SIGHUP, both ways: an
+/// AXFR refused before is answered after, and refused again once the entry
+/// is taken out — no restart.
+#[test]
+fn sighup_applies_a_changed_transfer_acl() {
+    let dir = tempdir();
+    let db = copy_db(dir.path(), "bind10/xfrout/test.sqlite3");
+    let config = |allow: &str| {
+        format!(
+            "[[datasource]]\ntype = \"sqlite3\"\nfile = \"{}\"\n[transfer]\nallow = [{allow}]\n",
+            db.display()
+        )
+    };
+    let authd = start(dir.path(), &db, "\"127.0.0.2\"");
+    let axfr_rcode = || {
+        let msgs = transfer(authd.addr(), "example.com.", RecordType::AXFR, None);
+        msgs[0].metadata.response_code
+    };
+    assert_eq!(axfr_rcode(), ResponseCode::Refused);
+
+    rewrite_config(dir.path(), &config("\"127.0.0.1\""));
+    hup_and_wait(&authd, 1);
+    let msgs = transfer(authd.addr(), "example.com.", RecordType::AXFR, None);
+    assert_eq!(msgs[0].metadata.response_code, ResponseCode::NoError);
+    assert_axfr_matches(&answers(&msgs), &db, "example.com.");
+
+    rewrite_config(dir.path(), &config(""));
+    hup_and_wait(&authd, 2);
+    assert_eq!(axfr_rcode(), ResponseCode::Refused);
+    assert!(
+        !authd.stderr().contains("restart authd"),
+        "no restart asked for:\n{}",
+        authd.stderr()
+    );
+}
+
+/// NOTIFY targets and sqlite3 DBs added to the configuration are used from
+/// the next SIGHUP: a serial change in a DB added by the reload is announced
+/// to a target added by it (RFC 1996 §3.7: opcode NOTIFY, the zone's SOA).
+#[test]
+fn sighup_applies_new_notify_targets_and_dbs() {
+    let dir = tempdir();
+    let first = dir.path().join("first.sqlite3");
+    let second = dir.path().join("second.sqlite3");
+    let zone = |origin: &str, serial: u32| {
+        format!(
+            "$TTL 300\n@ SOA ns.{origin} hm.{origin} {serial} 60 60 600 60\n@ NS ns.{origin}\nns A 192.0.2.1\n"
+        )
+    };
+    load_zone_text(&first, "example.com.", &zone("example.com.", 1));
+    load_zone_text(&second, "example.net.", &zone("example.net.", 10));
+    let target = std::net::UdpSocket::bind("127.0.0.1:0").expect("target socket");
+    target
+        .set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .expect("timeout");
+    let authd = start(dir.path(), &first, "");
+
+    let config = format!(
+        "[[datasource]]\ntype = \"sqlite3\"\nfile = \"{}\"\n\
+         [[datasource]]\ntype = \"sqlite3\"\nfile = \"{}\"\n\
+         [notify]\ntargets = [\"{}\"]\n",
+        first.display(),
+        second.display(),
+        target.local_addr().expect("addr")
+    );
+    rewrite_config(dir.path(), &config);
+    hup_and_wait(&authd, 1);
+    // The poller first learns the serials of the new DB (one poll, 1 s):
+    // nothing is announced for what was there before.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    load_zone_text(&second, "example.net.", &zone("example.net.", 11));
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut buf = [0u8; 4096];
+    let notify = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no NOTIFY for example.net.:\n{}",
+            authd.stderr()
+        );
+        let Ok((n, _)) = target.recv_from(&mut buf) else {
+            continue;
+        };
+        break parse_reply(&buf[..n]);
+    };
+    assert_eq!(notify.metadata.op_code, OpCode::Notify);
+    assert_eq!(notify.metadata.message_type, MessageType::Query);
+    assert!(notify.metadata.authoritative);
+    assert_eq!(notify.queries[0].name().to_ascii(), "example.net.");
+    assert_eq!(notify.queries[0].query_type(), RecordType::SOA);
+    match &notify.answers[..] {
+        [r] => match &r.data {
+            RData::SOA(soa) => assert_eq!(soa.serial, 11),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+}
