@@ -249,6 +249,9 @@ impl Entry {
     /// The source's longest match for `qname` among the zones selected.
     fn find_zone(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError> {
         let mut zone = self.source.find_zone(qname)?;
+        if matches!(self.selection, ZoneSelection::All) {
+            return Ok(zone);
+        }
         // A match left out may hide a selected parent zone: try its parents.
         while let Some(z) = &zone
             && !self.selection.allows(&z.origin)
