@@ -61,6 +61,16 @@ fn mask(addr: IpAddr, prefix: u8) -> IpAddr {
 }
 
 impl Cidr {
+    /// The block of `prefix` bits around `addr` (longer prefixes are cut to
+    /// the address length).
+    pub fn from_prefix(addr: IpAddr, prefix: u8) -> Cidr {
+        let prefix = prefix.min(if addr.is_ipv4() { 32 } else { 128 });
+        Cidr {
+            addr: mask(addr, prefix),
+            prefix,
+        }
+    }
+
     /// True when `ip` is inside the block. An IPv4-mapped IPv6 address
     /// (`::ffff:192.0.2.1`) is taken as the IPv4 address.
     pub fn contains(&self, ip: IpAddr) -> bool {

@@ -27,18 +27,22 @@
 //! the new one. Later policy (keys, update grants, rate limits) joins it here.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use authd_datasrc::{Class, RType, SourceList};
 
 use crate::chaos::{self, ChaosOptions};
-use crate::query::{Answer, QueryProcessor, Transport, render};
+use crate::cookies::{Checked, Cookies};
+use crate::query::{Answer, QueryProcessor, Response, ResponseKind, Transport, render};
+use crate::rrl::{Action, RateLimiter};
 use crate::wire::{self, Header, Opcode, ParseError, Rcode, Request};
 use crate::xfr::{self, TransferPolicy};
 
 /// What [`Dispatcher::handle`] produced.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Reply {
-    /// Send nothing (a response, or less than a header).
+    /// Send nothing (a response, less than a header, or a rate-limited reply
+    /// dropped).
     Nothing,
     /// One reply, written into the caller's buffer.
     Message,
@@ -52,16 +56,30 @@ pub struct Dispatcher {
     query: QueryProcessor,
     chaos: ChaosOptions,
     transfer: TransferPolicy,
+    /// DNS cookies (RFC 7873), when on.
+    cookies: Option<Cookies>,
+    /// UDP response rate limiting, when on (shared with the next snapshot
+    /// when a reload leaves its settings alone, so no client is forgiven).
+    rrl: Option<Arc<RateLimiter>>,
+}
+
+/// A handled query before the guards after it: one message (of this kind)
+/// in the caller's buffer, or a transfer's messages.
+enum Handled {
+    Message(Response),
+    Stream(Vec<Vec<u8>>),
 }
 
 impl Dispatcher {
-    /// A dispatcher answering from `sources`, with no CH answers (REFUSED)
-    /// and no transfers allowed.
+    /// A dispatcher answering from `sources`, with no CH answers (REFUSED),
+    /// no transfers allowed, no cookies and no rate limiting.
     pub fn new(sources: SourceList) -> Dispatcher {
         Dispatcher {
             query: QueryProcessor::new(sources),
             chaos: ChaosOptions::default(),
             transfer: TransferPolicy::default(),
+            cookies: None,
+            rrl: None,
         }
     }
 
@@ -75,6 +93,21 @@ impl Dispatcher {
         Dispatcher { transfer, ..self }
     }
 
+    /// The same, with DNS cookies (`None`: off).
+    pub fn with_cookies(self, cookies: Option<Cookies>) -> Dispatcher {
+        Dispatcher { cookies, ..self }
+    }
+
+    /// The same, rate limiting UDP responses (`None`: off).
+    pub fn with_rrl(self, rrl: Option<Arc<RateLimiter>>) -> Dispatcher {
+        Dispatcher { rrl, ..self }
+    }
+
+    /// The rate limiter in force, if any.
+    pub fn rrl(&self) -> Option<&Arc<RateLimiter>> {
+        self.rrl.as_ref()
+    }
+
     /// The data sources answered from.
     pub fn sources(&self) -> &SourceList {
         self.query.sources()
@@ -83,6 +116,12 @@ impl Dispatcher {
     /// The transfer policy in force.
     pub fn transfer_policy(&self) -> &TransferPolicy {
         &self.transfer
+    }
+
+    /// The cookie secrets in force, if cookies are on (a reload keeps the
+    /// previous secret accepted: [`Cookies::reloaded`]).
+    pub fn cookies(&self) -> Option<&Cookies> {
+        self.cookies.as_ref()
     }
 
     /// Handles message `msg` received over `transport` from `peer`; a single
@@ -107,7 +146,7 @@ impl Dispatcher {
                 Rcode::NOTIMP,
             );
             wire::write_error(out, header, None);
-            return Reply::Message;
+            return self.limit(None, transport, peer, ERROR, None, out);
         }
         let req = match wire::parse_query(msg) {
             Ok(req) => req,
@@ -122,51 +161,131 @@ impl Dispatcher {
                 let header = Header::reply(id, opcode, flags, wire::Flags::empty(), rcode);
                 let question = question.and_then(|(start, end)| msg.get(start..end));
                 wire::write_error(out, header, question);
-                return Reply::Message;
+                return self.limit(None, transport, peer, ERROR, None, out);
             }
         };
+        // RFC 7873 §5.2: the server cookie is checked, and a new one made,
+        // whatever the query is.
+        let cookie = match (&self.cookies, req.edns.and_then(|e| e.cookie)) {
+            (Some(cookies), Some(cookie)) => Some(cookies.answer(&cookie, peer, unix_now())),
+            _ => None,
+        };
+        match self.route(&req, msg, transport, peer, out) {
+            Handled::Stream(messages) => Reply::Stream(messages),
+            Handled::Message(response) => {
+                self.limit(Some(&req), transport, peer, response, cookie.as_ref(), out)
+            }
+        }
+    }
+
+    /// The table (see the module documentation).
+    fn route(
+        &self,
+        req: &Request<'_>,
+        msg: &[u8],
+        transport: Transport,
+        peer: IpAddr,
+        out: &mut Vec<u8>,
+    ) -> Handled {
         if req.edns.is_some_and(|e| e.version > 0) {
-            return error(&req, Rcode::BADVERS, transport, out);
+            return error(req, Rcode::BADVERS, transport, out);
         }
         match (req.qtype, transport) {
             (RType::AXFR | RType::IXFR, Transport::Tcp) => {
-                return Reply::Stream(xfr::transfer(
+                return Handled::Stream(xfr::transfer(
                     self.sources(),
                     &self.transfer,
                     msg,
-                    &req,
+                    req,
                     peer,
                 ));
             }
             (RType::AXFR | RType::IXFR, Transport::Udp) => {
-                return error(&req, Rcode::REFUSED, transport, out);
+                return error(req, Rcode::REFUSED, transport, out);
             }
             _ => {}
         }
         match req.qclass {
             Class::IN => {}
             Class::CH => {
-                render(&req, &chaos::answer(&self.chaos, &req), transport, out);
-                return Reply::Message;
+                let answer = chaos::answer(&self.chaos, req);
+                render(req, &answer, transport, out);
+                return Handled::Message(answer.summary(req, self.rrl.is_some()));
             }
-            _ => return error(&req, Rcode::REFUSED, transport, out),
+            _ => return error(req, Rcode::REFUSED, transport, out),
         }
         match req.qtype {
-            RType::OPT => error(&req, Rcode::FORMERR, transport, out),
-            t if t.is_meta() && t != RType::ANY => error(&req, Rcode::NOTIMP, transport, out),
-            _ => {
-                self.query.respond(&req, transport, out);
-                Reply::Message
+            RType::OPT => error(req, Rcode::FORMERR, transport, out),
+            t if t.is_meta() && t != RType::ANY => error(req, Rcode::NOTIMP, transport, out),
+            _ => Handled::Message(self.query.respond(req, transport, self.rrl.is_some(), out)),
+        }
+    }
+
+    /// The guards after a reply is made: rate limiting (UDP only; never for
+    /// a client that brought a valid server cookie), then the reply's COOKIE
+    /// option. `req` is `None` for a message that did not parse as a query.
+    fn limit(
+        &self,
+        req: Option<&Request<'_>>,
+        transport: Transport,
+        peer: IpAddr,
+        response: Response,
+        cookie: Option<&Checked>,
+        out: &mut Vec<u8>,
+    ) -> Reply {
+        if transport == Transport::Udp
+            && let Some(rrl) = &self.rrl
+            && !cookie.is_some_and(|c| c.valid)
+        {
+            match rrl.account(peer, response.kind, response.key) {
+                Action::Send => {}
+                Action::Drop => return Reply::Nothing,
+                Action::Slip => {
+                    let Some(req) = req else {
+                        return Reply::Nothing;
+                    };
+                    if let Some(c) = cookie {
+                        // RFC 7873 §5.2.3: a client cookie without a valid
+                        // server cookie may get BADCOOKIE and a new one, so
+                        // a real client retries with it (and is not limited).
+                        render(req, &Answer::new(Rcode::BADCOOKIE, false), transport, out);
+                        wire::append_cookie(out, &c.reply);
+                    } else {
+                        // A minimal truncated reply: a real client retries over TCP.
+                        render(req, &Answer::new(Rcode::NOERROR, false), transport, out);
+                        if let Some(b) = out.get_mut(2) {
+                            *b |= (wire::Flags::TC.bits() >> 8) as u8;
+                        }
+                    }
+                    return Reply::Message;
+                }
             }
         }
+        if let Some(c) = cookie {
+            wire::append_cookie(out, &c.reply);
+        }
+        Reply::Message
     }
 }
 
+/// The response summary of an error reply (rate limited per client prefix).
+const ERROR: Response = Response {
+    kind: ResponseKind::Error,
+    key: 0,
+};
+
 /// A reply to `req` with `rcode` and nothing but the question (and an OPT
 /// when the query had one).
-fn error(req: &Request<'_>, rcode: Rcode, transport: Transport, out: &mut Vec<u8>) -> Reply {
+fn error(req: &Request<'_>, rcode: Rcode, transport: Transport, out: &mut Vec<u8>) -> Handled {
     render(req, &Answer::new(rcode, false), transport, out);
-    Reply::Message
+    Handled::Message(ERROR)
+}
+
+/// Seconds since the Unix epoch (cookie timestamps).
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]

@@ -140,6 +140,8 @@ impl Rcode {
     pub const NOTAUTH: Rcode = Rcode(9);
     /// Unsupported EDNS version (RFC 6891 §9): an extended code.
     pub const BADVERS: Rcode = Rcode(16);
+    /// Bad or missing server cookie (RFC 7873 §8): an extended code.
+    pub const BADCOOKIE: Rcode = Rcode(23);
 
     /// The four bits carried in the header.
     pub const fn header_bits(self) -> u16 {
@@ -192,14 +194,35 @@ impl Header {
 
 /// The EDNS facts of a query (RFC 6891 §6.1.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Edns {
+pub struct Edns<'a> {
     /// Requestor's UDP payload size, bytes (raised to 512 when smaller).
     pub udp_payload: u16,
     /// EDNS version.
     pub version: u8,
     /// The DO bit (RFC 3225).
     pub dnssec_ok: bool,
+    /// The DNS COOKIE option, if sent (RFC 7873 §4).
+    pub cookie: Option<Cookie<'a>>,
 }
+
+/// The DNS COOKIE option of a request (RFC 7873 §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cookie<'a> {
+    /// The client cookie (8 bytes).
+    pub client: [u8; 8],
+    /// The server cookie the client sent back: empty, or 8 to 32 bytes.
+    pub server: &'a [u8],
+}
+
+/// EDNS option code of DNS COOKIE (RFC 7873 §4).
+pub const OPTION_COOKIE: u16 = 10;
+/// Bytes a reply's COOKIE option takes: code, length, an 8-byte client and a
+/// 16-byte server cookie.
+pub const COOKIE_OPTION_LEN: usize = 4 + 24;
+/// The TSIG meta type (RFC 8945 §4.2), the one record allowed after the OPT.
+const TYPE_TSIG: u16 = 250;
+/// EDNS option code of Client Subnet (RFC 7871 §6).
+pub const OPTION_CLIENT_SUBNET: u16 = 8;
 
 /// The parts of a query message an authoritative server uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -219,7 +242,7 @@ pub struct Request<'a> {
     /// Query class.
     pub qclass: Class,
     /// The OPT record, if any.
-    pub edns: Option<Edns>,
+    pub edns: Option<Edns<'a>>,
 }
 
 /// Why a message could not be taken as a query.
@@ -313,6 +336,25 @@ pub fn peek_head(msg: &[u8]) -> Option<Head> {
     })
 }
 
+/// Appends a COOKIE option with `data` (client and server cookie, RFC 7873
+/// §4) to the OPT record that ends `msg`, as every reply rendered here to a
+/// query with EDNS ends. Returns false, changing nothing, when `msg` does
+/// not end with an option-less OPT.
+pub fn append_cookie(msg: &mut Vec<u8>, data: &[u8; 24]) -> bool {
+    let len = msg.len();
+    if len < HEADER_LEN + OPT_LEN || msg[len - OPT_LEN..len - OPT_LEN + 3] != [0, 0, 41] {
+        return false;
+    }
+    if msg[len - 2..] != [0, 0] {
+        return false;
+    }
+    msg[len - 2..].copy_from_slice(&(COOKIE_OPTION_LEN as u16).to_be_bytes());
+    msg.extend_from_slice(&OPTION_COOKIE.to_be_bytes());
+    msg.extend_from_slice(&24u16.to_be_bytes());
+    msg.extend_from_slice(data);
+    true
+}
+
 /// Writes an error reply into `out` (cleared first): `header` and, when given, the question section as received; every other section
 /// empty and no OPT (the request's EDNS may be what was wrong).
 pub fn write_error(out: &mut Vec<u8>, header: Header, question: Option<&[u8]>) {
@@ -384,18 +426,19 @@ pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
         let in_additional = index >= counts[1] as usize + counts[2] as usize;
         if rtype == RType::OPT.0 {
             // RFC 6891 §6.1.1: one OPT, owned by the root, in the additional section.
-            if !in_additional
-                || edns.is_some()
-                || msg[owner_at] != 0
-                || !options_well_formed(&msg[pos + 10..rdata_end])
-            {
+            if !in_additional || edns.is_some() || msg[owner_at] != 0 {
                 return Err(formerr());
             }
+            let cookie = parse_options(&msg[pos + 10..rdata_end]).ok_or_else(formerr)?;
             edns = Some(Edns {
                 udp_payload: class.max(MIN_UDP_PAYLOAD as u16),
                 version: (ttl_hi & 0xFF) as u8,
                 dnssec_ok: u16_at(msg, pos + 6).unwrap_or(0) & 0x8000 != 0,
+                cookie,
             });
+        } else if edns.is_some() && rtype != TYPE_TSIG {
+            // Only a TSIG may follow the OPT (RFC 8945 §5.1: it is last).
+            return Err(formerr());
         }
         pos = rdata_end;
     }
@@ -416,27 +459,59 @@ pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
     })
 }
 
-/// EDNS option code of DNS COOKIE (RFC 7873).
-const OPTION_COOKIE: u16 = 10;
-
-/// True when OPT RDATA is a sequence of whole options (RFC 6891 §6.1.2: code,
-/// length, data) and a COOKIE option has a length RFC 7873 §5.2.2 allows
-/// (8, or 16 to 40 bytes); otherwise the request gets FORMERR.
-fn options_well_formed(mut rdata: &[u8]) -> bool {
+/// The options of an OPT record's RDATA (RFC 6891 §6.1.2: code, length,
+/// data), checked: `None` when they are not whole options, or one is
+/// malformed for its code, and the request gets FORMERR. Else the COOKIE
+/// option, if there is one.
+///
+/// Checked codes: COOKIE (RFC 7873 §5.2.2: a client cookie of 8 bytes and a
+/// server cookie of 8 to 32, so 8 or 16 to 40 bytes; at most one) and Client
+/// Subnet (RFC 7871 §6 and §7.1.1: family 1 or 2, a source prefix no longer
+/// than the address, exactly the address bytes that prefix needs with no bit
+/// set past it, scope prefix 0). Other options are skipped.
+fn parse_options(mut rdata: &[u8]) -> Option<Option<Cookie<'_>>> {
+    let mut cookie = None;
     while !rdata.is_empty() {
-        let (Some(code), Some(len)) = (u16_at(rdata, 0), u16_at(rdata, 2)) else {
-            return false;
-        };
-        let len = len as usize;
-        let Some(rest) = rdata.get(4 + len..) else {
-            return false;
-        };
-        if code == OPTION_COOKIE && len != 8 && !(16..=40).contains(&len) {
-            return false;
+        let (code, len) = (u16_at(rdata, 0)?, usize::from(u16_at(rdata, 2)?));
+        let data = rdata.get(4..4 + len)?;
+        match code {
+            OPTION_COOKIE => {
+                if cookie.is_some() || (len != 8 && !(16..=40).contains(&len)) {
+                    return None;
+                }
+                let (client, server) = data.split_at(8);
+                cookie = Some(Cookie {
+                    client: client.try_into().ok()?,
+                    server,
+                });
+            }
+            OPTION_CLIENT_SUBNET if !client_subnet_well_formed(data) => return None,
+            _ => {}
         }
-        rdata = rest;
+        rdata = &rdata[4 + len..];
     }
-    true
+    Some(cookie)
+}
+
+/// True when Client Subnet option data is well formed for a query (see
+/// [`parse_options`]).
+fn client_subnet_well_formed(data: &[u8]) -> bool {
+    let (Some(family), Some(&source), Some(&scope)) = (u16_at(data, 0), data.get(2), data.get(3))
+    else {
+        return false;
+    };
+    let max = match family {
+        1 => 32,
+        2 => 128,
+        _ => return false,
+    };
+    let address = &data[4..];
+    if source > max || scope != 0 || address.len() != usize::from(source).div_ceil(8) {
+        return false;
+    }
+    // Bits past the source prefix in the last byte must be zero.
+    let spare = (8 - source % 8) % 8;
+    address.last().is_none_or(|b| b & ((1u8 << spare) - 1) == 0)
 }
 
 /// Most name positions remembered for compression; later names are written
@@ -843,7 +918,8 @@ mod tests {
             Some(Edns {
                 udp_payload: 4096,
                 version: 0,
-                dnssec_ok: true
+                dnssec_ok: true,
+                cookie: None,
             })
         );
     }
@@ -864,7 +940,24 @@ mod tests {
             o.extend(std::iter::repeat_n(0xAB, len));
             o
         };
-        for ok in [vec![], cookie(8), cookie(16), cookie(40), vec![0, 8, 0, 0]] {
+        for ok in [vec![], cookie(8), cookie(16), cookie(40), vec![0, 3, 0, 0]] {
+            assert!(with_options(&ok).is_ok(), "{ok:?}");
+        }
+        let ecs = |family: u16, source: u8, scope: u8, address: &[u8]| {
+            let mut o = vec![0, 8];
+            o.extend_from_slice(&(4 + address.len() as u16).to_be_bytes());
+            o.extend_from_slice(&family.to_be_bytes());
+            o.extend_from_slice(&[source, scope]);
+            o.extend_from_slice(address);
+            o
+        };
+        for ok in [
+            ecs(1, 24, 0, &[192, 0, 2]),
+            ecs(1, 0, 0, &[]),
+            ecs(1, 32, 0, &[192, 0, 2, 1]),
+            ecs(2, 56, 0, &[0x20, 1, 0xd, 0xb8, 0, 0, 0]),
+            ecs(1, 23, 0, &[192, 0, 2]),
+        ] {
             assert!(with_options(&ok).is_ok(), "{ok:?}");
         }
         for bad in [
@@ -873,6 +966,19 @@ mod tests {
             cookie(5),
             cookie(12),
             cookie(41),
+            [cookie(8), cookie(8)].concat(),
+            // Client Subnet (RFC 7871 §6): too short, unknown family, prefix
+            // longer than the address, address bytes not matching the prefix,
+            // bits past the prefix, a scope prefix in a query.
+            vec![0, 8, 0, 0],
+            vec![0, 8, 0, 3, 0, 1, 24],
+            ecs(3, 0, 0, &[]),
+            ecs(1, 33, 0, &[192, 0, 2, 1, 0]),
+            ecs(2, 129, 0, &[0; 17]),
+            ecs(1, 24, 0, &[192, 0, 2, 1]),
+            ecs(1, 24, 0, &[192, 0]),
+            ecs(1, 23, 0, &[192, 0, 3]),
+            ecs(1, 24, 24, &[192, 0, 2]),
         ] {
             assert!(
                 matches!(
@@ -945,6 +1051,43 @@ mod tests {
         let mut notify = query(b"\x00", 6, &[], 0);
         notify[2] = 0x20;
         assert_eq!(parse_query(&notify).map(|r| r.opcode), Ok(Opcode::NOTIFY));
+    }
+
+    /// The COOKIE option is handed over as client and server cookie.
+    #[test]
+    fn cookie_option_is_extracted() {
+        let mut opt = vec![0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 28, 0, 10, 0, 24];
+        opt.extend(1..=24u8);
+        let m = query(b"\x00", 6, &opt, 1);
+        let cookie = parse_query(&m)
+            .expect("parses")
+            .edns
+            .and_then(|e| e.cookie)
+            .expect("cookie");
+        assert_eq!(cookie.client, [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(cookie.server, (9..=24u8).collect::<Vec<_>>());
+    }
+
+    /// After the OPT only a TSIG may follow (it is the last record, RFC 8945
+    /// §5.1); anything else is FORMERR.
+    #[test]
+    fn only_tsig_follows_the_opt() {
+        let opt = [0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, 0];
+        let a = [0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4, 192, 0, 2, 1];
+        let tsig = [0, 0, 250, 0, 255, 0, 0, 0, 0, 0, 0];
+        let after = |record: &[u8]| {
+            parse_query(&query(b"\x00", 6, &[&opt[..], record].concat(), 2)).map(|_| ())
+        };
+        assert!(matches!(
+            after(&a),
+            Err(ParseError::Reject {
+                rcode: Rcode::FORMERR,
+                ..
+            })
+        ));
+        assert!(after(&tsig).is_ok());
+        // Before the OPT any record is fine.
+        assert!(parse_query(&query(b"\x00", 6, &[&a[..], &opt].concat(), 2)).is_ok());
     }
 
     #[test]

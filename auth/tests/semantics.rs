@@ -393,8 +393,12 @@ fn positive_answers() {
             &["dname.example.com. 3600 DNAME somethinglong.dnametarget.example.com."],
         );
 
-        // ANY: every RRset at the name.
-        let r = s.q("noglue.example.com.", RecordType::ANY);
+        // ANY over TCP: every RRset at the name; over UDP one RRset, the one
+        // of the lowest type (RFC 8482 §4.1), TC clear.
+        let r = s.ask(Ask {
+            transport: Transport::Tcp,
+            ..Ask::new("noglue.example.com.", RecordType::ANY)
+        });
         check_positive(
             &r,
             &[
@@ -402,6 +406,9 @@ fn positive_answers() {
                 "noglue.example.com. 3600 NSEC nonsec.example.com.",
             ],
         );
+        let r = s.q("noglue.example.com.", RecordType::ANY);
+        check_positive(&r, &["noglue.example.com. 3600 A 192.0.2.53"]);
+        assert!(!r.tc());
 
         // DS at a delegation point is answered from the parent (RFC 4035 §3.1.4.1).
         let r = s.q("delegation.example.com.", RecordType::DS);

@@ -148,6 +148,11 @@ impl AuthdProcess {
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
         }
+        // Tests send many queries from one address: rate limiting (on by
+        // default) is turned off unless the test sets it itself.
+        if !cmd.get_envs().any(|(k, _)| k == "AUTHD_RRL__ENABLED") {
+            cmd.env("AUTHD_RRL__ENABLED", "false");
+        }
         let mut child = cmd.spawn().expect("spawn authd");
         let stderr_pipe = child.stderr.take().expect("piped stderr");
         let stderr = Arc::new(Mutex::new(String::new()));

@@ -41,8 +41,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, anyhow, bail};
 use authd::config::{self, Config, DataSourceConfig, MemoryZoneConfig};
+use authd::cookies::Cookies;
 use authd::dispatch::Dispatcher;
 use authd::notify::{Notifier, NotifySettings};
+use authd::rrl::RateLimiter;
 use authd::server::reload::{self, LoadState};
 use authd::server::{DispatcherHandle, Server, ServerSettings};
 use authd_datasrc::sqlite::SqliteSource;
@@ -271,7 +273,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         );
     }
 
-    let handle = DispatcherHandle::new(Arc::new(dispatcher(&config, sources)));
+    let handle = DispatcherHandle::new(Arc::new(dispatcher(&config, sources, None)?));
     // NOTIFY secondaries when a served sqlite3 zone's serial changes (RFC 1996).
     let notifier =
         Notifier::spawn(notify_settings(&config)).context("cannot start the NOTIFY poller")?;
@@ -291,11 +293,50 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// Everything `config` says about answering, over `sources`: one snapshot
-/// that a reload replaces whole.
-fn dispatcher(config: &Config, sources: authd_datasrc::SourceList) -> Dispatcher {
-    Dispatcher::new(sources)
+/// that a reload replaces whole. With the dispatcher it replaces
+/// (`previous`), cookie secrets carry over (a changed secret keeps the old
+/// one accepted for a while; a random one is kept).
+///
+/// Errors: no random bytes for a cookie secret.
+fn dispatcher(
+    config: &Config,
+    sources: authd_datasrc::SourceList,
+    previous: Option<&Dispatcher>,
+) -> anyhow::Result<Dispatcher> {
+    let cookies = if config.cookies.enabled {
+        let fresh = match config.cookies.secret {
+            Some(secret) => Cookies::with_secret(secret),
+            None => match previous.and_then(Dispatcher::cookies) {
+                Some(c) => c.clone(),
+                None => Cookies::random()?,
+            },
+        };
+        Some(match previous.and_then(Dispatcher::cookies) {
+            Some(old) => old.reloaded(fresh, unix_now()),
+            None => fresh,
+        })
+    } else {
+        None
+    };
+    let rrl = config.rrl.enabled.then(|| {
+        match previous.and_then(Dispatcher::rrl) {
+            // Same settings: keep the buckets, so a reload forgives no one.
+            Some(old) if *old.settings() == config.rrl.settings => Arc::clone(old),
+            _ => Arc::new(RateLimiter::new(config.rrl.settings.clone())),
+        }
+    });
+    Ok(Dispatcher::new(sources)
         .with_chaos(config.chaos.options())
         .with_transfer(config.transfer_policy())
+        .with_cookies(cookies)
+        .with_rrl(rrl))
+}
+
+/// Seconds since the Unix epoch.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The DBs to watch for serial changes and the NOTIFY targets of `config`.
@@ -352,7 +393,17 @@ async fn reload_loop(
                 for f in &loaded.report.failed {
                     tracing::error!("reload: {f}");
                 }
-                handle.store(Arc::new(dispatcher(&config, loaded.sources)));
+                let next = match dispatcher(&config, loaded.sources, Some(&handle.load())) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        tracing::error!(
+                            "reload failed: {e}; still serving the previous configuration and zones"
+                        );
+                        state = Some(loaded.state);
+                        continue;
+                    }
+                };
+                handle.store(Arc::new(next));
                 notifier.update(notify_settings(&config));
                 if config.listen != running.listen {
                     tracing::warn!(

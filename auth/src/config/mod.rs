@@ -11,7 +11,24 @@
 //!
 //! [tcp]
 //! idle_timeout = 10        # seconds a TCP connection may wait for its next query (1..=86400)
-//! max_connections = 512    # concurrent TCP connections; more are closed at once (1..=1000000)
+//! max_connections = 512    # concurrent TCP connections (1..=1000000); when all are taken,
+//!                          # the longest idle one is closed for a newcomer
+//! max_connections_per_client = 32  # per client prefix (the [rrl] prefix lengths)
+//! first_query_timeout = 3  # seconds a new connection has to send its first query
+//!
+//! [rrl]                    # UDP response rate limiting (on by default)
+//! enabled = true
+//! responses_per_second = 200   # per client prefix and kind of response
+//! slip = 2                 # every 2nd limited response is sent truncated (TC=1); 0 = drop all
+//! window = 15              # seconds a limited client's excess is remembered
+//! ipv4_prefix = 24         # client prefix lengths
+//! ipv6_prefix = 56
+//! exempt = ["192.0.2.0/24"]    # never limited
+//! log_only = false         # log what would be limited, limit nothing
+//!
+//! [cookies]                # DNS cookies, RFC 7873 / RFC 9018 (on by default)
+//! enabled = true
+//! secret = "…32 hex digits…"   # default: random at start, renewed every 26 h
 //!
 //! [chaos]
 //! version = "authd 0.1.0"  # CH TXT version.bind; default "authd <version>"; "" = REFUSED
@@ -61,6 +78,10 @@
 //! | `AUTHD_CHAOS__HOSTNAME` | `chaos.hostname` | `AUTHD_CHAOS__HOSTNAME=ns1` |
 //! | `AUTHD_TRANSFER__ALLOW` | `transfer.allow` (comma-separated) | `AUTHD_TRANSFER__ALLOW=127.0.0.1,::1` |
 //! | `AUTHD_NOTIFY__TARGETS` | `notify.targets` (comma-separated) | `AUTHD_NOTIFY__TARGETS=127.0.0.1:5353` |
+//! | `AUTHD_RRL__ENABLED` | `rrl.enabled` | `AUTHD_RRL__ENABLED=false` |
+//! | `AUTHD_RRL__RESPONSES_PER_SECOND` | `rrl.responses_per_second` | `AUTHD_RRL__RESPONSES_PER_SECOND=50` |
+//! | `AUTHD_COOKIES__ENABLED` | `cookies.enabled` | `AUTHD_COOKIES__ENABLED=false` |
+//! | `AUTHD_COOKIES__SECRET` | `cookies.secret` | (32 hex digits) |
 //!
 //! `[[datasource]]` entries can only come from the file. Any other `AUTHD_*`
 //! variable is an unknown key, hence an error (so a typo is not silently ignored).
@@ -101,6 +122,12 @@ pub const DEFAULT_TCP_IDLE_TIMEOUT_SECS: u64 = 10;
 
 /// Default `[tcp] max_connections`.
 pub const DEFAULT_TCP_MAX_CONNECTIONS: usize = 512;
+
+/// Default most concurrent TCP connections per client prefix.
+pub const DEFAULT_TCP_MAX_CONNECTIONS_PER_CLIENT: usize = 32;
+
+/// Default time for a new TCP connection's first query, seconds.
+pub const DEFAULT_TCP_FIRST_QUERY_TIMEOUT_SECS: u64 = 3;
 
 /// Largest accepted `[tcp] idle_timeout`, in seconds (one day).
 const MAX_TCP_IDLE_TIMEOUT_SECS: u64 = 86_400;
@@ -175,10 +202,17 @@ impl Default for ServerConfig {
 /// TCP limits (`[tcp]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpConfig {
-    /// How long a connection may stay without a complete query before it is closed.
+    /// How long a connection may stay without a complete query (counted from
+    /// its last one) before it is closed.
     pub idle_timeout: Duration,
-    /// Most concurrent connections; further ones are closed at once.
+    /// Most concurrent connections; when all are taken, the connection idle
+    /// longest is closed to make room.
     pub max_connections: usize,
+    /// Most concurrent connections from one client prefix (the `[rrl]`
+    /// prefix lengths); further ones from it are closed at once.
+    pub max_connections_per_client: usize,
+    /// How long a new connection has to deliver its first complete query.
+    pub first_query_timeout: Duration,
 }
 
 impl Default for TcpConfig {
@@ -186,7 +220,55 @@ impl Default for TcpConfig {
         TcpConfig {
             idle_timeout: Duration::from_secs(DEFAULT_TCP_IDLE_TIMEOUT_SECS),
             max_connections: DEFAULT_TCP_MAX_CONNECTIONS,
+            max_connections_per_client: DEFAULT_TCP_MAX_CONNECTIONS_PER_CLIENT,
+            first_query_timeout: Duration::from_secs(DEFAULT_TCP_FIRST_QUERY_TIMEOUT_SECS),
         }
+    }
+}
+
+/// Response rate limiting (`[rrl]`): on by default, as in NSD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RrlConfig {
+    /// Whether UDP responses are rate limited.
+    pub enabled: bool,
+    /// The limits.
+    pub settings: crate::rrl::RrlSettings,
+}
+
+impl Default for RrlConfig {
+    fn default() -> Self {
+        RrlConfig {
+            enabled: true,
+            settings: crate::rrl::RrlSettings::default(),
+        }
+    }
+}
+
+/// DNS cookies (`[cookies]`): on by default, as in BIND 9.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CookiesConfig {
+    /// Whether cookies are answered and checked.
+    pub enabled: bool,
+    /// The server secret; `None`: random at start.
+    pub secret: Option<[u8; 16]>,
+}
+
+impl Default for CookiesConfig {
+    fn default() -> Self {
+        CookiesConfig {
+            enabled: true,
+            secret: None,
+        }
+    }
+}
+
+impl fmt::Debug for CookiesConfig {
+    /// Never shows the secret.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CookiesConfig")
+            .field("enabled", &self.enabled)
+            .field("secret", &self.secret.map(|_| "(set)"))
+            .finish()
     }
 }
 
@@ -353,6 +435,10 @@ pub struct Config {
     pub transfer: TransferConfig,
     /// NOTIFY to secondaries (`[notify]`).
     pub notify: NotifyConfig,
+    /// UDP response rate limiting (`[rrl]`).
+    pub rrl: RrlConfig,
+    /// DNS cookies (`[cookies]`).
+    pub cookies: CookiesConfig,
 }
 
 impl Default for Config {
@@ -370,6 +456,8 @@ impl Default for Config {
             datasources: Vec::new(),
             transfer: TransferConfig::default(),
             notify: NotifyConfig::default(),
+            rrl: RrlConfig::default(),
+            cookies: CookiesConfig::default(),
         }
     }
 }

@@ -87,6 +87,10 @@ pub(super) struct RawConfig {
     pub(super) transfer: RawTransfer,
     #[serde(default)]
     pub(super) notify: RawNotify,
+    #[serde(default)]
+    pub(super) rrl: RawRrl,
+    #[serde(default)]
+    pub(super) cookies: RawCookies,
 }
 
 /// `[server]`.
@@ -105,6 +109,10 @@ pub(super) struct RawTcp {
     pub(super) idle_timeout: Option<u64>,
     #[serde(default, deserialize_with = "whole")]
     pub(super) max_connections: Option<usize>,
+    #[serde(default, deserialize_with = "whole")]
+    pub(super) max_connections_per_client: Option<usize>,
+    #[serde(default, deserialize_with = "whole")]
+    pub(super) first_query_timeout: Option<u64>,
 }
 
 /// `[chaos]`.
@@ -180,6 +188,46 @@ pub(super) struct RawNotify {
     pub(super) targets: Option<Vec<String>>,
     #[serde(default)]
     pub(super) zone: Vec<RawNotifyZone>,
+}
+
+/// `[rrl]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRrl {
+    pub(super) enabled: Option<bool>,
+    #[serde(default, deserialize_with = "whole")]
+    pub(super) responses_per_second: Option<u32>,
+    #[serde(default, deserialize_with = "whole")]
+    pub(super) slip: Option<u32>,
+    #[serde(default, deserialize_with = "whole")]
+    pub(super) window: Option<u32>,
+    #[serde(default, deserialize_with = "whole")]
+    pub(super) ipv4_prefix: Option<u8>,
+    #[serde(default, deserialize_with = "whole")]
+    pub(super) ipv6_prefix: Option<u8>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    pub(super) exempt: Option<Vec<String>>,
+    pub(super) log_only: Option<bool>,
+    #[serde(default, deserialize_with = "whole")]
+    pub(super) table_size: Option<usize>,
+}
+
+/// `[cookies]`.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCookies {
+    pub(super) enabled: Option<bool>,
+    pub(super) secret: Option<String>,
+}
+
+impl fmt::Debug for RawCookies {
+    /// Never shows the secret.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawCookies")
+            .field("enabled", &self.enabled)
+            .field("secret", &self.secret.as_ref().map(|_| "(set)"))
+            .finish()
+    }
 }
 
 /// One `[[notify.zone]]` table.

@@ -12,12 +12,14 @@ use authd_datasrc::Name;
 
 use crate::acl::Cidr;
 
-use super::raw::{RawConfig, RawDataSource, RawNotify, RawSlots, RawTransfer};
+use super::raw::{
+    RawConfig, RawCookies, RawDataSource, RawNotify, RawRrl, RawSlots, RawTcp, RawTransfer,
+};
 use super::{
-    CacheConfig, ChaosConfig, Config, ConfigError, DEFAULT_TCP_IDLE_TIMEOUT_SECS,
+    CacheConfig, ChaosConfig, Config, ConfigError, CookiesConfig, DEFAULT_TCP_IDLE_TIMEOUT_SECS,
     DEFAULT_TCP_MAX_CONNECTIONS, DataSourceConfig, DataSourceKind, MAX_TCP_IDLE_TIMEOUT_SECS,
-    MAX_TCP_MAX_CONNECTIONS, MAX_UDP_WORKERS, MemoryZoneConfig, NotifyConfig, ServerConfig,
-    TcpConfig, TransferConfig, parse_listen, parse_origin, source_label,
+    MAX_TCP_MAX_CONNECTIONS, MAX_UDP_WORKERS, MemoryZoneConfig, NotifyConfig, RrlConfig,
+    ServerConfig, TcpConfig, TransferConfig, parse_listen, parse_origin, source_label,
 };
 
 /// The typed configuration of `raw`. `origin` names the file (or
@@ -66,26 +68,7 @@ pub(super) fn config(
         ));
     }
 
-    let idle = raw
-        .tcp
-        .idle_timeout
-        .unwrap_or(DEFAULT_TCP_IDLE_TIMEOUT_SECS);
-    if !(1..=MAX_TCP_IDLE_TIMEOUT_SECS).contains(&idle) {
-        return Err(invalid(
-            "tcp.idle_timeout",
-            format!("{idle} is out of range (1..={MAX_TCP_IDLE_TIMEOUT_SECS} seconds)"),
-        ));
-    }
-    let max_conn = raw
-        .tcp
-        .max_connections
-        .unwrap_or(DEFAULT_TCP_MAX_CONNECTIONS);
-    if !(1..=MAX_TCP_MAX_CONNECTIONS).contains(&max_conn) {
-        return Err(invalid(
-            "tcp.max_connections",
-            format!("{max_conn} is out of range (1..={MAX_TCP_MAX_CONNECTIONS})"),
-        ));
-    }
+    let tcp = tcp_config(&raw.tcp, &invalid)?;
 
     let chaos = ChaosConfig {
         version: match raw.chaos.version {
@@ -108,14 +91,167 @@ pub(super) fn config(
     Ok(Config {
         listen,
         server: ServerConfig { udp_workers },
-        tcp: TcpConfig {
-            idle_timeout: Duration::from_secs(idle),
-            max_connections: max_conn,
-        },
+        tcp,
         chaos,
         datasources,
         transfer: transfer_config(raw.transfer, &invalid)?,
         notify: notify_config(raw.notify, &invalid)?,
+        rrl: rrl_config(raw.rrl, &invalid)?,
+        cookies: cookies_config(raw.cookies, &invalid)?,
+    })
+}
+
+/// A whole number of key `key` in `range`, or `default` when unset.
+fn in_range<T>(
+    key: &str,
+    value: Option<T>,
+    default: T,
+    range: std::ops::RangeInclusive<T>,
+    unit: &str,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<T, ConfigError>
+where
+    T: PartialOrd + std::fmt::Display + Copy,
+{
+    let v = value.unwrap_or(default);
+    if !range.contains(&v) {
+        return Err(invalid(
+            key,
+            format!(
+                "{v} is out of range ({}..={}{unit})",
+                range.start(),
+                range.end()
+            ),
+        ));
+    }
+    Ok(v)
+}
+
+/// The typed form of `[tcp]`.
+fn tcp_config(
+    raw: &RawTcp,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<TcpConfig, ConfigError> {
+    let defaults = TcpConfig::default();
+    let idle = in_range(
+        "tcp.idle_timeout",
+        raw.idle_timeout,
+        DEFAULT_TCP_IDLE_TIMEOUT_SECS,
+        1..=MAX_TCP_IDLE_TIMEOUT_SECS,
+        " seconds",
+        invalid,
+    )?;
+    let max_connections = in_range(
+        "tcp.max_connections",
+        raw.max_connections,
+        DEFAULT_TCP_MAX_CONNECTIONS,
+        1..=MAX_TCP_MAX_CONNECTIONS,
+        "",
+        invalid,
+    )?;
+    let max_connections_per_client = in_range(
+        "tcp.max_connections_per_client",
+        raw.max_connections_per_client,
+        defaults.max_connections_per_client,
+        1..=MAX_TCP_MAX_CONNECTIONS,
+        "",
+        invalid,
+    )?;
+    let first = in_range(
+        "tcp.first_query_timeout",
+        raw.first_query_timeout,
+        defaults.first_query_timeout.as_secs(),
+        1..=MAX_TCP_IDLE_TIMEOUT_SECS,
+        " seconds",
+        invalid,
+    )?;
+    Ok(TcpConfig {
+        idle_timeout: Duration::from_secs(idle),
+        max_connections,
+        max_connections_per_client,
+        first_query_timeout: Duration::from_secs(first),
+    })
+}
+
+/// The typed form of `[rrl]`.
+fn rrl_config(
+    raw: RawRrl,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<RrlConfig, ConfigError> {
+    let d = RrlConfig::default();
+    let s = d.settings;
+    let mut exempt = Vec::new();
+    for (i, a) in raw.exempt.unwrap_or_default().iter().enumerate() {
+        exempt.push(
+            a.parse::<Cidr>()
+                .map_err(|r| invalid(&format!("rrl.exempt[{i}]"), r))?,
+        );
+    }
+    let settings = crate::rrl::RrlSettings {
+        responses_per_second: in_range(
+            "rrl.responses_per_second",
+            raw.responses_per_second,
+            s.responses_per_second,
+            1..=1_000_000,
+            "",
+            invalid,
+        )?,
+        slip: in_range("rrl.slip", raw.slip, s.slip, 0..=10, "", invalid)?,
+        window: in_range(
+            "rrl.window",
+            raw.window,
+            s.window,
+            1..=3600,
+            " seconds",
+            invalid,
+        )?,
+        ipv4_prefix: in_range(
+            "rrl.ipv4_prefix",
+            raw.ipv4_prefix,
+            s.ipv4_prefix,
+            1..=32,
+            " bits",
+            invalid,
+        )?,
+        ipv6_prefix: in_range(
+            "rrl.ipv6_prefix",
+            raw.ipv6_prefix,
+            s.ipv6_prefix,
+            1..=128,
+            " bits",
+            invalid,
+        )?,
+        exempt,
+        log_only: raw.log_only.unwrap_or(s.log_only),
+        table_size: in_range(
+            "rrl.table_size",
+            raw.table_size,
+            s.table_size,
+            1..=64 << 20,
+            " buckets",
+            invalid,
+        )?,
+    };
+    Ok(RrlConfig {
+        enabled: raw.enabled.unwrap_or(d.enabled),
+        settings,
+    })
+}
+
+/// The typed form of `[cookies]`; the secret never appears in a message.
+fn cookies_config(
+    raw: RawCookies,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<CookiesConfig, ConfigError> {
+    let secret = match raw.secret.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(text) => {
+            Some(crate::cookies::parse_secret(text).map_err(|r| invalid("cookies.secret", r))?)
+        }
+    };
+    Ok(CookiesConfig {
+        enabled: raw.enabled.unwrap_or(CookiesConfig::default().enabled),
+        secret,
     })
 }
 

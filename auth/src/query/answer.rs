@@ -6,7 +6,7 @@ use std::sync::Arc;
 use authd_datasrc::{Name, RRset, RType};
 
 use super::additional::place_additional;
-use crate::wire::Rcode;
+use crate::wire::{Rcode, Request};
 
 /// One RRset placed in a reply section.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,5 +117,66 @@ impl Answer {
             .chain(&self.authority)
             .chain(&self.additional)
             .any(|p| p.rrset.rtype == rtype && p.owner() == owner)
+    }
+}
+
+/// The kind of a response, for rate limiting and statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ResponseKind {
+    /// Records of the asked type, or a CNAME/DNAME chain (NOERROR with an answer).
+    Answer,
+    /// A referral to a delegated zone.
+    Referral,
+    /// NXDOMAIN.
+    NxDomain,
+    /// NODATA (NOERROR, no answer, authoritative).
+    NoData,
+    /// Any other rcode: SERVFAIL, REFUSED, FORMERR, NOTIMP, …
+    Error,
+}
+
+/// What a response was, as a rate limiter accounts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Response {
+    /// Its kind.
+    pub kind: ResponseKind,
+    /// A case-insensitive hash ([`crate::rrl::name_key`]) of what the
+    /// response is about: qname and qtype for answers, the zone cut for
+    /// referrals, the zone apex for NXDOMAIN and NODATA; 0 for errors, or
+    /// when it was not asked for.
+    pub key: u64,
+}
+
+impl Answer {
+    /// The kind of this answer to `req`; with `keyed`, its name key.
+    pub fn summary(&self, req: &Request<'_>, keyed: bool) -> Response {
+        let kind = match self.rcode {
+            Rcode::NXDOMAIN => ResponseKind::NxDomain,
+            Rcode::NOERROR if !self.answer.is_empty() => ResponseKind::Answer,
+            Rcode::NOERROR
+                if !self.aa
+                    && self
+                        .authority
+                        .first()
+                        .is_some_and(|p| p.rrset.rtype == RType::NS) =>
+            {
+                ResponseKind::Referral
+            }
+            Rcode::NOERROR => ResponseKind::NoData,
+            _ => ResponseKind::Error,
+        };
+        if !keyed {
+            return Response { kind, key: 0 };
+        }
+        let key = match kind {
+            ResponseKind::Answer => crate::rrl::name_key(req.qname.as_wire(), req.qtype.0),
+            ResponseKind::Error => 0,
+            // The cut, or the apex (the negative SOA's owner).
+            _ => match self.authority.first() {
+                Some(p) => crate::rrl::name_key(p.rrset.owner.as_wire(), 0),
+                None => crate::rrl::name_key(req.qname.as_wire(), 0),
+            },
+        };
+        Response { kind, key }
     }
 }

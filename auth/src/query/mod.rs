@@ -19,7 +19,7 @@ mod answer;
 mod render;
 mod templates;
 
-pub use answer::{Answer, Placed};
+pub use answer::{Answer, Placed, Response, ResponseKind};
 pub use render::{EDNS_UDP_PAYLOAD, render};
 
 use std::sync::Arc;
@@ -76,8 +76,17 @@ impl QueryProcessor {
 
     /// Answers `req`, a standard query for data of class IN (the dispatcher
     /// has routed every other kind of message), into `out` (cleared first):
-    /// from a reply template when one applies, else rendered anew.
-    pub fn respond(&self, req: &Request<'_>, transport: Transport, out: &mut Vec<u8>) {
+    /// from a reply template when one applies, else rendered anew. Over UDP
+    /// a qtype ANY is answered with one RRset (RFC 8482 §4.1). With `keyed`,
+    /// the summary carries the response's name key (see [`Response`]).
+    pub fn respond(
+        &self,
+        req: &Request<'_>,
+        transport: Transport,
+        keyed: bool,
+        out: &mut Vec<u8>,
+    ) -> Response {
+        let minimal_any = transport == Transport::Udp && req.qtype == RType::ANY;
         // One Answer per thread, cleared and refilled: its section vectors keep
         // their capacity, so steady-state queries allocate nothing for them.
         thread_local! {
@@ -85,30 +94,40 @@ impl QueryProcessor {
         }
         SCRATCH.with(|cell| match cell.try_borrow_mut() {
             Ok(mut ans) => {
-                self.answer_into(req, &mut ans);
+                self.answer_into(req, minimal_any, &mut ans);
                 if !render_templated(self.id, req, &mut ans, transport, out) {
                     ans.place_deferred();
                     render(req, &ans, transport, out);
                 }
+                let response = ans.summary(req, keyed);
                 ans.clear();
+                response
             }
-            Err(_) => render(req, &self.answer(req), transport, out),
-        });
+            Err(_) => {
+                let mut ans = Answer::default();
+                self.answer_into(req, minimal_any, &mut ans);
+                ans.place_deferred();
+                render(req, &ans, transport, out);
+                ans.summary(req, keyed)
+            }
+        })
     }
 
-    /// Processes a parsed query into an [`Answer`] (no rendering).
+    /// Processes a parsed query into an [`Answer`] (no rendering), with
+    /// every RRset for qtype ANY (as over TCP).
     pub fn answer(&self, req: &Request<'_>) -> Answer {
         let mut ans = Answer::default();
-        self.answer_into(req, &mut ans);
+        self.answer_into(req, false, &mut ans);
         ans.place_deferred();
         ans
     }
 
-    /// Processes a parsed query into `ans` (cleared first).
-    fn answer_into(&self, req: &Request<'_>, ans: &mut Answer) {
+    /// Processes a parsed query into `ans` (cleared first); with
+    /// `minimal_any`, an ANY answer keeps one RRset.
+    fn answer_into(&self, req: &Request<'_>, minimal_any: bool, ans: &mut Answer) {
         ans.reset(Rcode::NOERROR, true);
         let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
-        if let Err(e) = self.answer_in(&req.qname, req.qtype, dnssec, ans) {
+        if let Err(e) = self.answer_in(&req.qname, req.qtype, dnssec, minimal_any, ans) {
             if let Some(suppressed) = SERVFAIL_LOG.allow() {
                 tracing::error!(
                     qname = %req.qname,
@@ -126,6 +145,7 @@ impl QueryProcessor {
         qname: &Name,
         qtype: RType,
         dnssec: bool,
+        minimal_any: bool,
         ans: &mut Answer,
     ) -> Result<(), DataSourceError> {
         // RFC 4035 §3.1.4.1: DS lives on the parent side of a zone cut; answer
@@ -154,7 +174,10 @@ impl QueryProcessor {
                 *ans = self.rrsig_query(source, &zone, qname, opts)?;
                 return Ok(());
             }
-            let lookup = source.lookup(&zone, qname, qtype, opts)?;
+            let mut lookup = source.lookup(&zone, qname, qtype, opts)?;
+            if minimal_any && let Outcome::AnyAnswer(sets) = &mut lookup.outcome {
+                keep_one(sets);
+            }
             self.place(source, &zone, qname, qtype, lookup, opts, ans, 0)?;
             ans.templatable = source.immutable_rrsets();
             Ok(())
@@ -364,5 +387,14 @@ impl QueryProcessor {
             self.negative_soa(source, zone, opts, &mut ans)?;
         }
         Ok(ans)
+    }
+}
+
+/// Keeps one RRset of an ANY answer (RFC 8482 §4.1): the one of the lowest
+/// type, so every backend picks the same (the SOA's NS at an apex, A at a host).
+fn keep_one(sets: &mut Vec<Arc<RRset>>) {
+    if let Some(first) = sets.iter().min_by_key(|s| s.rtype.0).cloned() {
+        sets.clear();
+        sets.push(first);
     }
 }

@@ -5,8 +5,8 @@ use authd_datasrc::RType;
 
 use super::{Answer, Placed, Transport};
 use crate::wire::{
-    Flags, HEADER_LEN, Header, MAX_TCP_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, OPT_LEN,
-    RecordMeta, Request, Section,
+    COOKIE_OPTION_LEN, Flags, HEADER_LEN, Header, MAX_TCP_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter,
+    OPT_LEN, RecordMeta, Request, Section,
 };
 
 /// Our EDNS UDP payload size, bytes: the DNS Flag Day 2020 value, which avoids
@@ -23,14 +23,20 @@ pub fn render(req: &Request<'_>, ans: &Answer, transport: Transport, out: &mut V
     render_impl(req, ans, transport, out, false, 0);
 }
 
-/// The reply size limit for `req` over `transport`, bytes.
+/// The reply size limit for `req` over `transport`, bytes, less the room a
+/// COOKIE option takes when the query sent one (the dispatcher appends it
+/// to the OPT after rendering: [`crate::wire::append_cookie`]).
 pub(super) fn reply_limit(req: &Request<'_>, transport: Transport) -> usize {
-    match (transport, req.edns) {
+    let limit = match (transport, req.edns) {
         (Transport::Tcp, _) => MAX_TCP_MESSAGE,
         (Transport::Udp, Some(e)) => {
             usize::from(e.udp_payload.min(EDNS_UDP_PAYLOAD)).max(MIN_UDP_PAYLOAD)
         }
         (Transport::Udp, None) => MIN_UDP_PAYLOAD,
+    };
+    match req.edns {
+        Some(e) if e.cookie.is_some() => limit - COOKIE_OPTION_LEN,
+        _ => limit,
     }
 }
 
