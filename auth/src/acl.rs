@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 /// An address block in CIDR notation (`192.0.2.0/24`, `2001:db8::/32`), or one
 /// address (a /32 or /128).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Cidr {
     /// The network address (host bits cleared).
     pub addr: IpAddr,

@@ -422,7 +422,12 @@ mod tests {
                 "{qtype}"
             );
         }
-        assert_eq!(one(&d, &message(0, 255, IN, None), udp).0, 0);
+        // ANY over UDP: one RRset (www's two A records, not its AAAAs too).
+        assert_eq!(one(&d, &message(0, 255, IN, None), udp), (0, QR | AA, 1, 2));
+        assert_eq!(
+            one(&d, &message(0, 255, IN, None), Transport::Tcp),
+            (0, QR | AA, 1, 4)
+        );
         // Malformed QUERY: FORMERR (two questions: no question echoed).
         let mut two = message(0, 1, IN, None);
         two[5] = 2;

@@ -33,6 +33,7 @@ use std::path::PathBuf;
 use authd_datasrc::sqlite_admin::{self, DiffRow, serial_gt};
 use authd_datasrc::{Class, DataSource, Name, RRset, RType, Rdata, SourceList, ZoneRef};
 
+use crate::log_limit::LogLimit;
 use crate::wire::{
     self, Flags, HEADER_LEN, Header, MAX_TCP_MESSAGE, MessageWriter, Rcode, RecordMeta, Request,
     Section, skip_name, u16_at,
@@ -67,6 +68,20 @@ struct Rr<'a> {
     rdata: &'a Rdata,
 }
 
+/// Log lines a client's transfer requests cause (refused, answered): a
+/// client can ask thousands a second, the log gets a budget.
+static XFR_LOG: LogLimit = LogLimit::new();
+
+/// Logs a line a client's request caused, within [`XFR_LOG`]'s budget (the
+/// lines dropped are counted in the next one, as `suppressed`).
+macro_rules! client_log {
+    ($($arg:tt)*) => {
+        if let Some(suppressed) = XFR_LOG.allow() {
+            tracing::info!(suppressed, $($arg)*);
+        }
+    };
+}
+
 /// The header of every reply to transfer request `req`.
 fn reply_header(req: &Request<'_>, rcode: Rcode) -> Header {
     let aa = if rcode == Rcode::NOERROR {
@@ -96,7 +111,7 @@ pub fn transfer(
 ) -> Vec<Vec<u8>> {
     let kind = req.qtype;
     if !policy.allows(peer) {
-        tracing::info!(
+        client_log!(
             "{kind} of {} refused for {peer} (not in [transfer] allow)",
             req.qname
         );
@@ -108,11 +123,11 @@ pub fn transfer(
     let (source, zone) = match sources.find_zone(&req.qname) {
         Ok(Some((s, z))) if z.origin == req.qname => (s, z),
         Ok(_) => {
-            tracing::info!("{kind} of {} for {peer}: not a zone served here", req.qname);
+            client_log!("{kind} of {} for {peer}: not a zone served here", req.qname);
             return vec![error_reply(req, Rcode::NOTAUTH)];
         }
         Err(e) => {
-            tracing::warn!("{kind} of {} for {peer}: {e}", req.qname);
+            client_log!("{kind} of {} for {peer}: {e}", req.qname);
             return vec![error_reply(req, Rcode::SERVFAIL)];
         }
     };
@@ -127,7 +142,7 @@ pub fn transfer(
     let rrsets = match source.zone_rrsets(&zone) {
         Ok(r) => r,
         Err(e) => {
-            tracing::warn!("{kind} of {} for {peer}: {e}", zone.origin);
+            client_log!("{kind} of {} for {peer}: {e}", zone.origin);
             return vec![error_reply(req, Rcode::SERVFAIL)];
         }
     };
@@ -141,7 +156,7 @@ pub fn transfer(
             None => return vec![error_reply(req, Rcode::SERVFAIL)],
         },
         _ => {
-            tracing::warn!(
+            client_log!(
                 "{kind} of {}: the zone does not have exactly one SOA",
                 zone.origin
             );
@@ -157,7 +172,7 @@ pub fn transfer(
     };
     if let Some(client) = client_serial {
         if !serial_gt(serial, client) {
-            tracing::info!(
+            client_log!(
                 "IXFR of {} for {peer}: client serial {client} is current (ours {serial})",
                 zone.origin
             );
@@ -175,14 +190,14 @@ pub fn transfer(
                     rdata: &d.record.rdata,
                 }));
                 rrs.push(soa_rr);
-                tracing::info!(
+                client_log!(
                     "IXFR of {} for {peer}: serial {client} -> {serial}, {} journal RRs",
                     zone.origin,
                     rows.len()
                 );
                 return pack(req, rrs);
             }
-            None => tracing::info!(
+            None => client_log!(
                 "IXFR of {} for {peer}: journal cannot bridge {client} -> {serial}; full transfer",
                 zone.origin
             ),
@@ -197,7 +212,7 @@ pub fn transfer(
     }
     rrs.push(soa_rr);
     let messages = pack(req, rrs);
-    tracing::info!(
+    client_log!(
         "{kind} of {} serial {serial} for {peer}: full zone in {} message(s)",
         zone.origin,
         messages.len()

@@ -244,31 +244,123 @@ fn idle_tcp_connection_is_closed_after_the_timeout() {
     assert!(!tcp_closed_within(&mut stream, Duration::from_millis(300)));
 }
 
+/// A TCP connection from `from` (any 127.x.y.z stands for another client).
+fn tcp_connect_from(from: std::net::IpAddr, addr: SocketAddr) -> std::net::TcpStream {
+    let sock = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+    .expect("socket");
+    sock.bind(&SocketAddr::new(from, 0).into())
+        .expect("bind source");
+    sock.connect_timeout(&addr.into(), Duration::from_secs(5))
+        .expect("connect");
+    let stream: std::net::TcpStream = sock.into();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    stream
+}
+
+/// When every connection is taken, the one idle longest is closed for the
+/// newcomer (RFC 7766 §6.2.3 leaves the choice; a hoarder cannot lock others
+/// out), and a busy table still takes new clients as old ones leave.
 #[test]
-fn tcp_connections_over_the_limit_are_closed_at_once() {
+fn full_tcp_table_closes_the_longest_idle_connection() {
     let dir = tempdir();
     let authd = start_with_config(
         dir.path(),
-        "[tcp]\nmax_connections = 2\nidle_timeout = 30\n",
+        "[tcp]\nmax_connections = 2\nidle_timeout = 30\nfirst_query_timeout = 30\n",
     );
     let mut first = tcp_connect(authd.addr());
+    std::thread::sleep(Duration::from_millis(200));
     let mut second = tcp_connect(authd.addr());
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(200));
     let mut third = tcp_connect(authd.addr());
     assert!(
-        tcp_closed_within(&mut third, Duration::from_secs(2)),
-        "third connection over a limit of 2 was not closed"
+        tcp_closed_within(&mut first, Duration::from_secs(2)),
+        "the longest idle connection was not closed"
     );
-    assert!(!tcp_closed_within(&mut first, Duration::from_millis(200)));
     assert!(!tcp_closed_within(&mut second, Duration::from_millis(200)));
-    // Closing one frees a slot.
-    drop(first);
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(!tcp_closed_within(&mut third, Duration::from_millis(200)));
+    // A connection that just asked is not the longest idle any more.
+    let q = QueryBuilder::new("www.example.org.", "A").wire();
+    tcp_send(&mut second, &q);
+    tcp_recv(&mut second).expect("answer on the second connection");
     let mut fourth = tcp_connect(authd.addr());
     assert!(
-        !tcp_closed_within(&mut fourth, Duration::from_millis(500)),
-        "a freed slot was not reused"
+        tcp_closed_within(&mut third, Duration::from_secs(2)),
+        "third was idle longest"
     );
+    assert!(!tcp_closed_within(&mut second, Duration::from_millis(200)));
+    tcp_send(&mut fourth, &q);
+    assert!(tcp_recv(&mut fourth).is_ok(), "the newcomer is served");
+}
+
+/// One client prefix holds at most `max_connections_per_client`
+/// connections: an attacker at one address cannot take the whole table,
+/// and a client in another /24 still connects and is answered.
+#[test]
+fn tcp_connections_over_the_per_client_limit_are_closed_at_once() {
+    let dir = tempdir();
+    let authd = start_with_config(
+        dir.path(),
+        "[tcp]\nmax_connections_per_client = 3\nidle_timeout = 30\nfirst_query_timeout = 30\n",
+    );
+    let attacker: std::net::IpAddr = "127.0.0.1".parse().expect("ip");
+    let same_prefix: std::net::IpAddr = "127.0.0.77".parse().expect("ip");
+    let mut held: Vec<_> = (0..3)
+        .map(|_| tcp_connect_from(attacker, authd.addr()))
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut over = tcp_connect_from(same_prefix, authd.addr());
+    assert!(
+        tcp_closed_within(&mut over, Duration::from_secs(2)),
+        "a fourth connection from the same /24 was not closed"
+    );
+    for s in &mut held {
+        assert!(!tcp_closed_within(s, Duration::from_millis(100)));
+    }
+    let mut other = tcp_connect_from("127.1.0.1".parse().expect("ip"), authd.addr());
+    tcp_send(
+        &mut other,
+        &QueryBuilder::new("www.example.org.", "A").wire(),
+    );
+    let reply = parse_reply(&tcp_recv(&mut other).expect("answer from another /24"));
+    assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
+    // Closing one frees a place for that prefix.
+    held.pop();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut again = tcp_connect_from(same_prefix, authd.addr());
+    assert!(!tcp_closed_within(&mut again, Duration::from_millis(300)));
+}
+
+/// A connection that sends nothing is closed after `first_query_timeout`,
+/// long before the idle timeout.
+#[test]
+fn tcp_connection_without_a_first_query_is_closed_early() {
+    let dir = tempdir();
+    let authd = start_with_config(
+        dir.path(),
+        "[tcp]\nidle_timeout = 30\nfirst_query_timeout = 1\n",
+    );
+    let mut silent = tcp_connect(authd.addr());
+    let opened = Instant::now();
+    assert!(tcp_closed_within(&mut silent, Duration::from_secs(3)));
+    let elapsed = opened.elapsed();
+    assert!(
+        (Duration::from_millis(900)..Duration::from_secs(3)).contains(&elapsed),
+        "{elapsed:?}"
+    );
+    // After a first query the idle timeout applies: still open 1.5 s later.
+    let mut talker = tcp_connect(authd.addr());
+    tcp_send(
+        &mut talker,
+        &QueryBuilder::new("www.example.org.", "A").wire(),
+    );
+    tcp_recv(&mut talker).expect("answer");
+    assert!(!tcp_closed_within(&mut talker, Duration::from_millis(1500)));
 }
 
 // ---------------------------------------------------------------- robustness

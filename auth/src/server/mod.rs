@@ -17,8 +17,10 @@
 //!   receive and reply buffers, off the tokio runtime (see `udp`); on Linux up
 //!   to 32 queries per `recvmmsg`, their replies sent with one `sendmmsg`.
 //! - TCP (RFC 1035 §4.2.2, RFC 7766): one listener per address, two-byte length
-//!   framing, any number of queries per connection answered in order, an idle
-//!   timeout, a connection limit (connections above it are closed at once).
+//!   framing, any number of queries per connection answered in order, a short
+//!   deadline for the first query and an idle timeout after each, a limit per
+//!   client prefix, and a total limit at which the longest idle connection
+//!   gives way to a newcomer (transfer clients last; see `conns`).
 //!
 //! Reload: the server answers with the dispatcher held by a [`DispatcherHandle`];
 //! [`DispatcherHandle::store`] swaps in a new one (built off the query path, see
@@ -30,6 +32,7 @@
 //! listeners close; open TCP connections get [`SHUTDOWN_GRACE`] to finish the
 //! query they are on, then are dropped.
 
+mod conns;
 pub mod reload;
 mod tcp;
 mod udp;
@@ -110,21 +113,32 @@ pub struct ServerSettings {
     /// How long a TCP connection may wait for (the rest of) its next query, and
     /// for a reply to be written, before it is closed.
     pub tcp_idle_timeout: Duration,
-    /// Most concurrent TCP connections over all addresses; more are closed at once.
+    /// Most concurrent TCP connections over all addresses; when all are
+    /// taken, the one idle longest gives way (see `conns`).
     pub tcp_max_connections: usize,
+    /// Most concurrent TCP connections per client prefix.
+    pub tcp_max_connections_per_client: usize,
+    /// How long a new TCP connection has to deliver its first query.
+    pub tcp_first_query_timeout: Duration,
+    /// Client prefix lengths for per-client limits (IPv4, IPv6), bits.
+    pub client_prefixes: (u8, u8),
     /// UDP workers per address, each with its own `SO_REUSEPORT` socket and
     /// thread; at least 1 (0 is taken as 1).
     pub udp_workers: usize,
 }
 
 impl Default for ServerSettings {
-    /// `127.0.0.1:5300`, a 10 s idle timeout, 512 TCP connections, and one UDP
-    /// worker per available CPU ([`default_udp_workers`]).
+    /// `127.0.0.1:5300`, a 10 s idle timeout, 512 TCP connections (32 per
+    /// /24 or /56), 3 s for a first query, and one UDP worker per available
+    /// CPU ([`default_udp_workers`]).
     fn default() -> Self {
         ServerSettings {
             listen: vec![SocketAddr::from(([127, 0, 0, 1], 5300))],
             tcp_idle_timeout: Duration::from_secs(10),
             tcp_max_connections: 512,
+            tcp_max_connections_per_client: 32,
+            tcp_first_query_timeout: Duration::from_secs(3),
+            client_prefixes: (24, 56),
             udp_workers: default_udp_workers(),
         }
     }
@@ -138,6 +152,12 @@ impl From<&Config> for ServerSettings {
             listen: config.listen.clone(),
             tcp_idle_timeout: config.tcp.idle_timeout,
             tcp_max_connections: config.tcp.max_connections,
+            tcp_max_connections_per_client: config.tcp.max_connections_per_client,
+            tcp_first_query_timeout: config.tcp.first_query_timeout,
+            client_prefixes: (
+                config.rrl.settings.ipv4_prefix,
+                config.rrl.settings.ipv6_prefix,
+            ),
             udp_workers: config.server.udp_workers,
         }
     }
@@ -241,11 +261,19 @@ impl Server {
         let dispatcher: DispatcherHandle = dispatcher.into();
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
-        let limit = Arc::new(tokio::sync::Semaphore::new(
-            self.settings.tcp_max_connections.max(1),
-        ));
+        let conns = conns::ConnTable::new(conns::ConnLimits {
+            max: self.settings.tcp_max_connections.max(1),
+            per_client: self.settings.tcp_max_connections_per_client.max(1),
+            ipv4_prefix: self.settings.client_prefixes.0,
+            ipv6_prefix: self.settings.client_prefixes.1,
+        });
         let tcp_settings = tcp::TcpSettings {
             idle_timeout: self.settings.tcp_idle_timeout,
+            // Never longer than the idle timeout.
+            first_query_timeout: self
+                .settings
+                .tcp_first_query_timeout
+                .min(self.settings.tcp_idle_timeout),
         };
         let mut workers: Vec<udp::UdpWorker> = Vec::new();
         for ep in self.endpoints {
@@ -260,7 +288,7 @@ impl Server {
                 ep.tcp,
                 ep.addr,
                 dispatcher.clone(),
-                Arc::clone(&limit),
+                Arc::clone(&conns),
                 tcp_settings.clone(),
                 stop_rx.clone(),
             ));

@@ -1,5 +1,6 @@
 //! TCP serving (RFC 1035 §4.2.2, RFC 7766): two-byte length framing, several
-//! queries per connection answered in order, an idle timeout and a connection limit.
+//! queries per connection answered in order, a first-query deadline, an idle
+//! timeout, and the connection table's limits ([`super::conns`]).
 
 use std::io;
 use std::net::SocketAddr;
@@ -8,11 +9,13 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::conns::{ConnTable, Refused, Slot};
 use super::{DispatcherHandle, MAX_TCP_MESSAGE, SHUTDOWN_GRACE, ServerError, handle_guarded};
 use crate::dispatch::Reply;
+use crate::log_limit::LogLimit;
 use crate::query::Transport;
 
 /// Per-connection settings.
@@ -20,7 +23,12 @@ use crate::query::Transport;
 pub(super) struct TcpSettings {
     /// Longest wait for the next query (or the rest of one), or for a reply write.
     pub idle_timeout: Duration,
+    /// Longest wait for a new connection's first query.
+    pub first_query_timeout: Duration,
 }
+
+/// Connections refused or closed by the limits (a client can make many).
+static LIMIT_LOG: LogLimit = LogLimit::new();
 
 /// Pause after an accept error such as EMFILE, so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -33,17 +41,17 @@ pub(super) async fn serve(
     listener: TcpListener,
     local: SocketAddr,
     dispatcher: DispatcherHandle,
-    limit: Arc<Semaphore>,
+    conns: Arc<ConnTable>,
     settings: TcpSettings,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), ServerError> {
-    let mut conns = JoinSet::new();
+    let mut tasks = JoinSet::new();
     loop {
         let accepted = tokio::select! {
             biased;
             _ = stop.changed() => break,
             // Reap finished connections so the set does not grow.
-            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
             r = listener.accept() => r,
         };
         let (stream, peer) = match accepted {
@@ -54,29 +62,41 @@ pub(super) async fn serve(
                 continue;
             }
         };
-        let Ok(permit) = Arc::clone(&limit).try_acquire_owned() else {
-            tracing::debug!("TCP connection limit reached; closing connection from {peer}");
-            drop(stream);
-            continue;
+        let transfer_client = dispatcher.load().transfer_policy().allows(peer.ip());
+        let slot = match conns.admit(peer.ip(), transfer_client) {
+            Ok(slot) => slot,
+            Err(why) => {
+                if let Some(suppressed) = LIMIT_LOG.allow() {
+                    let why = match why {
+                        Refused::PerClient => {
+                            "its client prefix holds the most connections allowed"
+                        }
+                        Refused::Full => "every connection is busy",
+                    };
+                    tracing::info!(suppressed, "TCP connection from {peer} closed: {why}");
+                }
+                drop(stream);
+                continue;
+            }
         };
         let dispatcher = dispatcher.clone();
         let stop = stop.clone();
         let settings = settings.clone();
-        conns.spawn(async move {
-            if let Err(e) = connection(stream, peer, &dispatcher, settings, stop).await {
+        tasks.spawn(async move {
+            if let Err(e) = connection(stream, peer, &dispatcher, settings, &slot, stop).await {
                 tracing::debug!("TCP connection from {peer}: {e}");
             }
-            drop(permit);
+            drop(slot);
         });
     }
     drop(listener);
     if tokio::time::timeout(SHUTDOWN_GRACE, async {
-        while conns.join_next().await.is_some() {}
+        while tasks.join_next().await.is_some() {}
     })
     .await
     .is_err()
     {
-        conns.abort_all();
+        tasks.abort_all();
     }
     Ok(())
 }
@@ -102,21 +122,25 @@ async fn read_full(stream: &mut TcpStream, buf: &mut [u8], eof_ok: bool) -> io::
 }
 
 /// Serves one connection: messages are handled one after the other, so replies
-/// go out in query order. Ends on EOF, an idle timeout, an I/O error, or stop.
+/// go out in query order. Ends on EOF, a timeout (the first query within
+/// `first_query_timeout`, each later one within `idle_timeout` of the
+/// previous), an I/O error, stop, or the connection table taking its place.
 async fn connection(
     mut stream: TcpStream,
     peer: SocketAddr,
     dispatcher: &DispatcherHandle,
     settings: TcpSettings,
+    slot: &Slot,
     mut stop: watch::Receiver<bool>,
 ) -> io::Result<()> {
     let _ = stream.set_nodelay(true);
     let mut msg = Vec::with_capacity(512);
     let mut out = Vec::with_capacity(4096);
     let mut frame = Vec::with_capacity(4096);
+    let mut wait = settings.first_query_timeout;
     loop {
         // Wait for the next message: the length prefix and the body must both
-        // arrive within the idle timeout.
+        // arrive in time.
         let read = async {
             let mut len = [0u8; 2];
             if !read_full(&mut stream, &mut len, true).await? {
@@ -130,7 +154,13 @@ async fn connection(
         let more = tokio::select! {
             biased;
             _ = stop.changed() => return Ok(()),
-            r = tokio::time::timeout(settings.idle_timeout, read) => match r {
+            () = slot.close.notified() => {
+                if let Some(suppressed) = LIMIT_LOG.allow() {
+                    tracing::info!(suppressed, "TCP connection from {peer} closed: idle longest while the table was full");
+                }
+                return Ok(());
+            }
+            r = tokio::time::timeout(wait, read) => match r {
                 Err(_) => {
                     tracing::debug!("TCP connection from {peer} idle; closing");
                     return Ok(());
@@ -141,6 +171,8 @@ async fn connection(
         if !more {
             return Ok(());
         }
+        wait = settings.idle_timeout;
+        slot.busy();
         // The current dispatcher for this message: a long-lived connection
         // sees reloaded data and policy from its next message on.
         let reply = handle_guarded(&dispatcher.load(), &msg, Transport::Tcp, peer, &mut out);
@@ -154,6 +186,7 @@ async fn connection(
                 }
             }
         }
+        slot.idle();
     }
 }
 
