@@ -27,6 +27,16 @@
 #   --rounds N repeat the whole schedule N times, servers interleaved
 #              (A B C, A B C, ...); the table shows the run with the median qps
 #   --edns     dnsperf -e (EDNS0, 4096-byte buffer) on every query
+#   --guards   instead: what the internet-facing guards cost. authd (memory,
+#              root zone) with rate limiting and cookies off, then with both
+#              on and a limit no query reaches ([rrl] 1,000,000/s); every
+#              query carries a client cookie (dnsperf -E 10:…), so the second
+#              server checks and makes a server cookie per query; root real
+#              + nxdomain, 5 s per cell by default
+#
+# Every authd runs with rate limiting off (AUTHD_RRL__ENABLED=false) unless
+# the mode says otherwise: dnsperf sends everything from one address, which
+# the default 200 responses/s per /24 would limit (NSD is set up the same way).
 #
 # Method (see ../shared/research/bench-pitfalls.md in the project workspace):
 # one server at a time on 127.0.0.1 with a free unprivileged port and ONE worker,
@@ -69,6 +79,7 @@ while [ $# -gt 0 ]; do
     --quick) MODE=quick ;;
     --workers) MODE=workers ;;
     --soak) MODE=soak ;;
+    --guards) MODE=guards ;;
     -l)
         SECS=${2:?-l needs seconds}
         shift
@@ -90,13 +101,15 @@ while [ $# -gt 0 ]; do
     shift
 done
 if [ -z "$SECS" ]; then
-    case $MODE in quick) SECS=5 ;; soak) SECS=60 ;; *) SECS=10 ;; esac
+    case $MODE in quick | guards) SECS=5 ;; soak) SECS=60 ;; *) SECS=10 ;; esac
 fi
 case $SECS$ROUNDS in *[!0-9]*)
     echo "network.sh: -l and --rounds take whole numbers" >&2
     exit 2
     ;;
 esac
+# Rate limiting off for every authd (servers that want it set it themselves).
+export AUTHD_RRL__ENABLED=false
 if [ "$(nproc)" -lt 2 ]; then
     echo "network.sh: needs 2 CPUs (server on core 1, dnsperf on core 0)" >&2
     exit 1
@@ -188,6 +201,12 @@ elif [ "$MODE" = soak ]; then
     ZONES=(root)
     MIXES[root]=real
     SERVERS=(authd-mem)
+elif [ "$MODE" = guards ]; then
+    ZONES=(root)
+    MIXES[root]="real nxdomain"
+    SERVERS=(authd-mem authd-mem-guarded)
+    # A client cookie on every query (RFC 7873 §4: 8 bytes).
+    EDNS=(-E 10:0123456789abcdef)
 else
     ZONES=(root small)
     MIXES[root]="real nxdomain soa success"
@@ -263,7 +282,15 @@ start_server() {
     case $s in
     authd-mem)
         SERVER_NAME="authd $("$AUTHD" --version | awk '{print $2}') (memory)"
-        taskset -c $cpus "$AUTHD" --zone "$origin=$zf" --listen "127.0.0.1:$port" \
+        [ "$MODE" = guards ] && SERVER_NAME="authd (memory), RRL and cookies off"
+        AUTHD_COOKIES__ENABLED=$([ "$MODE" = guards ] && echo false || echo true) \
+            taskset -c $cpus "$AUTHD" --zone "$origin=$zf" --listen "127.0.0.1:$port" \
+            --udp-workers 1 --log-level warn >"$log" 2>&1 &
+        ;;
+    authd-mem-guarded)
+        SERVER_NAME="authd (memory), RRL (1,000,000/s) and cookies on"
+        AUTHD_RRL__ENABLED=true AUTHD_RRL__RESPONSES_PER_SECOND=1000000 AUTHD_COOKIES__ENABLED=true \
+            taskset -c $cpus "$AUTHD" --zone "$origin=$zf" --listen "127.0.0.1:$port" \
             --udp-workers 1 --log-level warn >"$log" 2>&1 &
         ;;
     authd-w1 | authd-w2)

@@ -44,6 +44,8 @@ else
 fi
 LOADZONE=$(dirname "$AUTHD")/loadzone
 
+# dnsperf sends everything from one address: rate limiting off.
+export AUTHD_RRL__ENABLED=false
 bench_workdir authd-restricted
 "$LOADZONE" --db "$WORK/root.sqlite3" . "$ROOT/tests/data/root.zone" >/dev/null
 printf '[server]\nudp_workers = 1\n[[datasource]]\ntype = "sqlite3"\nfile = "%s"\n' \

@@ -192,13 +192,17 @@ impl Cookies {
             Source::Configured { secret, .. } => *secret,
             Source::Random { key } => {
                 let period = ts / RANDOM_SECRET_LIFETIME;
-                let mut secret = [0u8; 16];
-                for (half, chunk) in secret.chunks_exact_mut(8).enumerate() {
-                    let mut h = SipHasher24::new_with_key(key);
-                    h.write_u32(period);
-                    h.write_u8(half as u8);
-                    chunk.copy_from_slice(&h.finish().to_le_bytes());
+                // Derived once per thread and period, not per query.
+                thread_local! {
+                    static DERIVED: std::cell::Cell<([u8; 16], u32, [u8; 16])> =
+                        const { std::cell::Cell::new(([0; 16], u32::MAX, [0; 16])) };
                 }
+                let (for_key, for_period, secret) = DERIVED.get();
+                if for_key == *key && for_period == period {
+                    return secret;
+                }
+                let secret = derive(key, period);
+                DERIVED.set((*key, period, secret));
                 secret
             }
         }
@@ -213,6 +217,19 @@ impl Cookies {
         cookie[8..].copy_from_slice(&hash(&self.secret_at(ts), client_cookie, &header, client));
         cookie
     }
+}
+
+/// The secret of `period` derived from a random `key`: two SipHash-2-4
+/// outputs of (period, half).
+fn derive(key: &[u8; 16], period: u32) -> [u8; 16] {
+    let mut secret = [0u8; 16];
+    for (half, chunk) in secret.chunks_exact_mut(8).enumerate() {
+        let mut h = SipHasher24::new_with_key(key);
+        h.write_u32(period);
+        h.write_u8(half as u8);
+        chunk.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    secret
 }
 
 /// The timestamp of a server cookie (bytes 4–7).

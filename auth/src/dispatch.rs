@@ -146,7 +146,7 @@ impl Dispatcher {
                 Rcode::NOTIMP,
             );
             wire::write_error(out, header, None);
-            return self.limit(None, transport, peer, ERROR, None, out);
+            return self.limit(None, transport, peer, ERROR, None, 0, out);
         }
         let req = match wire::parse_query(msg) {
             Ok(req) => req,
@@ -161,20 +161,32 @@ impl Dispatcher {
                 let header = Header::reply(id, opcode, flags, wire::Flags::empty(), rcode);
                 let question = question.and_then(|(start, end)| msg.get(start..end));
                 wire::write_error(out, header, question);
-                return self.limit(None, transport, peer, ERROR, None, out);
+                return self.limit(None, transport, peer, ERROR, None, 0, out);
             }
+        };
+        // One clock read for the guards (cookie timestamps, rate limits).
+        let now = if self.cookies.is_some() || self.rrl.is_some() {
+            crate::sys::unix_seconds()
+        } else {
+            0
         };
         // RFC 7873 §5.2: the server cookie is checked, and a new one made,
         // whatever the query is.
         let cookie = match (&self.cookies, req.edns.and_then(|e| e.cookie)) {
-            (Some(cookies), Some(cookie)) => Some(cookies.answer(&cookie, peer, unix_now())),
+            (Some(cookies), Some(cookie)) => Some(cookies.answer(&cookie, peer, now)),
             _ => None,
         };
         match self.route(&req, msg, transport, peer, out) {
             Handled::Stream(messages) => Reply::Stream(messages),
-            Handled::Message(response) => {
-                self.limit(Some(&req), transport, peer, response, cookie.as_ref(), out)
-            }
+            Handled::Message(response) => self.limit(
+                Some(&req),
+                transport,
+                peer,
+                response,
+                cookie.as_ref(),
+                now,
+                out,
+            ),
         }
     }
 
@@ -223,7 +235,9 @@ impl Dispatcher {
 
     /// The guards after a reply is made: rate limiting (UDP only; never for
     /// a client that brought a valid server cookie), then the reply's COOKIE
-    /// option. `req` is `None` for a message that did not parse as a query.
+    /// option. `req` is `None` for a message that did not parse as a query;
+    /// `now` is the Unix time in seconds (0: read the clock here).
+    #[allow(clippy::too_many_arguments)]
     fn limit(
         &self,
         req: Option<&Request<'_>>,
@@ -231,13 +245,19 @@ impl Dispatcher {
         peer: IpAddr,
         response: Response,
         cookie: Option<&Checked>,
+        now: u64,
         out: &mut Vec<u8>,
     ) -> Reply {
         if transport == Transport::Udp
             && let Some(rrl) = &self.rrl
             && !cookie.is_some_and(|c| c.valid)
         {
-            match rrl.account(peer, response.kind, response.key) {
+            let now = if now == 0 {
+                crate::sys::unix_seconds()
+            } else {
+                now
+            };
+            match rrl.account(peer, response.kind, response.key, now) {
                 Action::Send => {}
                 Action::Drop => return Reply::Nothing,
                 Action::Slip => {
@@ -279,13 +299,6 @@ const ERROR: Response = Response {
 fn error(req: &Request<'_>, rcode: Rcode, transport: Transport, out: &mut Vec<u8>) -> Handled {
     render(req, &Answer::new(rcode, false), transport, out);
     Handled::Message(ERROR)
-}
-
-/// Seconds since the Unix epoch (cookie timestamps).
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]

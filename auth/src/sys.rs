@@ -23,6 +23,19 @@ pub(crate) fn io_reason(e: &io::Error) -> String {
     }
 }
 
+/// Seconds since the Unix epoch from the kernel's coarse clock (updated
+/// every few milliseconds; no hardware clock read), for per-message
+/// accounting that needs whole seconds: cookie timestamps and rate limits.
+pub fn unix_seconds() -> u64 {
+    #[cfg(target_os = "linux")]
+    if let Ok(t) = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME_COARSE) {
+        return u64::try_from(t.tv_sec()).unwrap_or(0);
+    }
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

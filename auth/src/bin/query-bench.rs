@@ -23,8 +23,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use authd::cookies::Cookies;
 use authd::dispatch::Dispatcher;
 use authd::query::Transport;
+use authd::rrl::{RateLimiter, RrlSettings};
 use authd::server::UDP_BATCH;
 use authd_cache::{HotSpotCache, Slots};
 use authd_datasrc::memory::{MemorySource, MemoryZone};
@@ -70,6 +72,15 @@ struct Args {
     /// `[[datasource]]` with `zones = [...]` does; default: every zone.
     #[arg(long, value_delimiter = ',', value_name = "ORIGIN,...", value_parser = parse_origin)]
     zones: Option<Vec<Name>>,
+    /// Turn the internet-facing guards on: rate limiting (at 1,000,000
+    /// responses/s, so nothing is limited) and cookies.
+    #[arg(long)]
+    guards: bool,
+    /// Send a client cookie (an OPT with a COOKIE option) in every query.
+    /// Needs a single `--variants`: server cookies carry the time, so
+    /// replies are not compared across variants.
+    #[arg(long)]
+    cookie_queries: bool,
     /// The sqlite3 zone DB, or the master file for memory.
     datasource: PathBuf,
     /// Queries in dnsperf format.
@@ -211,7 +222,8 @@ fn dispatcher(
     source: Arc<dyn DataSource>,
     slots: Slots,
     selection: &ZoneSelection,
-) -> (Dispatcher, Option<Arc<HotSpotCache>>) {
+    guards: bool,
+) -> Result<(Dispatcher, Option<Arc<HotSpotCache>>)> {
     let (source, cache) = if slots == Slots::Disabled {
         (source, None)
     } else {
@@ -219,7 +231,26 @@ fn dispatcher(
         (cache.clone() as Arc<dyn DataSource>, Some(cache))
     };
     let list = SourceList::with_selections(vec![(source, selection.clone())]);
-    (Dispatcher::new(list), cache)
+    let mut d = Dispatcher::new(list);
+    if guards {
+        let rrl = RateLimiter::new(RrlSettings {
+            responses_per_second: 1_000_000,
+            ..RrlSettings::default()
+        });
+        d = d
+            .with_rrl(Some(Arc::new(rrl)))
+            .with_cookies(Some(Cookies::random()?));
+    }
+    Ok((d, cache))
+}
+
+/// `wire` with an OPT record holding a client cookie (RFC 7873 §4).
+fn with_client_cookie(wire: &[u8]) -> Vec<u8> {
+    let mut q = wire.to_vec();
+    q[11] = 1; // ARCOUNT
+    q.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 12, 0, 10, 0, 8]);
+    q.extend_from_slice(&[0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef]);
+    q
 }
 
 fn run() -> Result<()> {
@@ -227,7 +258,13 @@ fn run() -> Result<()> {
     if args.iterations == 0 {
         bail!("-n must be at least 1");
     }
-    let (queries, skipped) = read_queries(&args.queryfile, &mut std::io::stderr())?;
+    let (mut queries, skipped) = read_queries(&args.queryfile, &mut std::io::stderr())?;
+    if args.cookie_queries {
+        queries = queries.iter().map(|q| with_client_cookie(q)).collect();
+        if args.variants.as_ref().is_none_or(|v| v.len() != 1) {
+            bail!("--cookie-queries needs one --variants (server cookies carry the time)");
+        }
+    }
     if queries.is_empty() {
         bail!("no queries in {}", args.queryfile.display());
     }
@@ -282,7 +319,7 @@ fn run() -> Result<()> {
     // Every variant must answer every query identically.
     let mut reference: Option<Vec<Vec<u8>>> = None;
     for v in &variants {
-        let (p, _) = dispatcher(source.clone(), v.slots, &selection);
+        let (p, _) = dispatcher(source.clone(), v.slots, &selection, args.guards)?;
         let mut out = Vec::with_capacity(4096);
         let replies: Vec<Vec<u8>> = queries
             .iter()
@@ -312,7 +349,7 @@ fn run() -> Result<()> {
 
     let mut rows = Vec::new();
     for v in &variants {
-        let (p, cache) = dispatcher(source.clone(), v.slots, &selection);
+        let (p, cache) = dispatcher(source.clone(), v.slots, &selection, args.guards)?;
         let mut out = Vec::with_capacity(4096);
         let start = Instant::now();
         for _ in 0..args.iterations {
