@@ -18,11 +18,18 @@
 //! | others | | | NOTIMP |
 //!
 //! A message shorter than a header, or a response (QR=1), gets nothing; a
-//! malformed QUERY gets FORMERR ([`crate::wire::parse_query`]).
+//! malformed QUERY gets FORMERR ([`crate::wire::parse_query`]). Over UDP an
+//! ANY query is answered with one RRset (RFC 8482 §4.1).
+//!
+//! Around the table, for every reply: DNS cookies ([`crate::cookies`]; the
+//! server cookie is checked before the table, the reply's COOKIE option
+//! appended after it), then response rate limiting over UDP
+//! ([`crate::rrl`]; never for a valid server cookie): send, slip (a minimal
+//! TC=1 reply, or BADCOOKIE to a client that sent a client cookie) or drop.
 //!
 //! A [`Dispatcher`] is an immutable snapshot of everything a reload replaces
 //! — the sources (through the query processor), the CH answers, the transfer
-//! policy — swapped whole by [`crate::server::DispatcherHandle::store`], so a
+//! policy, the cookie secrets and rate limits — swapped whole by [`crate::server::DispatcherHandle::store`], so a
 //! message is handled entirely under the old configuration or entirely under
 //! the new one. Later policy (keys, update grants, rate limits) joins it here.
 
