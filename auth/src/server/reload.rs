@@ -51,8 +51,12 @@ pub enum LoadError {
         /// The data source, e.g. `datasource[0] (sqlite3:/x.sqlite3)`.
         label: String,
         /// The backend's error (it names the file).
+        #[source]
         error: DataSourceError,
     },
+    /// A memory zone failed to load where that is fatal ([`open_sources`]).
+    #[error(transparent)]
+    Zone(#[from] ZoneFailure),
 }
 
 /// One memory zone that failed to load.
@@ -78,6 +82,8 @@ impl fmt::Display for ZoneFailure {
         }
     }
 }
+
+impl std::error::Error for ZoneFailure {}
 
 /// What a load did to the memory zones.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -431,10 +437,10 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
 ///
 /// Errors: the first source that fails to open or zone that fails to load,
 /// or two sources claiming one zone; the message names the file (and line).
-pub fn open_sources(config: &Config) -> Result<SourceList, DataSourceError> {
-    let loaded = load(config, None).map_err(|e| DataSourceError::Storage(e.to_string()))?;
-    if let Some(f) = loaded.report.failed.first() {
-        return Err(DataSourceError::Storage(f.to_string()));
+pub fn open_sources(config: &Config) -> Result<SourceList, LoadError> {
+    let mut loaded = load(config, None)?;
+    if !loaded.report.failed.is_empty() {
+        return Err(LoadError::Zone(loaded.report.failed.swap_remove(0)));
     }
     Ok(loaded.sources)
 }
