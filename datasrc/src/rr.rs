@@ -142,6 +142,18 @@ impl RType {
         (32769, "DLV"),
     ];
 
+    /// True for the types whose presentation form both BIND 9 and Knot DNS
+    /// 3.2 read (checked with `named-checkzone` and `kzonecheck` in
+    /// tests/tests/rrtypes.rs); the rest are best written in RFC 3597 form
+    /// for other servers ([`Rdata::to_generic_text`]).
+    pub fn is_widely_read(self) -> bool {
+        matches!(
+            self.0,
+            1 | 2 | 5 | 6 | 12..=18 | 21 | 28 | 29 | 33 | 35..=37 | 39 | 42..=53 | 59..=65
+                | 99 | 104..=109 | 256 | 257
+        )
+    }
+
     /// The mnemonic of this type, if it has one.
     pub fn mnemonic(self) -> Option<&'static str> {
         RType::MNEMONICS
@@ -283,14 +295,17 @@ impl Rdata {
                 None
             }
         };
-        match rtype {
-            RType::NS | RType::CNAME | RType::PTR => {
+        // The RFC 1035 types with names: NS, MD, MF, CNAME, MB, MG, MR, PTR;
+        // MX; SOA and MINFO with two. No other type's names are compressed
+        // (RFC 3597 §4).
+        match rtype.0 {
+            2..=5 | 7..=9 | 12 => {
                 at(0, &mut out, &mut n);
             }
-            RType::MX => {
+            15 => {
                 at(2, &mut out, &mut n);
             }
-            RType::SOA => {
+            6 | 14 => {
                 if let Some(next) = at(0, &mut out, &mut n) {
                     at(next, &mut out, &mut n);
                 }
@@ -301,12 +316,14 @@ impl Rdata {
     }
 
     /// The name whose addresses additional-section processing looks up: the NS
-    /// host, MX exchange or SRV target (RFC 1035 §3.3.9/§3.3.11, RFC 2782).
+    /// host, MB mailbox host, MX exchange (RFC 1035 §3.3.3, §3.3.9, §3.3.11),
+    /// AFSDB or RT host (RFC 1183 §1, §3.3), SRV target (RFC 2782) or KX
+    /// exchanger (RFC 2230 §5).
     pub fn additional_target(&self, rtype: RType) -> Option<Name> {
-        let off = match rtype {
-            RType::NS => 0,
-            RType::MX => 2,
-            RType::SRV => 6,
+        let off = match rtype.0 {
+            2 | 7 => 0,
+            15 | 18 | 21 | 36 => 2,
+            33 => 6,
             _ => return None,
         };
         let d = self.0.get(off..)?;

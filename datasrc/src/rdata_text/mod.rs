@@ -57,6 +57,12 @@ impl Rdata {
     pub fn to_text(&self, rtype: RType) -> Result<String, RrError> {
         types::write(rtype, self.as_wire()).ok_or(RrError::BadWire(rtype))
     }
+
+    /// RFC 3597 §5 text of any RDATA: `\# LENGTH HEX`, hex in upper case
+    /// split as BIND 9 splits it.
+    pub fn to_generic_text(&self) -> String {
+        types::write_generic(self.as_wire())
+    }
 }
 
 /// `name` as the `domain` scanner's origin (the tests' reference reader).

@@ -1001,12 +1001,7 @@ fn push_string_vec(bytes: &[u8], out: &mut Vec<u8>) -> Result<(), ()> {
 /// bytes are not valid for the type.
 pub(crate) fn write(rtype: RType, wire: &[u8]) -> Option<String> {
     if !has_text_form(rtype) {
-        let mut s = format!("\\# {}", wire.len());
-        if !wire.is_empty() {
-            s.push(' ');
-            put_hex(&mut s, wire);
-        }
-        return Some(s);
+        return Some(write_generic(wire));
     }
     let mut w = Wire::new(wire);
     let mut s = String::with_capacity(wire.len() * 2);
@@ -1014,7 +1009,17 @@ pub(crate) fn write(rtype: RType, wire: &[u8]) -> Option<String> {
     w.at_end().then_some(s)
 }
 
-/// Writes `n` followed by a space.
+/// RFC 3597 §5 text of any RDATA.
+pub(crate) fn write_generic(wire: &[u8]) -> String {
+    let mut s = format!("\\# {}", wire.len());
+    if !wire.is_empty() {
+        s.push(' ');
+        put_hex(&mut s, wire);
+    }
+    s
+}
+
+/// `write!` to a `String`, which cannot fail.
 macro_rules! put {
     ($s:expr, $($arg:tt)*) => {{
         use std::fmt::Write as _;
@@ -1584,4 +1589,336 @@ fn write_svcb(w: &mut Wire<'_>, s: &mut String) -> Option<()> {
         }
     }
     Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rr::{RType, Rdata};
+
+    fn origin() -> Name {
+        "example.org.".parse().expect("origin")
+    }
+
+    fn wire(rtype: &str, text: &str) -> Vec<u8> {
+        let rtype: RType = rtype.parse().expect("type");
+        Rdata::from_text(rtype, text, &origin())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .as_wire()
+            .to_vec()
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        decode_hex(&s.replace(' ', "")).expect("hex")
+    }
+
+    /// Wire forms given in the RFCs (RFC 9460 Appendix D, RFC 1876 §3's
+    /// example as RFC 1876 Appendix A encodes it, RFC 3123 §4, RFC 1035 §3.4.2).
+    #[test]
+    fn rfc_examples_give_their_wire_form() {
+        assert_eq!(
+            wire("HTTPS", "0 foo.example.com."),
+            hex("0000 03666f6f 076578616d706c65 03636f6d 00")
+        );
+        assert_eq!(wire("SVCB", "1 . port=53"), hex("0001 00 0003 0002 0035"));
+        assert_eq!(
+            wire("SVCB", "1 example.net. ipv6hint=2001:db8::1,2001:db8::53:1"),
+            hex("0001 076578616d706c65 036e6574 00 0006 0020 \
+                 20010db8000000000000000000000001 20010db8000000000000000000530001")
+        );
+        // Escaped alpn: "f\\oo,bar" and "h2".
+        assert_eq!(
+            wire("SVCB", r#"16 foo.example.org. alpn="f\\\\oo\\,bar,h2""#),
+            hex("0010 03666f6f 076578616d706c65 036f7267 00 0001 000c 08665c6f6f2c626172 026832")
+        );
+        // Keys sorted on the wire whatever the text order (RFC 9460 §2.2).
+        assert_eq!(
+            wire(
+                "SVCB",
+                "1 . alpn=h2 mandatory=alpn,ipv4hint ipv4hint=192.0.2.1"
+            ),
+            hex("0001 00 0000 0004 00010004 0001 0003 026832 0004 0004 c0000201")
+        );
+        assert_eq!(
+            wire("LOC", "42 21 54 N 71 06 18 W -24m 30m"),
+            hex("00 33 16 13 89172dd0 70be15f0 00988d20")
+        );
+        assert_eq!(
+            wire("APL", "1:192.168.32.0/21 !1:192.168.38.0/28"),
+            hex("0001 15 03 c0a820 0001 1c 83 c0a826")
+        );
+        assert_eq!(wire("APL", ""), Vec::<u8>::new());
+        assert_eq!(
+            wire("WKS", "192.0.2.25 tcp 21 25 smtp"),
+            hex("c0000219 06 0000 04 40")
+        );
+        assert_eq!(
+            wire("CAA", "0 issue \"ca.example.net\""),
+            hex("00 05 6973737565 63612e6578616d706c652e6e6574")
+        );
+        assert_eq!(
+            wire("URI", "10 1 \"ftp://ftp1.example.com/public\""),
+            [&hex("000a 0001")[..], b"ftp://ftp1.example.com/public"].concat()
+        );
+        assert_eq!(wire("EUI48", "00-00-5e-00-53-2a"), hex("00005e00532a"));
+        assert_eq!(
+            wire("NID", "10 0014:4fff:ff20:ee64"),
+            hex("000a 00144fffff20ee64")
+        );
+        assert_eq!(wire("L32", "10 10.1.2.0"), hex("000a 0a010200"));
+        assert_eq!(
+            wire("AMTRELAY", "128 1 3 amtrelays.example.com."),
+            [
+                &hex("80 83")[..],
+                &hex("09616d7472656c617973 076578616d706c65 03636f6d 00")
+            ]
+            .concat()
+        );
+        assert_eq!(
+            wire("A6", "64 ::1:2:3:4 prefix.example."),
+            [
+                &hex("40 0001000200030004")[..],
+                &hex("06707265666978 076578616d706c65 00")
+            ]
+            .concat()
+        );
+        assert_eq!(
+            wire("CSYNC", "66 3 A NS AAAA"),
+            hex("00000042 0003 00 04 60000008")
+        );
+        assert_eq!(wire("NXT", "next. A MX NXT"), hex("046e65787400 40010002"));
+        assert_eq!(wire("TYPE65534", "\\# 5 0846480001"), hex("0846480001"));
+        assert_eq!(
+            wire("LOC", "\\# 16 00 33 16 13 89172dd0 70be15f0 00988d20"),
+            wire("LOC", "42 21 54 N 71 06 18 W -24m 30m")
+        );
+        assert_eq!(wire("TYPE65280", "\\# 0"), Vec::<u8>::new());
+    }
+
+    /// Text read and written back is BIND 9's text (as `named-checkzone -D`
+    /// writes it; every type is compared with BIND 9 in tests/tests/rrtypes.rs).
+    #[test]
+    fn text_is_written_as_bind9_writes_it() {
+        for (rtype, input, output) in [
+            (
+                "LOC",
+                "42 21 54 N 71 06 18 W -24m 30m",
+                "42 21 54.000 N 71 6 18.000 W -24.00m 30m 10000m 10m",
+            ),
+            (
+                "LOC",
+                "60 9 N 24 39 E 10 20 2000 20",
+                "60 9 0.000 N 24 39 0.000 E 10.00m 20m 2000m 20m",
+            ),
+            (
+                "TXT",
+                "\"a\\\"b;c\\\\d\" \"\\001x\" bare",
+                "\"a\\\"b;c\\\\d\" \"\\001x\" \"bare\"",
+            ),
+            (
+                "SVCB",
+                "1 . alpn=h2,h3 port=8443 key7=\"/q{?dns}\" mandatory=alpn,port",
+                "1 . mandatory=alpn,port alpn=\"h2,h3\" port=8443 key7=\"/q{?dns}\"",
+            ),
+            (
+                "SVCB",
+                r#"16 foo.example.org. alpn="f\\\\oo\\,bar,h2""#,
+                r#"16 foo.example.org. alpn="f\\\\oo\\,bar,h2""#,
+            ),
+            ("HTTPS", "1 . key8 key65000=x", "1 . key8 key65000=\"x\""),
+            ("A6", "128 prefix.example.", "128  prefix.example."),
+            (
+                "A6",
+                "0 2345:00C1:CA11:0001:1234:5678:9ABC:DEF0",
+                "0 2345:c1:ca11:1:1234:5678:9abc:def0",
+            ),
+            (
+                "NSAP",
+                "0x47.0005.80.005a00.0000.0001.e133.ffffff000161.00",
+                "0x47000580005a0000000001e133ffffff00016100",
+            ),
+            (
+                "GPOS",
+                "-32.6882 116.8652 10.0",
+                "\"-32.6882\" \"116.8652\" \"10.0\"",
+            ),
+            ("CERT", "1 0 8 AQID", "PKIX 0 RSASHA256 AQID"),
+            (
+                "DS",
+                "1 RSASHA256 SHA-256 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+                "1 8 2 0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF01234567 89ABCDEF",
+            ),
+            ("NSEC3PARAM", "1 0 0 -", "1 0 0 -"),
+            ("KEY", "49152 3 8", "49152 3 8"),
+            ("AMTRELAY", "0 0 0 .", "0 0 0 ."),
+            ("DOA", "0 1 2 \"\" -", "0 1 2 \"\" -"),
+            ("NULL", "\\# 4 deadbeef", "\\# 4 DEADBEEF"),
+            ("TYPE31", "00ab", "00AB"),
+            ("TYPE1", "\\# 4 C0000201", "192.0.2.1"),
+            (
+                "RESINFO",
+                "qnamemin exterr=15-17",
+                "\"qnamemin\" \"exterr=15-17\"",
+            ),
+            ("ISDN", "\"150862028003217\"", "\"150862028003217\""),
+            ("WKS", "192.0.2.53 udp 53", "192.0.2.53 17 53"),
+            (
+                "EUI64",
+                "00-00-5E-EF-10-00-00-2A",
+                "00-00-5e-ef-10-00-00-2a",
+            ),
+            (
+                "MINFO",
+                "admin errors",
+                "admin.example.org. errors.example.org.",
+            ),
+        ] {
+            let rtype: RType = rtype.parse().expect("type");
+            let rdata = Rdata::from_text(rtype, input, &origin()).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                rdata.to_text(rtype).expect("text"),
+                output,
+                "{rtype} {input}"
+            );
+            // And the text written reads back to the same bytes.
+            let again = Rdata::from_text(rtype, output, &origin()).expect("reads back");
+            assert_eq!(again, rdata, "{rtype} {output}");
+        }
+        assert_eq!(RType(38).to_string(), "A6");
+        assert_eq!(RType(23).to_string(), "NSAP-PTR");
+        assert_eq!(RType(64_000).to_string(), "TYPE64000");
+        assert_eq!("type64000".parse::<RType>(), Ok(RType(64_000)));
+        assert_eq!("nsap-ptr".parse::<RType>(), Ok(RType(23)));
+    }
+
+    /// Each bad input is an error naming the field, never a panic.
+    #[test]
+    fn bad_text_names_type_and_field() {
+        for (rtype, input, message) in [
+            (
+                "LOC",
+                "91 0 0 N 0 0 0 E 0",
+                "bad latitude degrees \"91\": 0 to 90",
+            ),
+            (
+                "LOC",
+                "42 21 54 X 71 06 18 W -24m",
+                "bad latitude hemisphere \"X\": N or S",
+            ),
+            ("LOC", "42 21 54 N 71 06 18 W", "missing altitude"),
+            ("URI", "10 1 \"\"", "empty target (RFC 7553 §4.3)"),
+            (
+                "CAA",
+                "0 is-sue \"x\"",
+                "bad tag \"is-sue\": letters and digits only (RFC 8659 §4.1)",
+            ),
+            (
+                "SVCB",
+                "1 . port=99999",
+                "bad port value \"99999\": not a port",
+            ),
+            (
+                "SVCB",
+                "1 . alpn=h2 alpn=h3",
+                "SvcParamKey alpn given twice (RFC 9460 §2.2)",
+            ),
+            ("SVCB", "1 . bogus=1", "bad SvcParamKey \"bogus\""),
+            (
+                "HTTPS",
+                "0 . alpn=h2",
+                "AliasMode (priority 0) takes no SvcParams (RFC 9460 §2.4.2)",
+            ),
+            (
+                "APL",
+                "3:1.2.3.4/8",
+                "bad address prefix \"3:1.2.3.4/8\": AFI must be 1 (IPv4) or 2 (IPv6)",
+            ),
+            (
+                "APL",
+                "1:1.2.3.4/33",
+                "bad address prefix \"1:1.2.3.4/33\": PREFIX too long for the address family",
+            ),
+            (
+                "EUI48",
+                "00-00-5e-00-53",
+                "bad address \"00-00-5e-00-53\": expected 6 hex pairs xx-xx-…",
+            ),
+            (
+                "MD",
+                "host.example.",
+                "type MD is obsolete (RFC 973 §5.2.1): use MX",
+            ),
+            (
+                "OPT",
+                "\\# 0",
+                "type OPT is a pseudo-record of a message (RFC 6891 §6.1.1), not zone data",
+            ),
+            (
+                "NULL",
+                "abc",
+                "NULL rdata can only be written as RFC 3597 data: \\# LENGTH HEX",
+            ),
+            (
+                "TYPE999",
+                "abc",
+                "TYPE999 has no presentation form here: write it as RFC 3597 data, \\# LENGTH HEX",
+            ),
+            (
+                "A",
+                "\\# 3 c00002",
+                "the RFC 3597 data is not valid A rdata (RFC 3597 §5)",
+            ),
+            (
+                "TYPE999",
+                "\\# 3 c0000201",
+                "RFC 3597 length 3 but 4 bytes of data (RFC 3597 §5)",
+            ),
+            (
+                "TYPE999",
+                "\\# x",
+                "bad RFC 3597 length \"x\": expected 0 to 65535",
+            ),
+            ("SSHFP", "1 1 xyz", "bad fingerprint: not hex"),
+            ("DNSKEY", "257 3 8", "missing public key"),
+            ("HINFO", "\"PC\"", "missing OS"),
+            ("TXT", "\"open", "quoted string not closed"),
+            ("MX", "10 a..b.", "bad host name: empty label in \"a..b.\""),
+            (
+                "NSEC",
+                "next. A BOGUS",
+                "bad type \"BOGUS\" in the type bitmap",
+            ),
+            (
+                "A",
+                "192.0.2.1 192.0.2.2",
+                "unexpected \"192.0.2.2\" after the last field",
+            ),
+            (
+                "X25",
+                "\"31106a\"",
+                "bad PSDN address: digits only (RFC 1183 §3.1)",
+            ),
+            ("ZONEMD", "1 1 1 abcd", "missing digest"),
+        ] {
+            let t: RType = rtype.parse().expect("type");
+            let e = Rdata::from_text(t, input, &origin()).expect_err(input);
+            let crate::rr::RrError::BadText {
+                rtype: got,
+                text,
+                reason,
+            } = &e
+            else {
+                panic!("{e}");
+            };
+            assert_eq!((got, text.as_str()), (&t, input));
+            assert_eq!(reason, message, "{rtype} {input}");
+        }
+        // Malformed wire data of a known type has no text.
+        assert!(Rdata::from_wire(&[1, 2, 3]).to_text(RType::A).is_err());
+        assert!(
+            Rdata::from_wire(&[0, 1, 0, 3, 0, 3])
+                .to_text(RType(64))
+                .is_err()
+        );
+    }
 }
