@@ -13,42 +13,20 @@
 //! Needs `named` and `named-checkzone` (`apt-get install bind9 bind9-utils`)
 //! and `kzonecheck` (`apt-get install knot-dnssecutils`).
 
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use authd_datasrc::{Name, RType, Rdata};
-use authd_tests::{AuthdProcess, QueryBuilder, binary, query_udp, run_with_timeout};
+use authd_tests::{
+    AuthdProcess, QueryBuilder, binary, free_port, query_udp, require_tool, run_with_timeout,
+};
 
 const ORIGIN: &str = "types.example.";
 
 fn zone_file() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("data/rrtypes/every-type.zone")
-}
-
-fn require_tool(program: &str, package: &str) {
-    let ok = Command::new(program)
-        .arg("-v")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    assert!(
-        ok,
-        "`{program}` is required for the record-type reference tests: apt-get install {package}"
-    );
-}
-
-fn free_port() -> u16 {
-    for _ in 0..50 {
-        let udp = UdpSocket::bind("127.0.0.1:0").expect("bind UDP");
-        let port = udp.local_addr().expect("addr").port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port on 127.0.0.1");
 }
 
 /// BIND 9's `named` serving one zone file on 127.0.0.1, killed on drop.
@@ -77,7 +55,7 @@ impl Drop for Named {
 /// validation, minimal responses, names not checked (NSEC3 owner here is no
 /// hash).
 fn start_named(file: &Path) -> Named {
-    require_tool("named", "bind9");
+    require_tool("named", "-v", "bind9");
     let dir = authd_tests::tempdir();
     let port = free_port();
     let d = dir.path().display();
@@ -361,7 +339,7 @@ fn checkzone_dump(file: &Path) -> Vec<String> {
 
 /// As [`checkzone_dump`], in `named-checkzone`'s order.
 fn checkzone_lines(file: &Path) -> Vec<String> {
-    require_tool("named-checkzone", "bind9-utils");
+    require_tool("named-checkzone", "-v", "bind9-utils");
     let out = Command::new("named-checkzone")
         .args(["-k", "ignore", "-D", "-o", "-", ORIGIN])
         .arg(file)
@@ -481,7 +459,7 @@ fn dump_is_bind9_text_and_round_trips() {
     assert_eq!(zone_dump(&db2, &[]), dump);
 
     // Knot DNS reads the portable dump; BIND 9 reads it to the same content.
-    require_tool("kzonecheck", "knot-dnssecutils");
+    require_tool("kzonecheck", "-V", "knot-dnssecutils");
     let portable = zone_dump(&db, &["--portable"]);
     let portable_path = authd_tests::write_file(dir.path(), "portable.zone", &portable);
     let out = Command::new("kzonecheck")

@@ -575,33 +575,7 @@ const CERT_TYPES: [(u16, &str); 10] = [
 
 /// A TTL-like value: seconds, or with units (`1h30m`), below 2^32.
 fn ttl_value(w: &str) -> Option<u32> {
-    parse_num(w).or_else(|| {
-        let (mut total, mut n, mut digits) = (0u64, 0u64, 0);
-        for c in w.bytes() {
-            if c.is_ascii_digit() {
-                n = n.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-                digits += 1;
-                continue;
-            }
-            let unit = match c.to_ascii_lowercase() {
-                b's' => 1,
-                b'm' => 60,
-                b'h' => 3600,
-                b'd' => 86_400,
-                b'w' => 604_800,
-                _ => return None,
-            };
-            if digits == 0 {
-                return None;
-            }
-            total = total.checked_add(n.checked_mul(unit)?)?;
-            (n, digits) = (0, 0);
-        }
-        if digits != 0 {
-            return None;
-        }
-        u32::try_from(total).ok()
-    })
+    parse_num(w).or_else(|| crate::zonefile::ttl_with_units(w.as_bytes()))
 }
 
 /// An optionally signed decimal number with an optional fraction.

@@ -185,7 +185,7 @@ fn expand_ttl_units(data: &[u8]) -> (std::borrow::Cow<'_, [u8]>, Lexed) {
 }
 
 /// `1h30m` → 5400; `None` for plain numbers, anything else, or over 32 bits.
-fn ttl_with_units(token: &[u8]) -> Option<u32> {
+pub(crate) fn ttl_with_units(token: &[u8]) -> Option<u32> {
     let (mut total, mut number, mut digits, mut units) = (0u64, 0u64, 0usize, 0usize);
     for &c in token {
         if c.is_ascii_digit() {
