@@ -658,7 +658,7 @@ impl<'a> MessageWriter<'a> {
     ) -> bool {
         let RecordMeta { rtype, class, ttl } = meta;
         let mark = self.mark();
-        self.write_name(owner.as_wire());
+        self.write_name(owner.as_wire(), false);
         self.buf.extend_from_slice(&rtype.0.to_be_bytes());
         self.buf.extend_from_slice(&class.0.to_be_bytes());
         self.buf.extend_from_slice(&ttl.to_be_bytes());
@@ -670,7 +670,7 @@ impl<'a> MessageWriter<'a> {
                 continue;
             }
             self.buf.extend_from_slice(&rdata[copied..off]);
-            self.write_name(&rdata[off..off + len]);
+            self.write_name(&rdata[off..off + len], true);
             copied = off + len;
         }
         self.buf.extend_from_slice(&rdata[copied..]);
@@ -766,8 +766,9 @@ impl<'a> MessageWriter<'a> {
         }
     }
 
-    /// The offset of a written name equal to `suffix` (whose hash is `hash`).
-    fn find_target(&self, hash: u32, suffix: &[u8]) -> Option<u16> {
+    /// The offset of a written name equal to `suffix` (whose hash is `hash`),
+    /// byte for byte when `exact`, else ignoring ASCII case.
+    fn find_target(&self, hash: u32, suffix: &[u8], exact: bool) -> Option<u16> {
         let mut slot = hash as usize & 0xFF;
         for _ in 0..256 {
             let e = self.index[slot] as usize;
@@ -777,7 +778,7 @@ impl<'a> MessageWriter<'a> {
             let t = e - 1;
             if t < self.target_count
                 && self.target_hash[t] == hash
-                && self.name_matches(self.targets[t] as usize, suffix)
+                && self.name_matches(self.targets[t] as usize, suffix, exact)
             {
                 return Some(self.targets[t]);
             }
@@ -787,8 +788,9 @@ impl<'a> MessageWriter<'a> {
     }
 
     /// Compares the uncompressed `name` with the (possibly compressed) name at
-    /// `at` in the buffer, ignoring ASCII case.
-    fn name_matches(&self, mut at: usize, name: &[u8]) -> bool {
+    /// `at` in the buffer: byte for byte when `exact`, else ignoring ASCII
+    /// case.
+    fn name_matches(&self, mut at: usize, name: &[u8], exact: bool) -> bool {
         let buf = &self.buf[..];
         let mut i = 0usize;
         let mut hops = 0;
@@ -815,7 +817,7 @@ impl<'a> MessageWriter<'a> {
                 return true;
             }
             match (buf.get(at + 1..at + 1 + l), name.get(i + 1..i + 1 + l)) {
-                (Some(a), Some(b)) if a.eq_ignore_ascii_case(b) => {}
+                (Some(a), Some(b)) if a == b || !exact && a.eq_ignore_ascii_case(b) => {}
                 _ => return false,
             }
             at += 1 + l;
@@ -825,14 +827,18 @@ impl<'a> MessageWriter<'a> {
 
     /// Writes `name` (uncompressed wire form) compressing its longest suffix
     /// already in the message: each suffix's hash is compared with the
-    /// targets' before any byte comparison.
-    fn write_name(&mut self, name: &[u8]) {
+    /// targets' before any byte comparison. An owner (`exact` false) may point
+    /// to the same name in another case, the question's, as BIND 9 answers
+    /// with the question's spelling; a name in RDATA (`exact`) only to the
+    /// same bytes, so that it keeps its case (RFC 4343 §4.1), as BIND 9
+    /// compresses.
+    fn write_name(&mut self, name: &[u8], exact: bool) {
         let mut starts = [0usize; MAX_LABELS];
         let mut hashes = [0u32; MAX_LABELS + 1];
         let n = suffix_hashes(name, &mut starts, &mut hashes);
         let mut found: Option<(usize, u16)> = None;
         for i in 0..n {
-            if let Some(t) = self.find_target(hashes[i], &name[starts[i]..]) {
+            if let Some(t) = self.find_target(hashes[i], &name[starts[i]..], exact) {
                 found = Some((i, t));
                 break;
             }

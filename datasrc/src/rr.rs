@@ -2,10 +2,9 @@
 //!
 //! RDATA is kept in uncompressed wire form (RFC 1035 §3.3, RFC 3597 §4), parsed
 //! once when a zone is loaded or a row is read, never per query. Presentation
-//! text is written here through NLnet Labs' `domain` formatter, which knows
-//! every common type including the DNSSEC ones and RFC 3597 `\#` data; it is
-//! read by [`Rdata::from_text`], defined with the text readers in `rdata_text`
-//! (so that this module depends on no reader).
+//! text is read by [`Rdata::from_text`] and written by [`Rdata::to_text`],
+//! both defined with the text readers and writers in `rdata_text` (so that
+//! this module depends on none of them).
 
 use std::fmt;
 use std::str::FromStr;
@@ -46,12 +45,132 @@ impl RType {
     pub fn is_meta(self) -> bool {
         self == RType::OPT || (128..=255).contains(&self.0)
     }
+
+    /// Every mnemonic read and written, as the IANA registry and BIND 9 spell
+    /// them (code, mnemonic); any other type is `TYPEnnn` (RFC 3597 §5).
+    pub const MNEMONICS: &'static [(u16, &'static str)] = &[
+        (1, "A"),
+        (2, "NS"),
+        (3, "MD"),
+        (4, "MF"),
+        (5, "CNAME"),
+        (6, "SOA"),
+        (7, "MB"),
+        (8, "MG"),
+        (9, "MR"),
+        (10, "NULL"),
+        (11, "WKS"),
+        (12, "PTR"),
+        (13, "HINFO"),
+        (14, "MINFO"),
+        (15, "MX"),
+        (16, "TXT"),
+        (17, "RP"),
+        (18, "AFSDB"),
+        (19, "X25"),
+        (20, "ISDN"),
+        (21, "RT"),
+        (22, "NSAP"),
+        (23, "NSAP-PTR"),
+        (24, "SIG"),
+        (25, "KEY"),
+        (26, "PX"),
+        (27, "GPOS"),
+        (28, "AAAA"),
+        (29, "LOC"),
+        (30, "NXT"),
+        (31, "EID"),
+        (32, "NIMLOC"),
+        (33, "SRV"),
+        (34, "ATMA"),
+        (35, "NAPTR"),
+        (36, "KX"),
+        (37, "CERT"),
+        (38, "A6"),
+        (39, "DNAME"),
+        (40, "SINK"),
+        (41, "OPT"),
+        (42, "APL"),
+        (43, "DS"),
+        (44, "SSHFP"),
+        (45, "IPSECKEY"),
+        (46, "RRSIG"),
+        (47, "NSEC"),
+        (48, "DNSKEY"),
+        (49, "DHCID"),
+        (50, "NSEC3"),
+        (51, "NSEC3PARAM"),
+        (52, "TLSA"),
+        (53, "SMIMEA"),
+        (55, "HIP"),
+        (56, "NINFO"),
+        (57, "RKEY"),
+        (58, "TALINK"),
+        (59, "CDS"),
+        (60, "CDNSKEY"),
+        (61, "OPENPGPKEY"),
+        (62, "CSYNC"),
+        (63, "ZONEMD"),
+        (64, "SVCB"),
+        (65, "HTTPS"),
+        (99, "SPF"),
+        (100, "UINFO"),
+        (101, "UID"),
+        (102, "GID"),
+        (103, "UNSPEC"),
+        (104, "NID"),
+        (105, "L32"),
+        (106, "L64"),
+        (107, "LP"),
+        (108, "EUI48"),
+        (109, "EUI64"),
+        (249, "TKEY"),
+        (250, "TSIG"),
+        (251, "IXFR"),
+        (252, "AXFR"),
+        (253, "MAILB"),
+        (254, "MAILA"),
+        (255, "ANY"),
+        (256, "URI"),
+        (257, "CAA"),
+        (258, "AVC"),
+        (259, "DOA"),
+        (260, "AMTRELAY"),
+        (261, "RESINFO"),
+        (262, "WALLET"),
+        (32768, "TA"),
+        (32769, "DLV"),
+    ];
+
+    /// True for the types whose presentation form both BIND 9 and Knot DNS
+    /// 3.2 read (checked with `named-checkzone` and `kzonecheck` in
+    /// tests/tests/rrtypes.rs); the rest are best written in RFC 3597 form
+    /// for other servers ([`Rdata::to_generic_text`]).
+    pub fn is_widely_read(self) -> bool {
+        matches!(
+            self.0,
+            1 | 2 | 5 | 6 | 12..=18 | 21 | 28 | 29 | 33 | 35..=37 | 39 | 42..=53 | 59..=65
+                | 99 | 104..=109 | 256 | 257
+        )
+    }
+
+    /// The mnemonic of this type, if it has one.
+    pub fn mnemonic(self) -> Option<&'static str> {
+        RType::MNEMONICS
+            .binary_search_by_key(&self.0, |(c, _)| *c)
+            .ok()
+            .map(|i| RType::MNEMONICS[i].1)
+    }
 }
 
 impl fmt::Display for RType {
-    /// The IANA mnemonic, or `TYPEnnn` (RFC 3597 §5).
+    /// The mnemonic BIND 9 writes ([`RType::MNEMONICS`]), or `TYPEnnn`
+    /// (RFC 3597 §5).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&domain::base::iana::Rtype::from_int(self.0), f)
+        match self.mnemonic() {
+            Some(m) => f.write_str(m),
+            None => write!(f, "TYPE{}", self.0),
+        }
     }
 }
 impl fmt::Debug for RType {
@@ -64,7 +183,7 @@ impl FromStr for RType {
     type Err = RrError;
     /// Accepts mnemonics in any case and `TYPEnnn`.
     fn from_str(s: &str) -> Result<RType, RrError> {
-        // The types every zone row has, before domain's linear table walk.
+        // The types every zone row has, before the walk of the whole table.
         const COMMON: [(&str, RType); 16] = [
             ("A", RType::A),
             ("NS", RType::NS),
@@ -86,9 +205,19 @@ impl FromStr for RType {
         if let Some((_, t)) = COMMON.iter().find(|(m, _)| m.eq_ignore_ascii_case(s)) {
             return Ok(*t);
         }
-        domain::base::iana::Rtype::from_str(s)
-            .map(|t| RType(t.to_int()))
-            .map_err(|_| RrError::UnknownType(s.to_string()))
+        if let Some((code, _)) = RType::MNEMONICS
+            .iter()
+            .find(|(_, m)| m.eq_ignore_ascii_case(s))
+        {
+            return Ok(RType(*code));
+        }
+        s.get(..4)
+            .filter(|p| p.eq_ignore_ascii_case("TYPE"))
+            .and_then(|_| s.get(4..))
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse().ok())
+            .map(RType)
+            .ok_or_else(|| RrError::UnknownType(s.to_string()))
     }
 }
 
@@ -150,30 +279,6 @@ impl Rdata {
         Rdata(wire)
     }
 
-    /// Presentation text, as a master file or BIND 10's `rdata` column holds it.
-    ///
-    /// Errors: [`RrError::BadWire`] when the bytes do not parse as `rtype`.
-    pub fn to_text(&self, rtype: RType) -> Result<String, RrError> {
-        use domain::base::ParsedName;
-        use domain::base::rdata::ParseRecordData;
-        use domain::base::zonefile_fmt::{DisplayKind, ZonefileFmt};
-        use domain::rdata::ZoneRecordData;
-        let mut parser = octseq::Parser::from_ref(&self.0[..]);
-        let data: Option<ZoneRecordData<&[u8], ParsedName<&[u8]>>> =
-            ZoneRecordData::parse_rdata(domain::base::iana::Rtype::from_int(rtype.0), &mut parser)
-                .map_err(|_| RrError::BadWire(rtype))?;
-        if parser.remaining() != 0 {
-            return Err(RrError::BadWire(rtype));
-        }
-        // The zonefile formatter, not `Display`: domain's `Display` for SRV (and a
-        // few other types) writes the target without its trailing dot, which
-        // would read back as a relative name.
-        match data {
-            Some(d) => Ok(d.display_zonefile(DisplayKind::Simple).to_string()),
-            None => Err(RrError::BadWire(rtype)),
-        }
-    }
-
     /// The domain names this RDATA carries that RFC 3597 §4 allows to be
     /// compressed, as (offset, length) ranges into the wire bytes. Used by the
     /// renderer for compression and by additional-section processing.
@@ -190,14 +295,17 @@ impl Rdata {
                 None
             }
         };
-        match rtype {
-            RType::NS | RType::CNAME | RType::PTR => {
+        // The RFC 1035 types with names: NS, MD, MF, CNAME, MB, MG, MR, PTR;
+        // MX; SOA and MINFO with two. No other type's names are compressed
+        // (RFC 3597 §4).
+        match rtype.0 {
+            2..=5 | 7..=9 | 12 => {
                 at(0, &mut out, &mut n);
             }
-            RType::MX => {
+            15 => {
                 at(2, &mut out, &mut n);
             }
-            RType::SOA => {
+            6 | 14 => {
                 if let Some(next) = at(0, &mut out, &mut n) {
                     at(next, &mut out, &mut n);
                 }
@@ -208,12 +316,14 @@ impl Rdata {
     }
 
     /// The name whose addresses additional-section processing looks up: the NS
-    /// host, MX exchange or SRV target (RFC 1035 §3.3.9/§3.3.11, RFC 2782).
+    /// host, MB mailbox host, MX exchange (RFC 1035 §3.3.3, §3.3.9, §3.3.11),
+    /// AFSDB or RT host (RFC 1183 §1, §3.3), SRV target (RFC 2782) or KX
+    /// exchanger (RFC 2230 §5).
     pub fn additional_target(&self, rtype: RType) -> Option<Name> {
-        let off = match rtype {
-            RType::NS => 0,
-            RType::MX => 2,
-            RType::SRV => 6,
+        let off = match rtype.0 {
+            2 | 7 => 0,
+            15 | 18 | 21 | 36 => 2,
+            33 => 6,
             _ => return None,
         };
         let d = self.0.get(off..)?;

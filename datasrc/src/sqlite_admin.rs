@@ -332,6 +332,17 @@ pub fn zone_records(conn: &Connection, origin: &Name) -> Result<Vec<StoredRecord
     zone_records_by_id(conn, origin, id)
 }
 
+/// How [`dump_zone`] writes RDATA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DumpStyle {
+    /// Every type in its own presentation form, as BIND 9 writes it.
+    Bind,
+    /// As [`DumpStyle::Bind`], but types outside [`RType::is_widely_read`]
+    /// as `TYPEnnn` with RFC 3597 `\#` data (§5), which any RFC 3597 reader
+    /// loads (Knot DNS 3.2 reads no A6, WKS, X25, ... of its own).
+    Portable,
+}
+
 /// Writes zone `origin` as a master file (RFC 1035 §5): a comment header, then
 /// one RR per line, `OWNER TTL IN TYPE RDATA` with absolute names, in
 /// [`zone_records`] order with the SOA first. `loadzone` reads it back to the
@@ -343,6 +354,7 @@ pub fn dump_zone(
     conn: &Connection,
     origin: &Name,
     out: &mut dyn Write,
+    style: DumpStyle,
 ) -> Result<usize, AdminError> {
     let mut records = zone_records(conn, origin)?;
     // SOA first, as master files conventionally start (RFC 1035 §5.2).
@@ -361,11 +373,22 @@ pub fn dump_zone(
                 name: rec.owner.to_string(),
                 reason: e.to_string(),
             })?;
-        writeln!(
-            out,
-            "{}\t{}\tIN\t{}\t{}",
-            rec.owner, rec.ttl, rec.rtype, rdata
-        )
+        if style == DumpStyle::Portable && !rec.rtype.is_widely_read() {
+            writeln!(
+                out,
+                "{}\t{}\tIN\tTYPE{}\t{}",
+                rec.owner,
+                rec.ttl,
+                rec.rtype.0,
+                rec.rdata.to_generic_text()
+            )
+        } else {
+            writeln!(
+                out,
+                "{}\t{}\tIN\t{}\t{}",
+                rec.owner, rec.ttl, rec.rtype, rdata
+            )
+        }
         .map_err(io)?;
     }
     Ok(records.len())

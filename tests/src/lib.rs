@@ -628,3 +628,30 @@ fn authd_migrations_free_schema() -> &'static str {
         COLLATE NOCASE, rname TEXT NOT NULL COLLATE NOCASE, ttl INTEGER NOT NULL,
         rdtype TEXT NOT NULL COLLATE NOCASE, sigtype TEXT COLLATE NOCASE, rdata TEXT NOT NULL);"
 }
+
+/// Panics, naming the Debian package to install, unless `program arg` runs.
+pub fn require_tool(program: &str, arg: &str, package: &str) {
+    let ok = Command::new(program)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    assert!(
+        ok,
+        "`{program}` is required for the reference tests: apt-get install {package}"
+    );
+}
+
+/// A port free on 127.0.0.1 for both UDP and TCP (for servers that cannot
+/// report an ephemeral port).
+pub fn free_port() -> u16 {
+    for _ in 0..50 {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind UDP");
+        let port = udp.local_addr().expect("addr").port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port on 127.0.0.1");
+}

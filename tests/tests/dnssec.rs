@@ -22,13 +22,14 @@
 //! both. Every process listens on 127.0.0.1 only and is stopped by PID.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use authd_tests::{
-    AuthdProcess, QueryBuilder, binary, parse_reply, query_tcp, query_udp, run_with_timeout,
+    AuthdProcess, QueryBuilder, binary, free_port, parse_reply, query_tcp, query_udp, require_tool,
+    run_with_timeout,
 };
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{Record, RecordType};
@@ -51,32 +52,6 @@ fn zones() -> Vec<(&'static str, PathBuf)> {
             data("bind10/loadzone/normal/example.com.signed"),
         ),
     ]
-}
-
-fn require_tool(program: &str, arg: &str, package: &str) {
-    let ok = Command::new(program)
-        .arg(arg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    assert!(
-        ok,
-        "`{program}` is required for the DNSSEC reference tests: apt-get install {package}"
-    );
-}
-
-/// A port free on 127.0.0.1 for both UDP and TCP (for servers that cannot
-/// report an ephemeral port).
-fn free_port() -> u16 {
-    for _ in 0..50 {
-        let udp = UdpSocket::bind("127.0.0.1:0").expect("bind UDP");
-        let port = udp.local_addr().expect("addr").port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port on 127.0.0.1");
 }
 
 /// A reference server or resolver process, killed by PID on drop.

@@ -316,7 +316,10 @@ fn broken_reload_keeps_the_previous_version() {
         "{summary}"
     );
     let log = authd.stderr();
-    let located = format!("{}:8: syntax error", zone.display());
+    let located = format!(
+        "{}:8: broken.example.com. A: bad address \"999.1.1.1\"",
+        zone.display()
+    );
     assert!(
         log.lines()
             .any(|l| l.contains(&located)
@@ -532,7 +535,10 @@ fn zone_flag_serves_from_memory_with_and_without_db() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains(&format!("{}:4: syntax error", bad.display())),
+        err.contains(&format!(
+            "{}:4: x.example.net. A: bad address \"1.2.3\": not an IPv4 address",
+            bad.display()
+        )),
         "{err}"
     );
 

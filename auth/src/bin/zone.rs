@@ -5,7 +5,7 @@
 //! zone create --db DB ORIGIN --ns NAME [--ns NAME]... [--email MAILBOX] [--serial N] [--ttl SECONDS]
 //! zone create --db DB ORIGIN --file MASTERFILE
 //! zone delete --db DB ORIGIN
-//! zone dump   --db DB ORIGIN [FILE]
+//! zone dump   --db DB ORIGIN [FILE] [--portable]
 //! zone check  --db DB ORIGIN
 //! zone update --db DB ORIGIN [--add RR]... [--delete RR]... [--ttl SECONDS]
 //! ```
@@ -83,6 +83,11 @@ enum Command {
         origin: String,
         /// The output file.
         file: Option<PathBuf>,
+        /// Write types that Knot DNS 3.2 cannot read in their own form (A6,
+        /// WKS, X25, DOA, ...) as `TYPEnnn \# LENGTH HEX` (RFC 3597 §5), so
+        /// that any server loads the dump.
+        #[arg(long)]
+        portable: bool,
     },
     /// Checks a zone's stored content (SOA, apex NS, CNAME rules, readable rows).
     Check {
@@ -232,7 +237,17 @@ fn run(command: Command) -> Result<(), String> {
             println!("deleted zone {origin} from {} ({rows} rows)", db.display());
             Ok(())
         }
-        Command::Dump { db, origin, file } => {
+        Command::Dump {
+            db,
+            origin,
+            file,
+            portable,
+        } => {
+            let style = if portable {
+                sqlite_admin::DumpStyle::Portable
+            } else {
+                sqlite_admin::DumpStyle::Bind
+            };
             let origin = authd::config::parse_origin(&origin)?;
             let conn = open_read(&db)?;
             match file {
@@ -242,7 +257,7 @@ fn run(command: Command) -> Result<(), String> {
                     let f = std::fs::File::create(&tmp)
                         .map_err(|e| format!("{}: {e}", tmp.display()))?;
                     let mut w = std::io::BufWriter::new(f);
-                    let result = sqlite_admin::dump_zone(&conn, &origin, &mut w)
+                    let result = sqlite_admin::dump_zone(&conn, &origin, &mut w, style)
                         .map_err(admin(&db))
                         .and_then(|n| {
                             w.flush().map_err(|e| format!("{}: {e}", tmp.display()))?;
@@ -265,7 +280,7 @@ fn run(command: Command) -> Result<(), String> {
                 None => {
                     let stdout = std::io::stdout();
                     let mut w = std::io::BufWriter::new(stdout.lock());
-                    sqlite_admin::dump_zone(&conn, &origin, &mut w).map_err(admin(&db))?;
+                    sqlite_admin::dump_zone(&conn, &origin, &mut w, style).map_err(admin(&db))?;
                     w.flush().map_err(|e| format!("stdout: {e}"))
                 }
             }

@@ -16,8 +16,8 @@ pub(super) struct Lexed {
     /// The entries, in file order.
     pub(super) entries: Vec<EntryStart>,
     /// Byte ranges of the words of every entry, in file order; a quoted
-    /// string is one word with an empty range at its end (its text is data,
-    /// never a TTL, class, type or directive).
+    /// string is one word with its quotes (its text is data, never a TTL,
+    /// class, type or directive, which never start with `"`).
     words: Vec<Range<usize>>,
     /// The line of the outermost `(` still open at the end of the file.
     pub(super) unclosed: Option<usize>,
@@ -118,6 +118,7 @@ pub(super) fn lex(data: &[u8]) -> Lexed {
                 i += 1;
             }
             b'"' => {
+                let start = i;
                 i += 1;
                 while i < data.len() && data[i] != b'"' {
                     match data[i] {
@@ -128,8 +129,7 @@ pub(super) fn lex(data: &[u8]) -> Lexed {
                     i += 1;
                 }
                 i += 1;
-                let end = i.min(data.len());
-                words.push(end..end);
+                words.push(start..i.min(data.len()));
             }
             _ => {
                 let start = i;

@@ -1,44 +1,71 @@
 //! RDATA presentation text (RFC 1035 §5.1, RFC 3597 `\#`) read into wire
-//! form: [`Rdata::from_text`], used for BIND 10's `records.rdata` text, zone
-//! edits and the command-line tools.
+//! form, [`Rdata::from_text`], and written from it, [`Rdata::to_text`]: used
+//! for BIND 10's `records.rdata` text, master files, zone edits, dumps and
+//! the command-line tools.
 //!
-//! Two readers, one answer. The fast path reads plain text of the common
-//! types straight into wire form, for the sqlite3 backend, which parses rows
-//! on every lookup. It handles only plain text: printable ASCII without
-//! escapes, parentheses, comments or `@`, and for TXT only simple quoted or
-//! bare strings. Anything else — and anything it would reject — returns
-//! `None`, and the text goes to NLnet Labs' `domain` zonefile scanner, which
-//! stays the reference: every value accepted by the fast path yields the
-//! bytes the scanner yields (checked by the tests below), and every error
-//! comes from the scanner.
+//! Two readers, one answer. The fast path here reads plain text of the
+//! common types straight into wire form, for the sqlite3 backend, which
+//! parses rows on every lookup. It handles only plain text: printable ASCII
+//! without escapes, parentheses, comments or `@`, and for TXT only simple
+//! quoted or bare strings. Anything else — and anything it would reject —
+//! returns `None`, and the text goes to the reader of `types.rs`, which knows
+//! every type's presentation form (and RFC 3597 `\#` for any type) and gives
+//! every error. Every value the fast path accepts yields the bytes that
+//! reader yields, and for the types NLnet Labs' `domain` scanner knows, the
+//! bytes the scanner yields (checked by the tests below). Text is written by
+//! `types.rs` as BIND 9 writes it.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
 use bytes::Bytes;
 use domain::base::iana::{DigestAlgorithm, Nsec3HashAlgorithm, SecurityAlgorithm};
-use domain::base::rdata::ComposeRecordData;
-use domain::zonefile::inplace::{Entry, Zonefile};
 
 use crate::name::{MAX_LABEL_LEN, MAX_NAME_LEN, Name};
 use crate::rr::{RType, Rdata, RrError};
 
+pub(crate) mod fields;
+pub(crate) mod types;
+
 impl Rdata {
     /// Parses presentation text for `rtype` (RFC 1035 §5.1; RFC 3597 `\#` accepted
-    /// for every type). Relative names are completed with `origin`.
+    /// for every type, §5). Relative names are completed with `origin`.
     ///
-    /// Errors: [`RrError::BadText`] naming the type and text.
+    /// Errors: [`RrError::BadText`] naming the type, the text and the field
+    /// that is wrong.
     pub fn from_text(rtype: RType, text: &str, origin: &Name) -> Result<Rdata, RrError> {
         // Plain text of the common types is read directly (the sqlite3 backend
-        // parses rows on every lookup); the scanner handles everything else.
+        // parses rows on every lookup); the full reader handles everything else.
         if let Some(wire) = parse(rtype, text, origin) {
             return Ok(Rdata::from_boxed(wire));
         }
-        parse_rdata_text(rtype, text, origin)
+        let bad = |reason: String| RrError::BadText {
+            rtype,
+            text: text.to_string(),
+            reason,
+        };
+        let toks = fields::tokenize(text).map_err(bad)?;
+        let wire = types::read(rtype, &toks, origin).map_err(bad)?;
+        Ok(Rdata::from_boxed(wire.as_slice().into()))
+    }
+
+    /// Presentation text, as BIND 9 writes it on one line (`named-checkzone
+    /// -D`) and as BIND 10's `rdata` column holds it: the type's own form, or
+    /// RFC 3597 `\# LENGTH HEX` for a type without one (§5).
+    ///
+    /// Errors: [`RrError::BadWire`] when the bytes are not valid for `rtype`.
+    pub fn to_text(&self, rtype: RType) -> Result<String, RrError> {
+        types::write(rtype, self.as_wire()).ok_or(RrError::BadWire(rtype))
+    }
+
+    /// RFC 3597 §5 text of any RDATA: `\# LENGTH HEX`, hex in upper case
+    /// split as BIND 9 splits it.
+    pub fn to_generic_text(&self) -> String {
+        types::write_generic(self.as_wire())
     }
 }
 
-/// `name` as the `domain` scanner's origin.
+/// `name` as the `domain` scanner's origin (the tests' reference reader).
 ///
 /// Errors: [`RrError::BadText`] with type 0 and reason "bad origin" when
 /// `domain` refuses the wire form.
@@ -53,7 +80,9 @@ pub(crate) fn to_domain_name(name: &Name) -> Result<domain::base::Name<Bytes>, R
 }
 
 /// Parses one record's RDATA text with the `domain` scanner, as the single
-/// record `@ 0 IN <rtype> <text>` of a master file.
+/// record `@ 0 IN <rtype> <text>` of a master file: the reference the tests
+/// hold both readers to.
+#[cfg(test)]
 fn parse_rdata_text(rtype: RType, text: &str, origin: &Name) -> Result<Rdata, RrError> {
     let bad = |reason: String| RrError::BadText {
         rtype,
@@ -63,6 +92,8 @@ fn parse_rdata_text(rtype: RType, text: &str, origin: &Name) -> Result<Rdata, Rr
     if text.contains(['\n', '\r']) {
         return Err(bad("line break in rdata".into()));
     }
+    use domain::base::rdata::ComposeRecordData;
+    use domain::zonefile::inplace::{Entry, Zonefile};
     let line = format!("@ 0 IN {rtype} {text}\n");
     let mut zf = Zonefile::with_capacity(line.len()).allow_invalid();
     zf.extend_from_slice(line.as_bytes());
@@ -85,6 +116,7 @@ fn parse_rdata_text(rtype: RType, text: &str, origin: &Name) -> Result<Rdata, Rr
 
 /// `message` without the scanner's leading `line:column: `, which points into
 /// the one-line text built above, not into anything the user wrote.
+#[cfg(test)]
 fn without_position(message: &str) -> &str {
     let mut parts = message.splitn(3, ':');
     match (parts.next(), parts.next(), parts.next()) {
@@ -166,7 +198,7 @@ fn parse(rtype: RType, text: &str, origin: &Name) -> Option<Box<[u8]>> {
         }
         RType::NSEC => {
             name(t.next()?, origin, &mut out)?;
-            type_bitmap(&mut t, &mut out)?;
+            type_bitmap(&mut t, &mut out).ok()?;
         }
         RType::NSEC3 | RType::NSEC3PARAM => {
             out.push(Nsec3HashAlgorithm::from_str(t.next()?).ok()?.to_int());
@@ -186,7 +218,7 @@ fn parse(rtype: RType, text: &str, origin: &Name) -> Option<Box<[u8]>> {
                 let hash = base32hex(t.next()?)?;
                 out.push(u8::try_from(hash.len()).ok()?);
                 out.extend(hash);
-                type_bitmap(&mut t, &mut out)?;
+                type_bitmap(&mut t, &mut out).ok()?;
             }
         }
         _ => return None,
@@ -427,12 +459,14 @@ fn base32hex(w: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The type bitmap of NSEC/NSEC3 (RFC 4034 §4.1.2) from the remaining type
-/// mnemonics; none gives an empty bitmap, as the scanner writes it.
-fn type_bitmap<'a>(t: &mut impl Iterator<Item = &'a str>, out: &mut Buf) -> Option<()> {
+/// The type bitmap of NSEC/NSEC3/CSYNC (RFC 4034 §4.1.2) from the remaining
+/// type mnemonics; none gives an empty bitmap.
+///
+/// Errors: the first word that is not a type.
+fn type_bitmap<'a>(t: &mut impl Iterator<Item = &'a str>, out: &mut Buf) -> Result<(), &'a str> {
     let mut codes: smallvec::SmallVec<[u16; 16]> = smallvec::SmallVec::new();
     for w in t {
-        codes.push(RType::from_str(w).ok()?.0);
+        codes.push(RType::from_str(w).map_err(|_| w)?.0);
     }
     codes.sort_unstable();
     codes.dedup();
@@ -451,7 +485,7 @@ fn type_bitmap<'a>(t: &mut impl Iterator<Item = &'a str>, out: &mut Buf) -> Opti
         out.push(len as u8);
         out.extend_from_slice(&bits[..len]);
     }
-    Some(())
+    Ok(())
 }
 
 /// An RRSIG time (RFC 4034 §3.2): up to ten digits of seconds, or

@@ -1,0 +1,130 @@
+//! The RDATA of every record of a master file read by authd's own reader
+//! (`rdata_text`), which knows every type BIND 9 loads, and handed to the
+//! `domain` scanner in RFC 3597 form (`TYPEnnn \# LENGTH HEX`, §5), which it
+//! reads for any type. The scanner then does what it does well — owners,
+//! `$ORIGIN`, `$TTL`, `$INCLUDE`, TTLs and classes — and every RDATA error
+//! names the record, type and field.
+
+use std::path::Path;
+use std::str::FromStr;
+
+use super::ZoneFileError;
+use super::lex::Lexed;
+use crate::name::Name;
+use crate::rdata_text::fields::Tok;
+use crate::rdata_text::types;
+use crate::rr::RType;
+
+/// `data` with the RDATA of each record rewritten in RFC 3597 form, lines
+/// and parentheses kept (so that lines still count as before); `None` when
+/// there is no record. An entry whose type is not a type, or whose words are
+/// not UTF-8, is left as written for the scanner.
+///
+/// Errors: the first RDATA that does not read, at its entry's line.
+pub(super) fn rdata_to_generic(
+    data: &[u8],
+    lexed: &Lexed,
+    origin: &Name,
+    file: &Path,
+) -> Result<Option<Vec<u8>>, ZoneFileError> {
+    let mut current = origin.clone();
+    let mut last_owner: Option<Name> = None;
+    let mut out: Vec<u8> = Vec::with_capacity(data.len() + data.len() / 2);
+    let mut at = 0;
+    for (entry, words) in lexed.iter() {
+        let tok = |i: usize| words.get(i).map(|r| &data[r.clone()]);
+        let Some(first) = tok(0) else { continue };
+        if entry.directive.is_some() {
+            if first.eq_ignore_ascii_case(b"$ORIGIN")
+                && let Some(arg) = tok(1).and_then(|a| std::str::from_utf8(a).ok())
+                && let Ok(o) = Name::parse(arg, Some(&current))
+            {
+                current = o;
+            }
+            continue;
+        }
+        if entry.owner {
+            let text = String::from_utf8_lossy(first);
+            last_owner = Name::parse(&text, Some(&current)).ok();
+        }
+        // [owner] [TTL] [class] type, or [owner] [class] [TTL] type (RFC 1035 §5.1).
+        let mut i = usize::from(entry.owner);
+        for _ in 0..2 {
+            match tok(i) {
+                Some(t) if super::is_class(t) || t.iter().all(u8::is_ascii_digit) => i += 1,
+                _ => break,
+            }
+        }
+        let Some(rtype) = tok(i)
+            .and_then(|t| std::str::from_utf8(t).ok())
+            .and_then(|t| RType::from_str(t).ok())
+        else {
+            continue;
+        };
+        let Some(toks) = words[i + 1..]
+            .iter()
+            .map(|r| token(&data[r.clone()]))
+            .collect::<Option<Vec<Tok<'_>>>>()
+        else {
+            continue;
+        };
+        let wire = types::read(rtype, &toks, &current).map_err(|reason| {
+            let owner = last_owner
+                .as_ref()
+                .map_or_else(|| "(no owner)".to_string(), Name::to_string);
+            ZoneFileError {
+                file: file.to_path_buf(),
+                line: entry.line,
+                message: format!("{owner} {rtype}: {reason}"),
+            }
+        })?;
+        let start = words[i].start;
+        let end = words.last().map_or(words[i].end, |r| r.end);
+        out.extend_from_slice(&data[at..start]);
+        out.extend_from_slice(format!("TYPE{} \\# {}", rtype.0, wire.len()).as_bytes());
+        if !wire.is_empty() {
+            out.push(b' ');
+            out.extend_from_slice(data_encoding::HEXUPPER.encode(&wire).as_bytes());
+        }
+        // The parentheses and line ends between the words, outside comments.
+        for gap in words[i..].windows(2).map(|w| &data[w[0].end..w[1].start]) {
+            let mut in_comment = false;
+            for &c in gap {
+                match c {
+                    b';' => in_comment = true,
+                    b'\n' => {
+                        in_comment = false;
+                        out.push(b'\n');
+                    }
+                    b'(' | b')' if !in_comment => {
+                        out.push(b' ');
+                        out.push(c);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        at = end;
+    }
+    if at == 0 {
+        return Ok(None);
+    }
+    out.extend_from_slice(&data[at..]);
+    Ok(Some(out))
+}
+
+/// A word of the lexer as an RDATA token: quoted strings without their
+/// quotes; `None` when not UTF-8.
+fn token(word: &[u8]) -> Option<Tok<'_>> {
+    let text = std::str::from_utf8(word).ok()?;
+    match text.strip_prefix('"') {
+        Some(inner) => Some(Tok {
+            raw: inner.strip_suffix('"').unwrap_or(inner),
+            quoted: true,
+        }),
+        None => Some(Tok {
+            raw: text,
+            quoted: false,
+        }),
+    }
+}
