@@ -224,7 +224,7 @@ fn rrl_exempt_prefixes_and_log_only() {
 
 /// `dig +cookie` gets a server cookie (RFC 9018: 16 bytes, version 1),
 /// sending it back keeps it valid (echoed while fresh), a forged one is
-/// replaced; `kdig +cookie` gets one too.
+/// replaced; `kdig +cookie` gets one too, and sending it back is accepted.
 #[test]
 fn cookies_with_dig_and_kdig() {
     let dir = tempdir();
@@ -272,29 +272,26 @@ fn cookies_with_dig_and_kdig() {
     assert_eq!(&renewed[..16], &full[..16]);
     assert_ne!(renewed, forged);
 
-    let out = run_with_timeout(
-        Command::new("kdig").args([
-            "@127.0.0.1",
-            "-p",
-            &port,
-            "+cookie",
-            "www.example.org.",
-            "A",
-        ]),
-        Duration::from_secs(10),
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.contains("COOKIE:"))
-        .unwrap_or_else(|| panic!("kdig shows no cookie:\n{text}"));
-    let hex: String = line
-        .split("COOKIE:")
-        .nth(1)
-        .unwrap_or("")
-        .trim()
-        .to_string();
-    assert_eq!(hex.len(), 48, "kdig: {line}");
+    let kdig = |cookie: &str| {
+        let out = run_with_timeout(
+            Command::new("kdig").args(["@127.0.0.1", "-p", &port, cookie, "www.example.org.", "A"]),
+            Duration::from_secs(10),
+        );
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let line = text
+            .lines()
+            .find(|l| l.contains("COOKIE:"))
+            .unwrap_or_else(|| panic!("kdig shows no cookie:\n{text}"));
+        line.split("COOKIE:")
+            .nth(1)
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    };
+    let got = kdig("+cookie");
+    assert_eq!(got.len(), 48, "kdig: {got}");
+    // kdig sends it back: accepted, and echoed as it is (fresh).
+    assert_eq!(kdig(&format!("+cookie={got}")), got);
 }
 
 /// A client presenting a valid server cookie is not rate limited; one
