@@ -40,6 +40,7 @@ use authd_datasrc::{Class, RType, SourceList};
 
 use crate::chaos::{self, ChaosOptions};
 use crate::cookies::{Checked, Cookies};
+use crate::metrics::{CookieSeen, Limited, Metrics};
 use crate::query::{Answer, QueryProcessor, Response, ResponseKind, Transport, render};
 use crate::rrl::{Action, RateLimiter};
 use crate::wire::{self, Header, Opcode, ParseError, Rcode, Request};
@@ -65,9 +66,22 @@ pub struct Dispatcher {
     transfer: TransferPolicy,
     /// DNS cookies (RFC 7873), when on.
     cookies: Option<Cookies>,
+    /// Counters, when metrics are on (one set for the process, shared by
+    /// every snapshot).
+    metrics: Option<Arc<Metrics>>,
     /// UDP response rate limiting, when on (shared with the next snapshot
     /// when a reload leaves its settings alone, so no client is forgiven).
     rrl: Option<Arc<RateLimiter>>,
+}
+
+/// What a message was, noted on its way for the metrics.
+#[derive(Default)]
+struct Seen {
+    opcode: Option<Opcode>,
+    qtype: Option<RType>,
+    kind: Option<ResponseKind>,
+    limited: Option<Limited>,
+    cookie: Option<CookieSeen>,
 }
 
 /// A handled query before the guards after it: one message (of this kind)
@@ -87,6 +101,7 @@ impl Dispatcher {
             transfer: TransferPolicy::default(),
             cookies: None,
             rrl: None,
+            metrics: None,
         }
     }
 
@@ -108,6 +123,16 @@ impl Dispatcher {
     /// The same, rate limiting UDP responses (`None`: off).
     pub fn with_rrl(self, rrl: Option<Arc<RateLimiter>>) -> Dispatcher {
         Dispatcher { rrl, ..self }
+    }
+
+    /// The same, counting into `metrics` (`None`: off).
+    pub fn with_metrics(self, metrics: Option<Arc<Metrics>>) -> Dispatcher {
+        Dispatcher { metrics, ..self }
+    }
+
+    /// The counters, if metrics are on.
+    pub fn metrics(&self) -> Option<&Arc<Metrics>> {
+        self.metrics.as_ref()
     }
 
     /// The rate limiter in force, if any.
@@ -140,9 +165,56 @@ impl Dispatcher {
         peer: IpAddr,
         out: &mut Vec<u8>,
     ) -> Reply {
+        let Some(metrics) = &self.metrics else {
+            return self.handle_seen(msg, transport, peer, out, &mut Seen::default());
+        };
+        let mut seen = Seen::default();
+        let reply = self.handle_seen(msg, transport, peer, out, &mut seen);
+        let Some(opcode) = seen.opcode else {
+            return reply;
+        };
+        let rcode = match &reply {
+            Reply::Nothing => None,
+            Reply::Message => Some(wire::reply_rcode(out)),
+            Reply::Stream(messages) => {
+                let rcode = messages.first().map(|m| wire::reply_rcode(m));
+                let kind = usize::from(seen.qtype == Some(RType::IXFR));
+                let result = usize::from(rcode != Some(Rcode::NOERROR));
+                metrics.transfers[kind][result].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                rcode
+            }
+        };
+        metrics.worker(|w| {
+            w.query(transport, opcode, seen.qtype, rcode);
+            if let Some(kind) = seen.kind
+                && reply == Reply::Message
+            {
+                let tc = out.get(2).is_some_and(|b| b & 0x02 != 0);
+                w.response(kind, tc);
+            }
+            if let Some(l) = seen.limited {
+                w.limited(l);
+            }
+            if let Some(c) = seen.cookie {
+                w.cookie(c);
+            }
+        });
+        reply
+    }
+
+    /// [`Self::handle`], noting what the message was in `seen` (for metrics).
+    fn handle_seen(
+        &self,
+        msg: &[u8],
+        transport: Transport,
+        peer: IpAddr,
+        out: &mut Vec<u8>,
+        seen: &mut Seen,
+    ) -> Reply {
         let Some(head) = wire::peek_head(msg) else {
             return Reply::Nothing;
         };
+        seen.opcode = Some(head.opcode);
         if head.opcode != Opcode::QUERY {
             // NOTIFY (RFC 1996) and UPDATE (RFC 2136) plug in here.
             let header = Header::reply(
@@ -153,7 +225,7 @@ impl Dispatcher {
                 Rcode::NOTIMP,
             );
             wire::write_error(out, header, None);
-            return self.limit(None, transport, peer, ERROR, None, 0, out);
+            return self.limit(None, transport, peer, ERROR, None, 0, out, seen);
         }
         let req = match wire::parse_query(msg) {
             Ok(req) => req,
@@ -168,9 +240,10 @@ impl Dispatcher {
                 let header = Header::reply(id, opcode, flags, wire::Flags::empty(), rcode);
                 let question = question.and_then(|(start, end)| msg.get(start..end));
                 wire::write_error(out, header, question);
-                return self.limit(None, transport, peer, ERROR, None, 0, out);
+                return self.limit(None, transport, peer, ERROR, None, 0, out, seen);
             }
         };
+        seen.qtype = Some(req.qtype);
         // One clock read for the guards (cookie timestamps, rate limits).
         let now = if self.cookies.is_some() || self.rrl.is_some() {
             crate::sys::unix_seconds()
@@ -183,17 +256,28 @@ impl Dispatcher {
             (Some(cookies), Some(cookie)) => Some(cookies.answer(&cookie, peer, now)),
             _ => None,
         };
+        seen.cookie = cookie.map(|c| {
+            if c.valid {
+                CookieSeen::Valid
+            } else {
+                CookieSeen::New
+            }
+        });
         match self.route(&req, msg, transport, peer, out) {
             Handled::Stream(messages) => Reply::Stream(messages),
-            Handled::Message(response) => self.limit(
-                Some(&req),
-                transport,
-                peer,
-                response,
-                cookie.as_ref(),
-                now,
-                out,
-            ),
+            Handled::Message(response) => {
+                seen.kind = Some(response.kind);
+                self.limit(
+                    Some(&req),
+                    transport,
+                    peer,
+                    response,
+                    cookie.as_ref(),
+                    now,
+                    out,
+                    seen,
+                )
+            }
         }
     }
 
@@ -254,6 +338,7 @@ impl Dispatcher {
         cookie: Option<&Checked>,
         now: u64,
         out: &mut Vec<u8>,
+        seen: &mut Seen,
     ) -> Reply {
         if transport == Transport::Udp
             && let Some(rrl) = &self.rrl
@@ -266,8 +351,12 @@ impl Dispatcher {
             };
             match rrl.account(peer, response.kind, response.key, now) {
                 Action::Send => {}
-                Action::Drop => return Reply::Nothing,
+                Action::Drop => {
+                    seen.limited = Some(Limited::Dropped);
+                    return Reply::Nothing;
+                }
                 Action::Slip => {
+                    seen.limited = Some(Limited::Slipped);
                     let Some(req) = req else {
                         return Reply::Nothing;
                     };

@@ -12,6 +12,7 @@ pub mod config;
 pub mod cookies;
 pub mod dispatch;
 mod log_limit;
+pub mod metrics;
 pub mod notify;
 pub mod query;
 pub mod rrl;

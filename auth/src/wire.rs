@@ -336,6 +336,23 @@ pub fn peek_head(msg: &[u8]) -> Option<Head> {
     })
 }
 
+/// The full rcode of a reply rendered here: the header's four bits and, when
+/// the message ends with an OPT (with or without a COOKIE option), its
+/// upper eight (RFC 6891 §6.1.3).
+pub fn reply_rcode(msg: &[u8]) -> Rcode {
+    let low = msg.get(3).map_or(0, |b| u16::from(b & 0x0F));
+    let len = msg.len();
+    for opt_len in [OPT_LEN, OPT_LEN + COOKIE_OPTION_LEN] {
+        if let Some(at) = len.checked_sub(opt_len)
+            && at >= HEADER_LEN
+            && msg[at..at + 3] == [0, 0, 41]
+        {
+            return Rcode(u16::from(msg[at + 5]) << 4 | low);
+        }
+    }
+    Rcode(low)
+}
+
 /// Appends a COOKIE option with `data` (client and server cookie, RFC 7873
 /// §4) to the OPT record that ends `msg`, as every reply rendered here to a
 /// query with EDNS ends. Returns false, changing nothing, when `msg` does

@@ -198,30 +198,9 @@ struct Entry {
     used: AtomicBool,
 }
 
-/// Hit and miss counts since creation (or the last [`HotSpotCache::reset_stats`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CacheStats {
-    /// Probes answered from the cache.
-    pub hits: u64,
-    /// Probes that went to the wrapped source.
-    pub misses: u64,
-    /// Entries evicted to respect the slot count.
-    pub evictions: u64,
-    /// Times the cache was emptied because the source changed.
-    pub flushes: u64,
-}
-
-impl CacheStats {
-    /// hits / (hits + misses), 0 when nothing was probed.
-    pub fn hit_rate(&self) -> f64 {
-        let total = self.hits + self.misses;
-        if total == 0 {
-            0.0
-        } else {
-            self.hits as f64 / total as f64
-        }
-    }
-}
+/// Hit and miss counts since creation (or the last
+/// [`HotSpotCache::reset_stats`]), and the entries held.
+pub use authd_datasrc::CacheStats;
 
 struct State {
     lru: LruCache<Key, Entry>,
@@ -332,6 +311,7 @@ impl HotSpotCache {
             misses: self.misses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
             flushes: self.flushes.load(Ordering::Relaxed),
+            entries: self.len() as u64,
         }
     }
 
@@ -879,5 +859,9 @@ impl DataSource for HotSpotCache {
         // The cache's node view lives for one lookup (it carries the
         // generation it reads under); a wrapper above it uses `lookup`.
         None
+    }
+
+    fn cache_stats(&self) -> Option<CacheStats> {
+        self.state.is_some().then(|| self.stats())
     }
 }

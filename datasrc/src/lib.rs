@@ -19,4 +19,4 @@ pub mod zonefile;
 pub use lookup::{DataSourceError, Lookup, LookupOptions, Outcome, ZoneRef};
 pub use name::{Name, NameError};
 pub use rr::{Class, RRset, RType, Rdata, Record, RrError};
-pub use source::{DataSource, SourceList, ZoneSelection};
+pub use source::{CacheStats, DataSource, SourceList, ZoneSelection};

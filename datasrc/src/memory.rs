@@ -512,4 +512,8 @@ impl DataSource for MemorySource {
     fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }
+    fn cache_stats(&self) -> Option<crate::source::CacheStats> {
+        // Snapshots are the data, not a cache of it.
+        None
+    }
 }

@@ -111,6 +111,37 @@ pub trait DataSource: Send + Sync {
         zone: &ZoneRef,
         f: &mut dyn FnMut(&dyn NodeStore) -> Result<Lookup, DataSourceError>,
     ) -> Option<Result<Lookup, DataSourceError>>;
+
+    /// The counters of a caching source (for metrics); `None` for a source
+    /// that caches nothing.
+    fn cache_stats(&self) -> Option<CacheStats>;
+}
+
+/// Counters of a caching source (the hot-spot cache), since it was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Probes answered from the cache.
+    pub hits: u64,
+    /// Probes that went to the wrapped source.
+    pub misses: u64,
+    /// Entries evicted to respect the slot count.
+    pub evictions: u64,
+    /// Times the cache was emptied because the source changed.
+    pub flushes: u64,
+    /// Entries held now.
+    pub entries: u64,
+}
+
+impl CacheStats {
+    /// hits / (hits + misses), 0 when nothing was probed.
+    pub fn hit_rate(&self) -> f64 {
+        let total = self.hits + self.misses;
+        if total == 0 {
+            0.0
+        } else {
+            self.hits as f64 / total as f64
+        }
+    }
 }
 
 /// A zone found by [`SourceList::find_zone`] and the source holding it.

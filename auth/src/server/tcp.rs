@@ -16,6 +16,7 @@ use super::conns::{ConnTable, Refused, Slot};
 use super::{DispatcherHandle, MAX_TCP_MESSAGE, SHUTDOWN_GRACE, ServerError, handle_guarded};
 use crate::dispatch::Reply;
 use crate::log_limit::LogLimit;
+use crate::metrics::Metrics;
 use crate::query::Transport;
 
 /// Per-connection settings.
@@ -25,6 +26,26 @@ pub(super) struct TcpSettings {
     pub idle_timeout: Duration,
     /// Longest wait for a new connection's first query.
     pub first_query_timeout: Duration,
+}
+
+/// Counts a connection open in `authd_tcp_connections` while it lives.
+struct OpenConnection(Arc<Metrics>);
+
+impl OpenConnection {
+    fn new(metrics: &Arc<Metrics>) -> OpenConnection {
+        metrics
+            .tcp_open
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        OpenConnection(Arc::clone(metrics))
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0
+            .tcp_open
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Connections refused or closed by the limits (a client can make many).
@@ -62,10 +83,17 @@ pub(super) async fn serve(
                 continue;
             }
         };
-        let transfer_client = dispatcher.load().transfer_policy().allows(peer.ip());
+        let (transfer_client, metrics) = {
+            let d = dispatcher.load();
+            (d.transfer_policy().allows(peer.ip()), d.metrics().cloned())
+        };
         let slot = match conns.admit(peer.ip(), transfer_client) {
             Ok(slot) => slot,
             Err(why) => {
+                if let Some(m) = &metrics {
+                    let i = usize::from(why == Refused::Full);
+                    m.tcp_closed[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 if let Some(suppressed) = LIMIT_LOG.allow() {
                     let why = match why {
                         Refused::PerClient => {
@@ -83,6 +111,7 @@ pub(super) async fn serve(
         let stop = stop.clone();
         let settings = settings.clone();
         tasks.spawn(async move {
+            let _open = metrics.as_ref().map(OpenConnection::new);
             if let Err(e) = connection(stream, peer, &dispatcher, settings, &slot, stop).await {
                 tracing::debug!("TCP connection from {peer}: {e}");
             }
@@ -155,6 +184,9 @@ async fn connection(
             biased;
             _ = stop.changed() => return Ok(()),
             () = slot.close.notified() => {
+                if let Some(m) = dispatcher.load().metrics() {
+                    m.tcp_closed[2].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 if let Some(suppressed) = LIMIT_LOG.allow() {
                     tracing::info!(suppressed, "TCP connection from {peer} closed: idle longest while the table was full");
                 }

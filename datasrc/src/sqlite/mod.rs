@@ -96,6 +96,11 @@ fn storage(path: &Path, e: impl std::fmt::Display) -> DataSourceError {
 }
 
 impl DataSource for SqliteSource {
+    fn cache_stats(&self) -> Option<crate::source::CacheStats> {
+        // Every lookup is SQL; SQLite's page cache is not counted here.
+        None
+    }
+
     fn describe(&self) -> String {
         format!("sqlite3:{}", self.path.display())
     }
@@ -363,6 +368,10 @@ struct ScopeState {
 }
 
 impl DataSource for QueryScope<'_> {
+    fn cache_stats(&self) -> Option<crate::source::CacheStats> {
+        self.source.cache_stats()
+    }
+
     fn describe(&self) -> String {
         self.source.describe()
     }
