@@ -22,7 +22,7 @@
 //! query path, then swapped in atomically; a zone that fails keeps its previous
 //! version; one line `reload: N zones reloaded, M unchanged, K failed` follows.
 //! Everything else the configuration says applies at once too (`[transfer]`,
-//! `[notify]`, `[chaos]`, the data sources); only listen-address, `[server]`
+//! `[notify]`, `[chaos]`, the TSIG `[[key]]`s, the data sources); only listen-address, `[server]`
 //! and `[tcp]` changes need a restart (a warning says so). A
 //! start-up error (including a zone that fails to load) prints one line
 //! `authd: <message>` and exits 1.
@@ -296,21 +296,24 @@ fn dispatcher(config: &Config, sources: authd_datasrc::SourceList) -> Dispatcher
     Dispatcher::new(sources)
         .with_chaos(config.chaos.options())
         .with_transfer(config.transfer_policy())
+        .with_keys(config.key_ring())
 }
 
-/// The DBs to watch for serial changes and the NOTIFY targets of `config`.
+/// The DBs to watch for serial changes, the NOTIFY targets of `config` and
+/// the keys they sign with.
 fn notify_settings(config: &Config) -> NotifySettings {
     NotifySettings {
         dbs: config.sqlite_dbs(),
         config: config.notify.clone(),
+        keys: config.key_ring(),
     }
 }
 
 /// Reloads on every SIGHUP, one reload at a time (signals arriving during a
 /// reload are merged into one more reload). The new sources are built on a
 /// blocking thread while the current dispatcher keeps answering, then a new
-/// dispatcher (sources, transfer policy, CH answers) is swapped in and the
-/// notifier is given the new DBs and targets.
+/// dispatcher (sources, transfer policy, CH answers, TSIG keys) is swapped in
+/// and the notifier is given the new DBs, targets and keys.
 async fn reload_loop(
     cli: Cli,
     mut running: Config,

@@ -24,7 +24,7 @@ pub fn render(req: &Request<'_>, ans: &Answer, transport: Transport, out: &mut V
 }
 
 /// The reply size limit for `req` over `transport`, bytes.
-pub(super) fn reply_limit(req: &Request<'_>, transport: Transport) -> usize {
+pub fn reply_limit(req: &Request<'_>, transport: Transport) -> usize {
     match (transport, req.edns) {
         (Transport::Tcp, _) => MAX_TCP_MESSAGE,
         (Transport::Udp, Some(e)) => {
