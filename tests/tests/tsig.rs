@@ -292,6 +292,78 @@ fn unknown_key_and_wrong_secret_as_dig_and_kdig_report_them() {
     assert!(!authd.stderr().contains(TK), "no secret in the log");
 }
 
+/// `authd keygen NAME` prints a `[[key]]` block (a fresh 32-byte secret for
+/// HMAC-SHA256, 64 for SHA512) that authd accepts and dig signs with; a bad
+/// algorithm or name is a usage error (exit 2).
+#[test]
+fn keygen_prints_a_working_key_block() {
+    let keygen = |args: &[&str]| {
+        let out = run_with_timeout(
+            Command::new(authd_tests::binary("authd"))
+                .arg("keygen")
+                .args(args),
+            Duration::from_secs(10),
+        );
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, block, _) = keygen(&["xfr-key"]);
+    assert_eq!(code, Some(0));
+    let lines: Vec<&str> = block.lines().collect();
+    assert_eq!(
+        lines[..3],
+        [
+            "[[key]]",
+            "name = \"xfr-key.\"",
+            "algorithm = \"hmac-sha256\""
+        ]
+    );
+    let secret = lines[3]
+        .strip_prefix("secret = \"")
+        .and_then(|s| s.strip_suffix('"'))
+        .expect("secret line");
+    assert_eq!(Secret::from_base64(secret).map(|s| s.len()), Ok(32));
+    assert_ne!(keygen(&["xfr-key"]).1, block, "a fresh secret each time");
+    let (_, sha512, _) = keygen(&["-a", "hmac-sha512", "k2."]);
+    assert!(
+        sha512.contains("algorithm = \"hmac-sha512\"\nsecret = \""),
+        "{sha512}"
+    );
+    for bad in [&["-a", "hmac-sha3", "k."][..], &["a..b"], &[]] {
+        let (code, out, err) = keygen(bad);
+        assert_eq!((code, out.as_str()), (Some(2), ""), "{bad:?}: {err}");
+        assert!(
+            err.starts_with("authd: ") && err.ends_with("(see authd --help)\n"),
+            "{err}"
+        );
+    }
+    // The block, pasted into a configuration, works with dig -y.
+    let dir = tempdir();
+    let authd = start(
+        dir.path(),
+        &format!(
+            "{block}[[datasource]]\ntype = \"memory\"\nzones = [{{ origin = \"example.com.\", file = \"{}\" }}]\n",
+            example_zone().display()
+        ),
+    );
+    let out = run(
+        "dig",
+        authd.addr(),
+        &[
+            "-y",
+            &format!("hmac-sha256:xfr-key.:{secret}"),
+            "www.example.com",
+        ],
+    );
+    assert!(
+        out.contains("status: NOERROR") && out.contains(" NOERROR 0") && !unverified(&out),
+        "{out}"
+    );
+}
+
 /// The dnspython client of [`badtime_for_a_client_with_a_skewed_clock`]:
 /// signs with its clock moved by argv[2] seconds, then checks the reply
 /// itself (dnspython reports BADTIME before looking at the MAC, so the MAC of
