@@ -14,8 +14,8 @@
 #
 # Everything runs on 127.0.0.1 with unprivileged ports (AUTHD_PORT, KNOT_PORT,
 # NAMED_PORT) and a temporary folder; processes are stopped by PID; every
-# wait is bounded. Installs knot, bind9, dnsutils and sqlite3 with apt-get
-# when missing.
+# wait is bounded (tests/interop/common.sh). Installs knot, bind9, dnsutils
+# and sqlite3 with apt-get when missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -23,62 +23,9 @@ AUTHD_PORT="${AUTHD_PORT:-25310}"
 KNOT_PORT="${KNOT_PORT:-25363}"
 NAMED_PORT="${NAMED_PORT:-25364}"
 
-need=()
-command -v knotd >/dev/null 2>&1 || need+=(knot)
-command -v named >/dev/null 2>&1 || need+=(bind9)
-command -v dig >/dev/null 2>&1 || need+=(dnsutils)
-command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
-if [ ${#need[@]} -gt 0 ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+. tests/interop/common.sh
+install_missing knotd=knot named=bind9 dig=dnsutils sqlite3=sqlite3
 NAMED="$(command -v named)"
-
-cargo build --quiet -p authd --bins
-BIN="${CARGO_TARGET_DIR:-target}/debug"
-BIN="$(cd "$BIN" && pwd)"
-
-TMP="$(mktemp -d)"
-AUTHD_PID=""
-KNOT_PID=""
-NAMED_PID=""
-stop() { # PID
-  [ -n "$1" ] && kill "$1" 2>/dev/null && wait "$1" 2>/dev/null || true
-}
-cleanup() {
-  stop "$NAMED_PID"
-  stop "$KNOT_PID"
-  stop "$AUTHD_PID"
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  echo "--- authd log" >&2; cat "$TMP/authd.log" >&2 || true
-  echo "--- knot log" >&2; cat "$TMP/knot.log" >&2 || true
-  echo "--- named log" >&2; cat "$TMP/named.log" "$TMP/named.out" >&2 || true
-  exit 1
-}
-
-# wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND every 0.2 s.
-wait_for() {
-  local secs="$1" what="$2"
-  shift 2
-  local deadline=$((SECONDS + secs))
-  until "$@" >/dev/null 2>&1; do
-    [ "$SECONDS" -ge "$deadline" ] && fail "$what (waited ${secs} s)"
-    sleep 0.2
-  done
-}
-
-serial_at() { # PORT ZONE
-  dig +short +norec +time=1 +tries=1 @127.0.0.1 -p "$1" "$2" SOA | awk '{print $3}'
-}
-has_serial() { # PORT ZONE SERIAL
-  [ "$(serial_at "$1" "$2")" = "$3" ]
-}
 
 # 1. The key, the zones and authd.
 "$BIN/authd" keygen xfr-key. > "$TMP/key.toml"
@@ -101,21 +48,11 @@ allow = ["key xfr-key."]
 origin = "example.org."
 targets = ["127.0.0.1:$KNOT_PORT key xfr-key.", "127.0.0.1:$NAMED_PORT key xfr-key."]
 EOF
-"$BIN/authd" --config "$TMP/authd.toml" >"$TMP/authd.log" 2>&1 &
-AUTHD_PID=$!
-wait_for 30 "authd listening" grep -q "listening on" "$TMP/authd.log"
+start_authd
 
 # 2. Knot: example.org from authd with the key, example.net without.
-mkdir -p "$TMP/knot/run" "$TMP/knot/db" "$TMP/knot/zones"
-cat > "$TMP/knot.conf" <<EOF
-server:
-    rundir: "$TMP/knot/run"
-    listen: 127.0.0.1@$KNOT_PORT
-log:
-  - target: "$TMP/knot.log"
-    any: info
-database:
-    storage: "$TMP/knot/db"
+knot_conf_head "$KNOT_PORT" > "$TMP/knot.conf"
+cat >> "$TMP/knot.conf" <<EOF
 key:
   - id: xfr-key.
     algorithm: hmac-sha256
@@ -131,12 +68,6 @@ acl:
     address: 127.0.0.1
     key: xfr-key.
     action: notify
-template:
-  - id: default
-    storage: "$TMP/knot/zones"
-    zonefile-sync: -1
-    zonefile-load: none
-    journal-content: all
 zone:
   - domain: example.org
     master: authd_signed
@@ -145,7 +76,7 @@ zone:
     master: authd_unsigned
 EOF
 knotd -c "$TMP/knot.conf" >"$TMP/knotd.out" 2>&1 &
-KNOT_PID=$!
+PIDS+=($!)
 
 # BIND 9: the same two zones.
 mkdir -p "$TMP/named"
@@ -182,7 +113,7 @@ zone "example.net" {
 };
 EOF
 "$NAMED" -f -n 1 -c "$TMP/named.conf" >"$TMP/named.out" 2>&1 &
-NAMED_PID=$!
+PIDS+=($!)
 
 # 3. Both transfer example.org (AXFR, signed) and are refused example.net.
 wait_for 30 "Knot has example.org serial 2" has_serial "$KNOT_PORT" example.org 2
@@ -198,14 +129,6 @@ for port in "$KNOT_PORT" "$NAMED_PORT"; do
 done
 grep -q "TSIG: request from" "$TMP/authd.log" && fail "authd rejected a TSIG the secondaries signed"
 
-compare() { # PORT NAME TYPE
-  local a s
-  a="$(dig +noall +answer +norec @127.0.0.1 -p "$AUTHD_PORT" "$2" "$3" | sort)"
-  s="$(dig +noall +answer +norec @127.0.0.1 -p "$1" "$2" "$3" | sort)"
-  echo "authd:      ${a:-<empty>}"
-  echo "port $1: ${s:-<empty>}"
-  [ -n "$a" ] && [ "$a" = "$s" ] || fail "authd and the secondary on port $1 differ for $2 $3"
-}
 compare "$KNOT_PORT" www.example.org A
 compare "$NAMED_PORT" www.example.org A
 
