@@ -414,25 +414,22 @@ mod tests {
         assert_eq!(Secret::from_base64("c2Vj cmV0\nIQ=="), Ok(s));
     }
 
+    /// A key block is one TOML `[[key]]` table whose secret decodes to the
+    /// MAC length; two blocks never share a secret.
     #[test]
     fn key_blocks_parse_back() {
         let name: Name = "transfer-key.".parse().expect("name");
-        let block = key_block(&name, Algorithm::HmacSha512).expect("keygen");
-        let lines: Vec<&str> = block.lines().collect();
-        assert_eq!(
-            lines[..3],
-            [
-                "[[key]]",
-                "name = \"transfer-key.\"",
-                "algorithm = \"hmac-sha512\""
-            ]
-        );
-        let secret = lines[3]
-            .strip_prefix("secret = \"")
-            .and_then(|s| s.strip_suffix('"'))
-            .expect("secret line");
-        assert_eq!(Secret::from_base64(secret).map(|s| s.len()), Ok(64));
-        let other = key_block(&name, Algorithm::HmacSha512).expect("keygen");
-        assert_ne!(block, other, "fresh secrets");
+        let secret_of = |block: &str| -> String {
+            let table: toml::Table = block.parse().expect("TOML");
+            let keys = table["key"].as_array().expect("[[key]]");
+            assert_eq!(keys.len(), 1);
+            assert_eq!(keys[0]["name"].as_str(), Some("transfer-key."));
+            assert_eq!(keys[0]["algorithm"].as_str(), Some("hmac-sha512"));
+            keys[0]["secret"].as_str().expect("secret").to_string()
+        };
+        let first = secret_of(&key_block(&name, Algorithm::HmacSha512).expect("keygen"));
+        let second = secret_of(&key_block(&name, Algorithm::HmacSha512).expect("keygen"));
+        assert_eq!(Secret::from_base64(&first).map(|s| s.len()), Ok(64));
+        assert_ne!(first, second, "fresh secrets");
     }
 }

@@ -99,6 +99,20 @@ pub struct Record<'a> {
     pub other: &'a [u8],
 }
 
+impl Record<'_> {
+    /// The fields a MAC covers besides the message (RFC 8945 §4.3.3).
+    fn fields(&self) -> Fields<'_> {
+        Fields {
+            key_name: self.key_name.as_wire(),
+            algorithm: self.algorithm.as_wire(),
+            time: self.time_signed,
+            fudge: self.fudge,
+            error: self.error,
+            other: self.other,
+        }
+    }
+}
+
 /// Reads a possibly compressed name at `at`: the name and the offset after it
 /// (after the first pointer, if any). `None` for a malformed name, a pointer
 /// loop or a name over 255 bytes.
@@ -465,15 +479,7 @@ pub fn verify<'k>(
     }
     let mut mac = key.mac();
     digest_unsigned(&mut mac, msg, at, rec.original_id);
-    Fields {
-        key_name: rec.key_name.as_wire(),
-        algorithm: rec.algorithm.as_wire(),
-        time: rec.time_signed,
-        fudge: rec.fudge,
-        error: rec.error,
-        other: rec.other,
-    }
-    .digest(&mut mac);
+    rec.fields().digest(&mut mac);
     if !mac.verify_truncated(rec.mac) {
         return Err(unsigned(TsigError::BADSIG));
     }
@@ -617,15 +623,7 @@ impl<'k> ReplyVerifier<'k> {
         mac.update(&self.prior[..self.prior_len]);
         digest_unsigned(&mut mac, reply, at, rec.original_id);
         if self.verified == 0 {
-            Fields {
-                key_name: rec.key_name.as_wire(),
-                algorithm: rec.algorithm.as_wire(),
-                time: rec.time_signed,
-                fudge: rec.fudge,
-                error: rec.error,
-                other: rec.other,
-            }
-            .digest(&mut mac);
+            rec.fields().digest(&mut mac);
         } else {
             mac.update(&timers(rec.time_signed, rec.fudge));
         }

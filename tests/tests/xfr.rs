@@ -51,10 +51,9 @@ fn copy_db(dir: &Path, rel: &str) -> PathBuf {
     to
 }
 
-/// Sends an AXFR or IXFR (with `serial` in the authority section) over TCP and
-/// reads messages until the answer is complete: the SOA has been seen twice (or
-/// once for a one-SOA answer), or an error rcode. Returns every message.
-fn transfer(addr: SocketAddr, zone: &str, qtype: RecordType, serial: Option<u32>) -> Vec<Message> {
+/// An AXFR or IXFR query (id 4242) for `zone`, with an SOA of `serial` in the
+/// authority section when given (RFC 1995 §3).
+fn transfer_query(zone: &str, qtype: RecordType, serial: Option<u32>) -> Message {
     let name = Name::from_ascii(zone).expect("zone name");
     let mut msg = Message::new(4242, MessageType::Query, OpCode::Query);
     msg.add_query(Query::query(name.clone(), qtype));
@@ -70,6 +69,27 @@ fn transfer(addr: SocketAddr, zone: &str, qtype: RecordType, serial: Option<u32>
         );
         msg.add_authority(Record::from_rdata(name, 0, RData::SOA(soa)));
     }
+    msg
+}
+
+/// Runs the `zone` tool with `args`; panics with its stderr if it fails.
+fn zone_tool(args: &[&str]) {
+    let out = run_with_timeout(
+        Command::new(binary("zone")).args(args),
+        std::time::Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Sends an AXFR or IXFR (with `serial` in the authority section) over TCP and
+/// reads messages until the answer is complete: the SOA has been seen twice (or
+/// once for a one-SOA answer), or an error rcode. Returns every message.
+fn transfer(addr: SocketAddr, zone: &str, qtype: RecordType, serial: Option<u32>) -> Vec<Message> {
+    let msg = transfer_query(zone, qtype, serial);
     let mut stream = tcp_connect(addr);
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(20)))
@@ -300,19 +320,8 @@ fn ixfr_from_zone_update_journal_and_fallbacks() {
         "$TTL 300\n@ SOA ns1 hostmaster 10 3600 900 1209600 300\n@ NS ns1\nns1 A 192.0.2.1\n\
          www A 192.0.2.2\nold A 192.0.2.3\n",
     );
-    let zone = |args: &[&str]| {
-        let out = run_with_timeout(
-            Command::new(binary("zone")).args(args),
-            std::time::Duration::from_secs(30),
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     let dbs = db.to_str().expect("utf-8 path");
-    zone(&[
+    zone_tool(&[
         "update",
         "--db",
         dbs,
@@ -322,7 +331,7 @@ fn ixfr_from_zone_update_journal_and_fallbacks() {
         "--add",
         "www 600 A 192.0.2.20",
     ]);
-    zone(&[
+    zone_tool(&[
         "update",
         "--db",
         dbs,
@@ -388,19 +397,7 @@ fn ixfr_from_zone_update_journal_and_fallbacks() {
 /// An IXFR query for `zone` with `serial` in the authority section, sent over
 /// UDP (with EDNS, payload 1232, when `edns`); the reply.
 fn ixfr_udp(addr: SocketAddr, zone: &str, serial: u32, edns: bool) -> Message {
-    let name = Name::from_ascii(zone).expect("zone name");
-    let mut msg = Message::new(4343, MessageType::Query, OpCode::Query);
-    msg.add_query(Query::query(name.clone(), RecordType::IXFR));
-    let soa = SOA::new(
-        Name::from_ascii("ns.invalid.").expect("name"),
-        Name::from_ascii("hm.invalid.").expect("name"),
-        serial,
-        1,
-        1,
-        1,
-        1,
-    );
-    msg.add_authority(Record::from_rdata(name, 0, RData::SOA(soa)));
+    let mut msg = transfer_query(zone, RecordType::IXFR, Some(serial));
     if edns {
         let mut e = authd_tests::hickory_proto::op::Edns::new();
         e.set_max_payload(1232);
@@ -428,19 +425,9 @@ fn ixfr_over_udp() {
         "$TTL 300\n@ SOA ns1 hostmaster 10 3600 900 1209600 300\n@ NS ns1\nns1 A 192.0.2.1\n\
          www A 192.0.2.2\n",
     );
-    let update = |args: &[&str]| {
-        let mut cmd = Command::new(binary("zone"));
-        cmd.args(["update", "--db"])
-            .arg(&db)
-            .arg("example.org")
-            .args(args);
-        let out = run_with_timeout(&mut cmd, std::time::Duration::from_secs(30));
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let dbs = db.to_str().expect("utf-8 path");
+    let update =
+        |args: &[&str]| zone_tool(&[&["update", "--db", dbs, "example.org"], args].concat());
     // 10 -> 11: four 150-byte TXT records (over 512 bytes, under 1232).
     let txt = format!("\"{}\"", "t".repeat(150));
     let adds: Vec<String> = (0..4).map(|i| format!("t{i} TXT {txt}")).collect();
