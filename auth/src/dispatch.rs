@@ -155,23 +155,37 @@ impl Dispatcher {
             }
         };
         // TSIG (RFC 8945 §5.2): verified before anything else looks at it.
-        let mut signer = match req.tsig {
-            None => None,
-            Some(at) => match tsig::verify(&self.keys, msg, at, tsig::now()) {
-                Ok(signer) => Some(signer),
-                Err(rejection) => return rejected(&req, rejection, transport, peer, out),
-            },
+        let Some(at) = req.tsig else {
+            return self.route(msg, &req, transport, peer, out, None);
         };
-        let mut reply = self.route(msg, &req, transport, peer, out, signer.as_ref());
-        if let Some(signer) = &mut signer {
-            sign(&req, signer, &mut reply, transport, out);
-        }
+        self.signed(msg, &req, at, transport, peer, out)
+    }
+
+    /// [`Self::handle`] for a request whose TSIG record starts at `at`:
+    /// verified, routed, the reply signed. Out of line, so the unsigned path
+    /// stays small.
+    #[inline(never)]
+    fn signed(
+        &self,
+        msg: &[u8],
+        req: &Request<'_>,
+        at: usize,
+        transport: Transport,
+        peer: IpAddr,
+        out: &mut Vec<u8>,
+    ) -> Reply {
+        let mut signer = match tsig::verify(&self.keys, msg, at, tsig::now()) {
+            Ok(signer) => signer,
+            Err(rejection) => return rejected(req, rejection, transport, peer, out),
+        };
+        let mut reply = self.route(msg, req, transport, peer, out, Some(&signer));
+        sign(req, &mut signer, &mut reply, transport, out);
         reply
     }
 
     /// The table (see the module documentation) for `req`, the parsed `msg`;
-    /// `signer` holds the key a signed request was verified with. Inlined:
-    /// it is the hot path's one call site.
+    /// `signer` holds the key a signed request was verified with. Inlined
+    /// into the unsigned path (the hot one) and the signed one.
     #[inline(always)]
     fn route(
         &self,
