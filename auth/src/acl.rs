@@ -1,13 +1,27 @@
-//! Access-control entries: which clients may do something (today, who may
-//! transfer zones: `[transfer] allow`).
+//! Access-control lists: which clients may do something (today, who may
+//! transfer zones: `[transfer] allow` and its per-zone overrides; later
+//! NOTIFY in, UPDATE and control take the same entries).
 //!
-//! A leaf module (std only), so the configuration can parse entries without
-//! depending on the protocol code that checks them. Entries are address
-//! blocks ([`Cidr`]: `"192.0.2.0/24"`, `"::1"`); TSIG-key entries (`"key NAME"`)
-//! are meant to join them here.
+//! A leaf module (std and `authd-datasrc`'s [`Name`] only), so the
+//! configuration can parse entries without depending on the protocol code that
+//! checks them. An [`AclEntry`] is written as
+//!
+//! | entry | matches a request |
+//! |---|---|
+//! | `"192.0.2.0/24"`, `"::1"` | from an address in the block, signed or not |
+//! | `"key NAME"` | from anywhere, signed with TSIG key `NAME` (RFC 8945) |
+//! | `"192.0.2.0/24 key NAME"` | from the block *and* signed with `NAME` |
+//!
+//! An [`Acl`] allows a request when any of its entries matches; an empty
+//! list allows nobody. The key a request was signed with is the one the
+//! dispatcher verified: a request whose TSIG fails verification is answered
+//! before any ACL is consulted.
 
+use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
+
+use authd_datasrc::Name;
 
 /// An address block in CIDR notation (`192.0.2.0/24`, `2001:db8::/32`), or one
 /// address (a /32 or /128).
@@ -85,5 +99,177 @@ impl Cidr {
 impl std::fmt::Display for Cidr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// One ACL entry: an address block, a TSIG key, or both (both must hold).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AclEntry {
+    /// The client address must be in this block (`None`: any address).
+    pub addr: Option<Cidr>,
+    /// The request must be signed with this key (`None`: signed or not).
+    pub key: Option<Name>,
+}
+
+impl AclEntry {
+    /// True when a request from `ip`, signed with `key` (`None`: unsigned),
+    /// matches this entry.
+    pub fn matches(&self, ip: IpAddr, key: Option<&Name>) -> bool {
+        self.addr.is_none_or(|c| c.contains(ip))
+            && self.key.as_ref().is_none_or(|want| key == Some(want))
+    }
+}
+
+impl FromStr for AclEntry {
+    type Err = String;
+
+    /// Parses `ADDR[/LEN]`, `key NAME` or `ADDR[/LEN] key NAME` (words
+    /// separated by spaces; `NAME` with or without its final dot).
+    ///
+    /// Errors: any other shape, a bad address block or a bad key name, as a
+    /// message naming the text.
+    fn from_str(s: &str) -> Result<AclEntry, String> {
+        let words: Vec<&str> = s.split_whitespace().collect();
+        let key = |name: &str| {
+            Name::parse(name, Some(&Name::root()))
+                .map_err(|e| format!("{s:?}: bad key name {name:?}: {e}"))
+        };
+        match words[..] {
+            [addr] if !addr.eq_ignore_ascii_case("key") => Ok(AclEntry {
+                addr: Some(addr.parse()?),
+                key: None,
+            }),
+            [k, name] if k.eq_ignore_ascii_case("key") => Ok(AclEntry {
+                addr: None,
+                key: Some(key(name)?),
+            }),
+            [addr, k, name] if k.eq_ignore_ascii_case("key") => Ok(AclEntry {
+                addr: Some(addr.parse()?),
+                key: Some(key(name)?),
+            }),
+            _ => Err(format!(
+                "{s:?} is not an ACL entry (ADDR/LEN, \"key NAME\" or \"ADDR/LEN key NAME\", \
+                 e.g. \"192.0.2.0/24\", \"key transfer-key.\", \"10.0.0.0/8 key transfer-key.\")"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for AclEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.addr, &self.key) {
+            (Some(a), Some(k)) => write!(f, "{a} key {k}"),
+            (Some(a), None) => write!(f, "{a}"),
+            (None, Some(k)) => write!(f, "key {k}"),
+            (None, None) => f.write_str("any"),
+        }
+    }
+}
+
+/// An access-control list: a request is allowed when any entry matches
+/// ([`AclEntry::matches`]); an empty list allows nobody.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Acl {
+    entries: Vec<AclEntry>,
+}
+
+impl Acl {
+    /// A list of `entries`, checked in order.
+    pub fn new(entries: Vec<AclEntry>) -> Acl {
+        Acl { entries }
+    }
+
+    /// True when a request from `ip` signed with `key` (`None`: unsigned)
+    /// is allowed.
+    pub fn allows(&self, ip: IpAddr, key: Option<&Name>) -> bool {
+        self.entries.iter().any(|e| e.matches(ip, key))
+    }
+
+    /// The entries, in order.
+    pub fn entries(&self) -> &[AclEntry] {
+        &self.entries
+    }
+
+    /// True when the list has no entry (nobody is allowed).
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+impl FromIterator<AclEntry> for Acl {
+    fn from_iter<I: IntoIterator<Item = AclEntry>>(iter: I) -> Acl {
+        Acl::new(iter.into_iter().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("ip")
+    }
+
+    /// Each form of entry, with and without the key, from inside and outside
+    /// the block.
+    #[test]
+    fn every_entry_form() {
+        let tk: Name = "transfer-key.".parse().expect("name");
+        let other: Name = "other.".parse().expect("name");
+        let addr: AclEntry = "192.0.2.0/24".parse().expect("entry");
+        let key: AclEntry = "key Transfer-Key".parse().expect("entry");
+        let both: AclEntry = "192.0.2.0/24 key transfer-key.".parse().expect("entry");
+        assert_eq!(key.key, Some(tk.clone()), "final dot added, case ignored");
+        let cases = [
+            // (entry, ip, key, matches)
+            (&addr, "192.0.2.9", None, true),
+            (&addr, "192.0.2.9", Some(&tk), true),
+            (&addr, "198.51.100.1", Some(&tk), false),
+            (&key, "198.51.100.1", Some(&tk), true),
+            (&key, "198.51.100.1", None, false),
+            (&key, "198.51.100.1", Some(&other), false),
+            (&both, "192.0.2.9", Some(&tk), true),
+            (&both, "192.0.2.9", None, false),
+            (&both, "192.0.2.9", Some(&other), false),
+            (&both, "198.51.100.1", Some(&tk), false),
+        ];
+        for (entry, from, signed, want) in cases {
+            assert_eq!(
+                entry.matches(ip(from), signed),
+                want,
+                "{entry} from {from} signed {signed:?}"
+            );
+        }
+        assert_eq!(both.to_string(), "192.0.2.0/24 key transfer-key.");
+        assert_eq!(key.to_string(), "key Transfer-Key.");
+        let acl: Acl = [addr, key].into_iter().collect();
+        assert!(acl.allows(ip("198.51.100.1"), Some(&tk)));
+        assert!(!acl.allows(ip("198.51.100.1"), None));
+        assert!(!Acl::default().allows(ip("127.0.0.1"), None));
+    }
+
+    #[test]
+    fn bad_entries_say_what_is_expected() {
+        for bad in ["key", "192.0.2.0/24 key", "192.0.2.0/24 tsig k.", "a b c d"] {
+            let e = bad.parse::<AclEntry>().expect_err(bad);
+            assert!(e.contains("is not an ACL entry"), "{bad}: {e}");
+        }
+        assert_eq!(
+            "10.0.0.0/33 key k.".parse::<AclEntry>(),
+            Err(
+                "\"10.0.0.0/33\" is not an address or ADDR/LEN (e.g. 127.0.0.1, 10.0.0.0/8, ::1)"
+                    .into()
+            )
+        );
+        let e = "key bad..name".parse::<AclEntry>().expect_err("bad name");
+        assert!(
+            e.starts_with("\"key bad..name\": bad key name \"bad..name\""),
+            "{e}"
+        );
     }
 }

@@ -3,11 +3,22 @@
 //! message ([`Dispatcher::handle`]); sockets, framing and limits stay in
 //! [`crate::server`], DNS semantics in the handlers.
 //!
+//! Before the table, a request carrying a TSIG record is verified
+//! ([`crate::tsig::verify`], RFC 8945 §5.2): one that fails is answered
+//! FORMERR or NOTAUTH with its TSIG error (BADKEY, BADSIG, BADTIME) and goes no
+//! further; one that passes is routed by the table with the key it was signed
+//! with (for ACLs), and every reply to it is signed (§5.3): the one reply, or
+//! each message of a transfer (§5.3.1). A signed reply over the size limit is
+//! cut to the question and the TSIG, with TC set (§5.3). Signed requests are
+//! verified whatever their opcode, so a signed NOTIFY or UPDATE gets a signed
+//! NOTIMP.
+//!
 //! | opcode | class | qtype | handler |
 //! |---|---|---|---|
 //! | any | any | any, EDNS version > 0 | BADVERS (RFC 6891 §6.1.3) |
 //! | QUERY | any | AXFR, IXFR over TCP | [`crate::xfr::transfer`] (`[transfer] allow`) |
-//! | QUERY | any | AXFR, IXFR over UDP | REFUSED (RFC 1995 §2, RFC 5936 §4.2) |
+//! | QUERY | any | IXFR over UDP | [`crate::xfr::transfer`], one message (RFC 1995 §2) |
+//! | QUERY | any | AXFR over UDP | REFUSED (RFC 5936 §4.2) |
 //! | QUERY | IN | OPT | FORMERR (RFC 6891 §6.1.1) |
 //! | QUERY | IN | other meta types (TSIG, TKEY, MAILA, MAILB) | NOTIMP |
 //! | QUERY | IN | ANY and data types | [`crate::query::QueryProcessor`] |
@@ -24,14 +35,16 @@
 //! Around the table, for every reply: DNS cookies ([`crate::cookies`]; the
 //! server cookie is checked before the table, the reply's COOKIE option
 //! appended after it), then response rate limiting over UDP
-//! ([`crate::rrl`]; never for a valid server cookie): send, slip (a minimal
-//! TC=1 reply, or BADCOOKIE to a client that sent a client cookie) or drop.
+//! ([`crate::rrl`]; never for a valid server cookie or a verified TSIG):
+//! send, slip (a minimal TC=1 reply, or BADCOOKIE to a client that sent a
+//! client cookie) or drop; then, last, the TSIG signature.
 //!
 //! A [`Dispatcher`] is an immutable snapshot of everything a reload replaces
 //! — the sources (through the query processor), the CH answers, the transfer
-//! policy, the cookie secrets and rate limits — swapped whole by [`crate::server::DispatcherHandle::store`], so a
-//! message is handled entirely under the old configuration or entirely under
-//! the new one. Later policy (keys, update grants, rate limits) joins it here.
+//! policy, the TSIG keys, the cookie secrets and rate limits — swapped whole
+//! by [`crate::server::DispatcherHandle::store`], so a message is handled
+//! entirely under the old configuration or entirely under the new one.
+//! Later policy (update grants) joins it here.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -40,11 +53,21 @@ use authd_datasrc::{Class, RType, SourceList};
 
 use crate::chaos::{self, ChaosOptions};
 use crate::cookies::{Checked, Cookies};
+use crate::keys::KeyRing;
+use crate::log_limit::LogLimit;
 use crate::metrics::{CookieSeen, Limited, Metrics};
-use crate::query::{Answer, QueryProcessor, Response, ResponseKind, Transport, render};
+use crate::query::{
+    Answer, EDNS_UDP_PAYLOAD, QueryProcessor, Response, ResponseKind, Transport, render,
+    reply_limit,
+};
 use crate::rrl::{Action, RateLimiter};
-use crate::wire::{self, Header, Opcode, ParseError, Rcode, Request};
+use crate::tsig::{self, Rejection, Signer};
+use crate::wire::{self, Flags, Header, MessageWriter, Opcode, ParseError, Rcode, Request};
 use crate::xfr::{self, TransferPolicy};
+
+/// TSIG failures logged (RFC 8945 §5.2 asks for a log line; any client can
+/// send many).
+static TSIG_LOG: LogLimit = LogLimit::new();
 
 /// What [`Dispatcher::handle`] produced.
 #[derive(Debug, PartialEq, Eq)]
@@ -64,6 +87,7 @@ pub struct Dispatcher {
     query: QueryProcessor,
     chaos: ChaosOptions,
     transfer: TransferPolicy,
+    keys: KeyRing,
     /// DNS cookies (RFC 7873), when on.
     cookies: Option<Cookies>,
     /// Counters, when metrics are on (one set for the process, shared by
@@ -84,8 +108,8 @@ struct Seen {
     cookie: Option<CookieSeen>,
 }
 
-/// A handled query before the guards after it: one message (of this kind)
-/// in the caller's buffer, or a transfer's messages.
+/// A routed query before the guards after the table: one message (of this
+/// kind) in the caller's buffer, or a transfer's messages.
 enum Handled {
     Message(Response),
     Stream(Vec<Vec<u8>>),
@@ -93,12 +117,13 @@ enum Handled {
 
 impl Dispatcher {
     /// A dispatcher answering from `sources`, with no CH answers (REFUSED),
-    /// no transfers allowed, no cookies and no rate limiting.
+    /// no transfers allowed, no keys, no cookies and no rate limiting.
     pub fn new(sources: SourceList) -> Dispatcher {
         Dispatcher {
             query: QueryProcessor::new(sources),
             chaos: ChaosOptions::default(),
             transfer: TransferPolicy::default(),
+            keys: KeyRing::default(),
             cookies: None,
             rrl: None,
             metrics: None,
@@ -113,6 +138,12 @@ impl Dispatcher {
     /// The same, transferring zones per `transfer`.
     pub fn with_transfer(self, transfer: TransferPolicy) -> Dispatcher {
         Dispatcher { transfer, ..self }
+    }
+
+    /// The same, verifying signed requests and signing replies with `keys`
+    /// (RFC 8945).
+    pub fn with_keys(self, keys: KeyRing) -> Dispatcher {
+        Dispatcher { keys, ..self }
     }
 
     /// The same, with DNS cookies (`None`: off).
@@ -130,16 +161,6 @@ impl Dispatcher {
         Dispatcher { metrics, ..self }
     }
 
-    /// The counters, if metrics are on.
-    pub fn metrics(&self) -> Option<&Arc<Metrics>> {
-        self.metrics.as_ref()
-    }
-
-    /// The rate limiter in force, if any.
-    pub fn rrl(&self) -> Option<&Arc<RateLimiter>> {
-        self.rrl.as_ref()
-    }
-
     /// The data sources answered from.
     pub fn sources(&self) -> &SourceList {
         self.query.sources()
@@ -154,6 +175,16 @@ impl Dispatcher {
     /// previous secret accepted: [`Cookies::reloaded`]).
     pub fn cookies(&self) -> Option<&Cookies> {
         self.cookies.as_ref()
+    }
+
+    /// The counters, if metrics are on.
+    pub fn metrics(&self) -> Option<&Arc<Metrics>> {
+        self.metrics.as_ref()
+    }
+
+    /// The rate limiter in force, if any.
+    pub fn rrl(&self) -> Option<&Arc<RateLimiter>> {
+        self.rrl.as_ref()
     }
 
     /// Handles message `msg` received over `transport` from `peer`; a single
@@ -215,7 +246,10 @@ impl Dispatcher {
             return Reply::Nothing;
         };
         seen.opcode = Some(head.opcode);
-        if head.opcode != Opcode::QUERY {
+        let parsed = wire::parse_query(msg);
+        // Other opcodes than QUERY are parsed only to find a TSIG to verify.
+        let signed = parsed.as_ref().is_ok_and(|r| r.tsig.is_some());
+        if head.opcode != Opcode::QUERY && !signed {
             // NOTIFY (RFC 1996) and UPDATE (RFC 2136) plug in here.
             let header = Header::reply(
                 head.id,
@@ -225,9 +259,9 @@ impl Dispatcher {
                 Rcode::NOTIMP,
             );
             wire::write_error(out, header, None);
-            return self.limit(None, transport, peer, ERROR, None, 0, out, seen);
+            return self.limit(None, transport, peer, ERROR, None, false, 0, out, seen);
         }
-        let req = match wire::parse_query(msg) {
+        let req = match parsed {
             Ok(req) => req,
             Err(ParseError::Drop) => return Reply::Nothing,
             Err(ParseError::Reject {
@@ -240,10 +274,18 @@ impl Dispatcher {
                 let header = Header::reply(id, opcode, flags, wire::Flags::empty(), rcode);
                 let question = question.and_then(|(start, end)| msg.get(start..end));
                 wire::write_error(out, header, question);
-                return self.limit(None, transport, peer, ERROR, None, 0, out, seen);
+                return self.limit(None, transport, peer, ERROR, None, false, 0, out, seen);
             }
         };
         seen.qtype = Some(req.qtype);
+        // TSIG (RFC 8945 §5.2): verified before anything else looks at it.
+        let mut signer = match req.tsig {
+            None => None,
+            Some(at) => match self.verify(msg, &req, at, transport, peer, out) {
+                Ok(signer) => Some(signer),
+                Err(reply) => return reply,
+            },
+        };
         // One clock read for the guards (cookie timestamps, rate limits).
         let now = if self.cookies.is_some() || self.rrl.is_some() {
             crate::sys::unix_seconds()
@@ -263,7 +305,7 @@ impl Dispatcher {
                 CookieSeen::New
             }
         });
-        match self.route(&req, msg, transport, peer, out) {
+        let mut reply = match self.route(msg, &req, transport, peer, out, signer.as_ref()) {
             Handled::Stream(messages) => Reply::Stream(messages),
             Handled::Message(response) => {
                 seen.kind = Some(response.kind);
@@ -273,37 +315,78 @@ impl Dispatcher {
                     peer,
                     response,
                     cookie.as_ref(),
+                    signer.is_some(),
                     now,
                     out,
                     seen,
                 )
             }
+        };
+        // The signature covers everything before it: last (RFC 8945 §5.3).
+        if let Some(signer) = &mut signer {
+            sign(&req, signer, &mut reply, transport, out);
         }
+        reply
     }
 
-    /// The table (see the module documentation).
-    fn route(
-        &self,
-        req: &Request<'_>,
+    /// Verifies the TSIG of `req` (the parsed `msg`) starting at `at`; the
+    /// reply to a request that fails is written into `out` and returned as
+    /// the error. Out of line, so the unsigned path stays small.
+    #[inline(never)]
+    fn verify<'k>(
+        &'k self,
         msg: &[u8],
+        req: &Request<'_>,
+        at: usize,
         transport: Transport,
         peer: IpAddr,
         out: &mut Vec<u8>,
+    ) -> Result<Signer<'k>, Reply> {
+        tsig::verify(&self.keys, msg, at, tsig::now())
+            .map_err(|rejection| rejected(req, rejection, transport, peer, out))
+    }
+
+    /// The table (see the module documentation) for `req`, the parsed `msg`;
+    /// `signer` holds the key a signed request was verified with.
+    #[inline(always)]
+    fn route(
+        &self,
+        msg: &[u8],
+        req: &Request<'_>,
+        transport: Transport,
+        peer: IpAddr,
+        out: &mut Vec<u8>,
+        signer: Option<&Signer<'_>>,
     ) -> Handled {
+        if req.opcode != Opcode::QUERY {
+            // Only a signed request of another opcode gets here.
+            let header = Header::reply_to(req, Flags::empty(), Rcode::NOTIMP);
+            wire::write_error(out, header, None);
+            return Handled::Message(ERROR);
+        }
         if req.edns.is_some_and(|e| e.version > 0) {
             return error(req, Rcode::BADVERS, transport, out);
         }
         match (req.qtype, transport) {
-            (RType::AXFR | RType::IXFR, Transport::Tcp) => {
-                return Handled::Stream(xfr::transfer(
-                    self.sources(),
-                    &self.transfer,
-                    msg,
-                    req,
-                    peer,
-                ));
+            (RType::AXFR | RType::IXFR, Transport::Tcp) | (RType::IXFR, Transport::Udp) => {
+                let client = xfr::Client {
+                    addr: peer,
+                    key: signer.map(|s| &s.key().name),
+                    transport,
+                    reserve: signer.map_or(0, Signer::record_len),
+                };
+                let mut messages = xfr::transfer(self.sources(), &self.transfer, msg, req, &client);
+                if transport == Transport::Tcp {
+                    return Handled::Stream(messages);
+                }
+                *out = messages.pop().unwrap_or_default();
+                // Rate limited as an answer about this zone.
+                return Handled::Message(Response {
+                    kind: ResponseKind::Answer,
+                    key: crate::rrl::name_key(req.qname.as_wire(), req.qtype.0),
+                });
             }
-            (RType::AXFR | RType::IXFR, Transport::Udp) => {
+            (RType::AXFR, Transport::Udp) => {
                 return error(req, Rcode::REFUSED, transport, out);
             }
             _ => {}
@@ -325,9 +408,10 @@ impl Dispatcher {
     }
 
     /// The guards after a reply is made: rate limiting (UDP only; never for
-    /// a client that brought a valid server cookie), then the reply's COOKIE
-    /// option. `req` is `None` for a message that did not parse as a query;
-    /// `now` is the Unix time in seconds (0: read the clock here).
+    /// a client that brought a valid server cookie, nor for a request whose
+    /// TSIG verified: `authenticated`), then the reply's COOKIE option.
+    /// `req` is `None` for a message that did not parse as a query; `now` is
+    /// the Unix time in seconds (0: read the clock here).
     #[allow(clippy::too_many_arguments)]
     fn limit(
         &self,
@@ -336,12 +420,14 @@ impl Dispatcher {
         peer: IpAddr,
         response: Response,
         cookie: Option<&Checked>,
+        authenticated: bool,
         now: u64,
         out: &mut Vec<u8>,
         seen: &mut Seen,
     ) -> Reply {
         if transport == Transport::Udp
             && let Some(rrl) = &self.rrl
+            && !authenticated
             && !cookie.is_some_and(|c| c.valid)
         {
             let now = if now == 0 {
@@ -390,6 +476,90 @@ const ERROR: Response = Response {
     key: 0,
 };
 
+/// The reply to a signed request that failed verification (RFC 8945 §5.2):
+/// FORMERR, or NOTAUTH with the TSIG error (unsigned for BADKEY and BADSIG,
+/// signed for BADTIME). Logged, within [`TSIG_LOG`]'s budget.
+fn rejected(
+    req: &Request<'_>,
+    rejection: Rejection<'_>,
+    transport: Transport,
+    peer: IpAddr,
+    out: &mut Vec<u8>,
+) -> Reply {
+    let what = match &rejection {
+        Rejection::FormErr => "malformed TSIG record or MAC size: FORMERR".to_string(),
+        Rejection::Unsigned(u) => format!("key {} ({}): {}", u.key_name, u.algorithm, u.error),
+        Rejection::BadTime(s) => format!("key {}: {}", s.key().name, s.error()),
+    };
+    if let Some(suppressed) = TSIG_LOG.allow() {
+        tracing::info!(
+            qname = %req.qname,
+            qtype = %req.qtype,
+            suppressed,
+            "TSIG: request from {peer} rejected: {what}"
+        );
+    }
+    match rejection {
+        Rejection::FormErr => {
+            error(req, Rcode::FORMERR, transport, out);
+        }
+        Rejection::Unsigned(u) => {
+            error(req, Rcode::NOTAUTH, transport, out);
+            u.append_to(out);
+        }
+        Rejection::BadTime(mut s) => {
+            error(req, Rcode::NOTAUTH, transport, out);
+            s.sign(out, tsig::now());
+        }
+    }
+    Reply::Message
+}
+
+/// Signs `reply` to the verified request `req` (RFC 8945 §5.3, §5.3.1). A
+/// single reply that the TSIG record would push over its size limit is cut
+/// to the question (and OPT) with TC set and NOERROR, as §5.3 says.
+fn sign(
+    req: &Request<'_>,
+    signer: &mut Signer<'_>,
+    reply: &mut Reply,
+    transport: Transport,
+    out: &mut Vec<u8>,
+) {
+    let now = tsig::now();
+    match reply {
+        Reply::Nothing => {}
+        Reply::Message => {
+            let limit = reply_limit(req, transport);
+            if out.len() + signer.record_len() > limit {
+                let aa = wire::u16_at(out, 2).map_or(Flags::empty(), |w| {
+                    let f = Flags::from_word(w);
+                    if f.contains(Flags::AA) {
+                        Flags::AA
+                    } else {
+                        Flags::empty()
+                    }
+                });
+                let mut w = MessageWriter::new(
+                    out,
+                    Header::reply_to(req, aa | Flags::TC, Rcode::NOERROR),
+                    limit,
+                );
+                w.push_question(req.question);
+                if let Some(e) = req.edns {
+                    w.push_opt(EDNS_UDP_PAYLOAD, Rcode::NOERROR, e.dnssec_ok);
+                }
+                w.finish();
+            }
+            signer.sign(out, now);
+        }
+        Reply::Stream(messages) => {
+            for m in messages {
+                signer.sign(m, now);
+            }
+        }
+    }
+}
+
 /// A reply to `req` with `rcode` and nothing but the question (and an OPT
 /// when the query had one).
 fn error(req: &Request<'_>, rcode: Rcode, transport: Transport, out: &mut Vec<u8>) -> Handled {
@@ -407,15 +577,30 @@ mod tests {
     use authd_datasrc::{DataSource, Name};
 
     use super::*;
-    use crate::acl::Cidr;
+    use crate::acl::{Acl, AclEntry};
+    use crate::keys::{Algorithm, Key, Secret};
+    use crate::tsig::{ReplyProblem, ReplyVerifier, TsigError};
 
     const PEER: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
+    fn acl(entries: &[&str]) -> Acl {
+        entries
+            .iter()
+            .map(|a| a.parse::<AclEntry>().expect("ACL entry"))
+            .collect()
+    }
+
     fn dispatcher(allow: &[&str]) -> Dispatcher {
-        let origin: Name = "example.com.".parse().expect("origin");
         let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/example.com.zone");
+        dispatcher_for(&file, allow)
+    }
+
+    /// Serves `example.com.` from `file`, transfers per `allow`, knows the
+    /// keys of [`keys`].
+    fn dispatcher_for(file: &Path, allow: &[&str]) -> Dispatcher {
+        let origin: Name = "example.com.".parse().expect("origin");
         let source = MemorySource::new("test");
-        source.insert_zone(MemoryZone::from_master_file(&origin, &file).expect("zone"));
+        source.insert_zone(MemoryZone::from_master_file(&origin, file).expect("zone"));
         let source: Arc<dyn DataSource> = Arc::new(source);
         Dispatcher::new(SourceList::new(vec![source]))
             .with_chaos(ChaosOptions {
@@ -423,12 +608,28 @@ mod tests {
                 hostname: None,
             })
             .with_transfer(TransferPolicy {
-                allow: allow
-                    .iter()
-                    .map(|a| a.parse::<Cidr>().expect("cidr"))
-                    .collect(),
+                allow: acl(allow),
+                zones: Vec::new(),
                 journal_dbs: Vec::new(),
             })
+            .with_keys(KeyRing::new(keys().to_vec()))
+    }
+
+    /// `tk.` (HMAC-SHA256) and `other.` (HMAC-SHA1).
+    fn keys() -> [Key; 2] {
+        let key = |name: &str, algorithm, secret: &str| Key {
+            name: name.parse().expect("name"),
+            algorithm,
+            secret: Secret::from_base64(secret).expect("secret"),
+        };
+        [
+            key(
+                "tk.",
+                Algorithm::HmacSha256,
+                "8SAbJ0JpR9OwJgRTLHX8YMi1jUUT/gzPPRd6Wp44Dg4=",
+            ),
+            key("other.", Algorithm::HmacSha1, "c2VjcmV0IQ=="),
+        ]
     }
 
     /// A one-question message: id 0x1234, header byte 2 `byte2` (QR, opcode,
@@ -507,14 +708,18 @@ mod tests {
         // EDNS version 1: BADVERS (16: header 0, OPT 1), whatever the rest.
         assert_eq!(one(&d, &message(0, 1, IN, Some(1)), udp), (16, QR, 1, 0));
         assert_eq!(one(&d, &message(0, 252, CH, Some(1)), udp), (16, QR, 1, 0));
-        // AXFR and IXFR over UDP: REFUSED, even for an allowed client.
+        // AXFR over UDP: REFUSED, even for an allowed client; IXFR over UDP
+        // goes to the transfer handler (www.example.com. is no zone: NOTAUTH).
         let allowed = dispatcher(&["127.0.0.0/8"]);
-        for qtype in [251, 252] {
-            assert_eq!(
-                one(&allowed, &message(0, qtype, IN, None), udp),
-                (5, QR, 1, 0)
-            );
-        }
+        assert_eq!(
+            one(&allowed, &message(0, 252, IN, None), udp),
+            (5, QR, 1, 0)
+        );
+        assert_eq!(
+            one(&allowed, &message(0, 251, IN, None), udp),
+            (9, QR, 1, 0)
+        );
+        assert_eq!(one(&d, &message(0, 251, IN, None), udp), (5, QR, 1, 0));
         // Classes: CH to the chaos answers, others REFUSED.
         let mut version = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
         version.extend_from_slice(b"\x07version\x04bind\x00\x00\x10\x00\x03");
@@ -586,5 +791,294 @@ mod tests {
         let (rcode, flags, qd, an) = summary(&msgs[0]);
         assert_eq!((rcode, flags, qd), (0, QR | AA, 1));
         assert!(an > 2, "the whole zone: {an} RRs");
+    }
+
+    /// `msg` signed with `key` at `now` (plus `skew` seconds): the message and
+    /// its MAC.
+    fn signed(mut msg: Vec<u8>, key: &Key, skew: i64) -> (Vec<u8>, tsig::RequestMac) {
+        let at = tsig::now().saturating_add_signed(skew);
+        let mac = tsig::sign_request(key, &mut msg, at);
+        (msg, mac)
+    }
+
+    /// The TSIG record of a reply: (error, MAC length).
+    fn tsig_of(reply: &[u8]) -> Option<(TsigError, usize)> {
+        let rec = tsig::read_record(reply, tsig::find(reply)?)?;
+        Some((rec.error, rec.mac.len()))
+    }
+
+    /// A signed request goes through the table and its reply is signed; every
+    /// way an attacker can get the TSIG wrong gets its exact answer: unknown
+    /// key or algorithm BADKEY, wrong secret BADSIG (both NOTAUTH with an
+    /// unsigned TSIG, no answer), skewed clock BADTIME (signed, our time in
+    /// Other Data), a MAC cut below the RFC minimum or a TSIG not last or twice
+    /// FORMERR without TSIG.
+    #[test]
+    fn signed_requests_are_verified_and_answered_signed() {
+        let d = dispatcher(&[]);
+        let [tk, other] = keys();
+        let udp = Transport::Udp;
+        let mut out = Vec::new();
+        // Right key: answered (www has two A records) and signed.
+        for key in [&tk, &other] {
+            let (msg, mac) = signed(message(RD, 1, IN, None), key, 0);
+            assert_eq!(one(&d, &msg, udp), (0, QR | AA | RD, 1, 2), "{}", key.name);
+            d.handle(&msg, udp, PEER, &mut out);
+            assert_eq!(tsig::verify_reply(key, &mac, &out, tsig::now()), Ok(()));
+            assert_eq!(
+                tsig_of(&out),
+                Some((TsigError::NOERROR, key.algorithm.mac_len()))
+            );
+        }
+        // Unknown key, and a known name with another algorithm: BADKEY.
+        let mut unknown = tk.clone();
+        unknown.name = "nobody.".parse().expect("name");
+        let mut wrong_alg = tk.clone();
+        wrong_alg.algorithm = Algorithm::HmacSha512;
+        for key in [&unknown, &wrong_alg] {
+            let (msg, mac) = signed(message(RD, 1, IN, None), key, 0);
+            assert_eq!(one(&d, &msg, udp), (9, QR | RD, 1, 0));
+            d.handle(&msg, udp, PEER, &mut out);
+            assert_eq!(tsig_of(&out), Some((TsigError::BADKEY, 0)));
+            assert_eq!(
+                tsig::verify_reply(key, &mac, &out, tsig::now()),
+                Err(ReplyProblem::Error(TsigError::BADKEY))
+            );
+        }
+        // Wrong secret: BADSIG, unsigned.
+        let mut wrong_secret = tk.clone();
+        wrong_secret.secret = Secret::from_base64("AAAAAAAAAAAAAAAAAAAAAA==").expect("b64");
+        let (msg, _) = signed(message(RD, 1, IN, None), &wrong_secret, 0);
+        assert_eq!(one(&d, &msg, udp), (9, QR | RD, 1, 0));
+        d.handle(&msg, udp, PEER, &mut out);
+        assert_eq!(tsig_of(&out), Some((TsigError::BADSIG, 0)));
+        // A request tampered with after signing: BADSIG.
+        let (mut msg, _) = signed(message(RD, 1, IN, None), &tk, 0);
+        msg[13] = b'W';
+        assert_eq!(one(&d, &msg, udp), (9, QR | RD, 1, 0));
+        d.handle(&msg, udp, PEER, &mut out);
+        assert_eq!(tsig_of(&out), Some((TsigError::BADSIG, 0)));
+        // Clock skew: within the fudge (300 s) fine, beyond it BADTIME, signed
+        // with the client's time echoed and ours in Other Data.
+        for skew in [-290, 290] {
+            let (msg, _) = signed(message(RD, 1, IN, None), &tk, skew);
+            assert_eq!(one(&d, &msg, udp).0, 0, "skew {skew}");
+        }
+        for skew in [-3600, 3600] {
+            let (msg, mac) = signed(message(RD, 1, IN, None), &tk, skew);
+            assert_eq!(one(&d, &msg, udp), (9, QR | RD, 1, 0), "skew {skew}");
+            let before = tsig::now();
+            d.handle(&msg, udp, PEER, &mut out);
+            assert_eq!(tsig_of(&out), Some((TsigError::BADTIME, 32)));
+            let ours = tsig::reply_server_time(&out).expect("server time");
+            assert!((before..=tsig::now()).contains(&ours), "{ours}");
+            assert_eq!(
+                tsig::verify_reply(&tk, &mac, &out, before.saturating_add_signed(skew)),
+                Err(ReplyProblem::Error(TsigError::BADTIME))
+            );
+        }
+        // Truncated MACs: 16 of 32 bytes accepted (RFC 8945 §5.2.2.1), the
+        // reply carrying a full MAC; 15 FORMERR, as a MAC of 0 bytes.
+        for (size, want) in [(16usize, 0u16), (31, 0), (15, 1), (10, 1), (0, 1)] {
+            let msg = truncate_mac(&signed(message(RD, 1, IN, None), &tk, 0).0, size);
+            let got = one(&d, &msg, udp);
+            assert_eq!(got.0, want, "MAC of {size} bytes");
+            d.handle(&msg, udp, PEER, &mut out);
+            if want == 0 {
+                assert_eq!(tsig_of(&out), Some((TsigError::NOERROR, 32)));
+            } else {
+                assert_eq!((got, tsig_of(&out)), ((1, QR | RD, 1, 0), None));
+            }
+        }
+        // TSIG not last (an OPT after it), or two TSIGs: FORMERR, no TSIG.
+        let (msg, _) = signed(message(RD, 1, IN, None), &tk, 0);
+        let tsig_rr = msg[message(RD, 1, IN, None).len()..].to_vec();
+        let mut not_last = msg.clone();
+        not_last.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0]);
+        not_last[11] = 2;
+        let mut twice = msg.clone();
+        twice.extend_from_slice(&tsig_rr);
+        twice[11] = 2;
+        for bad in [not_last, twice] {
+            assert_eq!(one(&d, &bad, udp), (1, QR | RD, 1, 0));
+            d.handle(&bad, udp, PEER, &mut out);
+            assert_eq!(tsig_of(&out), None);
+        }
+        // Another opcode (NOTIFY), signed: NOTIMP, signed; with an unknown key:
+        // BADKEY. Unsigned: NOTIMP as before, unsigned.
+        let notify = message((4 << 3) | RD, 6, IN, None);
+        let (msg, mac) = signed(notify.clone(), &tk, 0);
+        assert_eq!(one(&d, &msg, udp), (4, QR | (4 << 3) | RD, 0, 0));
+        d.handle(&msg, udp, PEER, &mut out);
+        assert_eq!(tsig::verify_reply(&tk, &mac, &out, tsig::now()), Ok(()));
+        let (msg, _) = signed(notify.clone(), &unknown, 0);
+        assert_eq!(one(&d, &msg, udp), (9, QR | (4 << 3) | RD, 1, 0));
+        d.handle(&notify, udp, PEER, &mut out);
+        assert_eq!(tsig_of(&out), None);
+    }
+
+    /// `msg` (signed) with its MAC cut to `size` bytes (zero-padded when
+    /// longer), lengths adjusted.
+    fn truncate_mac(msg: &[u8], size: usize) -> Vec<u8> {
+        let at = tsig::find(msg).expect("signed");
+        let rec = tsig::read_record(msg, at).expect("record");
+        let mac_at = msg.len() - 6 - rec.mac.len();
+        let mut out = msg[..mac_at - 2].to_vec();
+        out.extend_from_slice(&(size as u16).to_be_bytes());
+        out.extend((0..size).map(|i| rec.mac.get(i).copied().unwrap_or(0)));
+        out.extend_from_slice(&msg[msg.len() - 6..]);
+        let rdlen_at = at + rec.key_name.as_wire().len() + 8;
+        let rdlen = u16::from_be_bytes([out[rdlen_at], out[rdlen_at + 1]]) as usize;
+        let rdlen = rdlen + size - rec.mac.len();
+        out[rdlen_at..rdlen_at + 2].copy_from_slice(&(rdlen as u16).to_be_bytes());
+        out
+    }
+
+    /// A signed reply the TSIG would push past 512 bytes (an apex TXT RRset
+    /// of 7 × 50-byte strings, no EDNS: 470 bytes unsigned) is cut to the
+    /// question, TC set, NOERROR, and signed (RFC 8945 §5.3); over TCP the
+    /// whole answer is signed.
+    #[test]
+    fn signed_reply_too_big_for_udp_is_truncated() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("big.zone");
+        let mut zone = String::from("$TTL 300\n@ SOA ns hm 1 2 3 4 5\n@ NS ns\nns A 192.0.2.1\n");
+        for i in 0..7 {
+            zone.push_str(&format!("@ TXT \"{i}{}\"\n", "x".repeat(49)));
+        }
+        std::fs::write(&file, zone).expect("write zone");
+        let d = dispatcher_for(&file, &[]);
+        let [tk, _] = keys();
+        let mut apex_any = message(0, 16, IN, None);
+        apex_any.drain(12..16);
+        let mut out = Vec::new();
+        d.handle(&apex_any, Transport::Udp, PEER, &mut out);
+        let unsigned = out.len();
+        assert_eq!(unsigned, 470);
+        let (msg, mac) = signed(apex_any, &tk, 0);
+        assert_eq!(one(&d, &msg, Transport::Udp), (0, QR | AA | 0x02, 1, 0));
+        d.handle(&msg, Transport::Udp, PEER, &mut out);
+        assert!(out.len() <= 512);
+        assert_eq!(u16::from_be_bytes([out[10], out[11]]), 1, "the TSIG alone");
+        assert_eq!(tsig::verify_reply(&tk, &mac, &out, tsig::now()), Ok(()));
+        let (rcode, flags, qd, an) = one(&d, &msg, Transport::Tcp);
+        assert_eq!((rcode, flags, qd), (0, QR | AA, 1));
+        assert_eq!(an, 7);
+        d.handle(&msg, Transport::Tcp, PEER, &mut out);
+        assert_eq!(tsig::verify_reply(&tk, &mac, &out, tsig::now()), Ok(()));
+    }
+
+    /// The transfer ACL by address, by key and by both, and a per-zone list
+    /// replacing the global one; refusals of signed requests are signed; a
+    /// request whose TSIG fails never reaches the ACL (BADSIG, not REFUSED).
+    #[test]
+    fn transfer_acl_by_address_key_and_zone() {
+        let [tk, other] = keys();
+        let mut axfr = message(0, 252, IN, None);
+        axfr.drain(12..16);
+        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+        // (peer, key) → rcode of the first message
+        let ask = |d: &Dispatcher, peer: &str, key: Option<&Key>| -> u16 {
+            let mut out = Vec::new();
+            let (msg, mac) = match key {
+                Some(k) => {
+                    let (m, mac) = signed(axfr.clone(), k, 0);
+                    (m, Some(mac))
+                }
+                None => (axfr.clone(), None),
+            };
+            let Reply::Stream(msgs) = d.handle(&msg, Transport::Tcp, ip(peer), &mut out) else {
+                panic!("a stream");
+            };
+            if let (Some(k), Some(mac)) = (key, &mac) {
+                assert_eq!(tsig::verify_reply(k, mac, &msgs[0], tsig::now()), Ok(()));
+            } else {
+                assert_eq!(tsig_of(&msgs[0]), None);
+            }
+            summary(&msgs[0]).0
+        };
+        let global = ["192.0.2.0/24", "key tk.", "127.0.0.0/8 key other."];
+        let d = dispatcher(&global);
+        // example.com. with its own list: only `other.`, from anywhere.
+        let mut zoned = dispatcher(&global);
+        zoned.transfer.zones = vec![("example.com.".parse().expect("name"), acl(&["key other."]))];
+        let cases = [
+            // (dispatcher, peer, key, rcode)
+            (&d, "192.0.2.7", None, 0),
+            (&d, "192.0.2.7", Some(&other), 0),
+            (&d, "127.0.0.1", None, 5),
+            (&d, "198.51.100.1", Some(&tk), 0),
+            (&d, "127.0.0.1", Some(&other), 0),
+            (&d, "198.51.100.1", Some(&other), 5),
+            (&d, "198.51.100.1", None, 5),
+            (&zoned, "192.0.2.7", None, 5),
+            (&zoned, "198.51.100.1", Some(&tk), 5),
+            (&zoned, "198.51.100.1", Some(&other), 0),
+            (&zoned, "127.0.0.1", Some(&other), 0),
+        ];
+        for (i, (d, peer, key, want)) in cases.into_iter().enumerate() {
+            assert_eq!(
+                ask(d, peer, key),
+                want,
+                "case {i}: {peer} {:?}",
+                key.map(|k| &k.name)
+            );
+        }
+        // From an allowed address, a wrong secret is still BADSIG.
+        let mut wrong = other.clone();
+        wrong.secret = Secret::from_base64("AAAA").expect("b64");
+        let (msg, _) = signed(axfr.clone(), &wrong, 0);
+        let mut out = Vec::new();
+        assert_eq!(
+            d.handle(&msg, Transport::Tcp, ip("192.0.2.7"), &mut out),
+            Reply::Message
+        );
+        assert_eq!(summary(&out).0, 9);
+        assert_eq!(tsig_of(&out), Some((TsigError::BADSIG, 0)));
+    }
+
+    /// A signed AXFR too big for one message is signed message by message
+    /// (RFC 8945 §5.3.1): each verifies over the previous MAC, none exceeds
+    /// 65535 bytes with its TSIG.
+    #[test]
+    fn signed_transfers_are_signed_message_by_message() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut zone = String::from(
+            "$TTL 300\n@ SOA ns1 hm 7 3600 900 1209600 300\n@ NS ns1\nns1 A 192.0.2.1\n",
+        );
+        for i in 0..1500 {
+            zone.push_str(&format!("t{i} TXT \"{}\"\n", "x".repeat(200)));
+        }
+        let file = dir.path().join("big.zone");
+        std::fs::write(&file, zone).expect("write zone");
+        let d = dispatcher_for(&file, &["key tk."]);
+        let [tk, _] = keys();
+        let mut axfr = message(0, 252, IN, None);
+        axfr.drain(12..16);
+        let (msg, mac) = signed(axfr, &tk, 0);
+        let mut out = Vec::new();
+        let Reply::Stream(msgs) = d.handle(&msg, Transport::Tcp, PEER, &mut out) else {
+            panic!("a stream");
+        };
+        assert!(msgs.len() >= 5, "{} messages", msgs.len());
+        let mut chain = ReplyVerifier::new(&tk, &mac);
+        let mut records = 0;
+        for (i, m) in msgs.iter().enumerate() {
+            assert!(m.len() <= 65535, "message {i}: {} bytes", m.len());
+            assert_eq!(chain.verify(m, tsig::now()), Ok(()), "message {i}");
+            records += usize::from(summary(m).3);
+        }
+        assert_eq!(
+            records,
+            1500 + 3 + 1,
+            "SOA, NS, A, the TXTs, the closing SOA"
+        );
+        // Out of order: the chain breaks at once.
+        let mut broken = ReplyVerifier::new(&tk, &mac);
+        assert_eq!(broken.verify(&msgs[0], tsig::now()), Ok(()));
+        assert_eq!(
+            broken.verify(&msgs[2], tsig::now()),
+            Err(ReplyProblem::BadMac)
+        );
     }
 }

@@ -14,6 +14,12 @@
 //! retransmission per §3.6 in BIND 10's way: first timeout [`FIRST_TIMEOUT`],
 //! doubled after each try, at most [`MAX_TRIES`] tries. A reply is accepted when
 //! its id, QR bit, opcode and question name match (§3.8; its rcode is logged).
+//!
+//! A target given with a key (`"192.0.2.2 key NAME"`) gets the NOTIFY signed
+//! with that `[[key]]` (RFC 8945 §5.1), and its reply must verify (§5.4): a
+//! reply carrying a TSIG error (the peer does not know the key, say) ends the
+//! tries with a warning naming the error; an unsigned or badly signed reply is
+//! ignored, as a forged one would be.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -26,6 +32,8 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::NotifyConfig;
+use crate::keys::{Key, KeyRing};
+use crate::tsig::{self, ReplyProblem};
 use crate::wire::{
     Flags, Header, MAX_TCP_MESSAGE, MessageWriter, Opcode, Rcode, RecordMeta, Section,
 };
@@ -104,6 +112,8 @@ pub struct NotifySettings {
     pub dbs: Vec<PathBuf>,
     /// The targets (`[notify]`).
     pub config: NotifyConfig,
+    /// The TSIG keys the targets name (`[[key]]`).
+    pub keys: KeyRing,
 }
 
 /// NOTIFY to secondaries, running: a poller thread and a sender task. Its
@@ -130,8 +140,11 @@ impl Notifier {
             .spawn(move || poll_loop(poll_settings, tx))?;
         let sender = tokio::spawn(async move {
             while let Some(change) = rx.recv().await {
-                // The targets in force when the change is seen.
-                let targets = settings_rx.borrow().config.targets_for(&change.origin);
+                // The targets and keys in force when the change is seen.
+                let (targets, keys) = {
+                    let s = settings_rx.borrow();
+                    (s.config.targets_for(&change.origin), s.keys.clone())
+                };
                 tracing::info!(
                     "zone {} serial {} -> {}: notifying {} target(s)",
                     change.origin,
@@ -141,7 +154,9 @@ impl Notifier {
                 );
                 for target in targets {
                     let c = change.clone();
-                    tokio::spawn(async move { notify_one(c, target).await });
+                    // Configuration checks that every key named exists.
+                    let key = target.key.as_ref().and_then(|k| keys.get(k)).cloned();
+                    tokio::spawn(async move { notify_one(c, target.addr, key).await });
                 }
             }
         });
@@ -325,8 +340,9 @@ fn source_for(target: SocketAddr) -> SocketAddr {
     SocketAddr::new(ip, 0)
 }
 
-/// Sends one NOTIFY to `target` with retries; logs the outcome.
-async fn notify_one(change: SerialChange, target: SocketAddr) {
+/// Sends one NOTIFY to `target`, signed with `key` if given, with retries;
+/// logs the outcome.
+async fn notify_one(change: SerialChange, target: SocketAddr, key: Option<Key>) {
     let serial = change.soa.soa_serial().unwrap_or_default();
     let sock = match UdpSocket::bind(source_for(target)).await {
         Ok(s) => s,
@@ -336,7 +352,10 @@ async fn notify_one(change: SerialChange, target: SocketAddr) {
         }
     };
     let id = random_id();
-    let msg = notify_message(id, &change.origin, change.ttl, &change.soa);
+    let mut msg = notify_message(id, &change.origin, change.ttl, &change.soa);
+    let signed = key
+        .as_ref()
+        .map(|k| (k, tsig::sign_request(k, &mut msg, tsig::now())));
     let mut timeout = FIRST_TIMEOUT;
     let mut buf = vec![0u8; 4096];
     for attempt in 1..=MAX_TRIES {
@@ -357,8 +376,32 @@ async fn notify_one(change: SerialChange, target: SocketAddr) {
                     let reply = buf.get(..n).unwrap_or_default();
                     if from == target && is_reply_to(reply, id, &change.origin) {
                         let rcode = reply.get(3).map_or(0, |b| b & 0xF);
+                        if let Some((k, mac)) = &signed {
+                            match tsig::verify_reply(k, mac, reply, tsig::now()) {
+                                Ok(()) => {}
+                                Err(ReplyProblem::Error(e)) => {
+                                    tracing::warn!(
+                                        "NOTIFY of {} serial {serial} to {target}: refused with TSIG error {e} for key {} (rcode {rcode})",
+                                        change.origin,
+                                        k.name
+                                    );
+                                    return;
+                                }
+                                Err(problem) => {
+                                    tracing::debug!(
+                                        "NOTIFY of {} to {target}: reply ignored: {problem}",
+                                        change.origin
+                                    );
+                                    continue;
+                                }
+                            }
+                        }
+                        let how = match &signed {
+                            Some((k, _)) => format!(", signed with key {}", k.name),
+                            None => String::new(),
+                        };
                         tracing::info!(
-                            "NOTIFY of {} serial {serial} to {target}: answered (rcode {rcode}, try {attempt})",
+                            "NOTIFY of {} serial {serial} to {target}: answered (rcode {rcode}, try {attempt}{how})",
                             change.origin
                         );
                         return;

@@ -17,6 +17,8 @@ pub const MAX_TCP_MESSAGE: usize = 65535;
 pub const MIN_UDP_PAYLOAD: usize = 512;
 /// Bytes the OPT record takes with no options (RFC 6891 §6.1.2).
 pub const OPT_LEN: usize = 11;
+/// The TSIG meta type (RFC 8945 §4.2).
+pub const TSIG: RType = RType(250);
 
 /// The flag bits of a header word (RFC 1035 §4.1.1: QR, AA, TC, RD, RA; RFC
 /// 4035 §3.2: AD, CD), without the opcode and rcode that share the word.
@@ -219,8 +221,6 @@ pub const OPTION_COOKIE: u16 = 10;
 /// Bytes a reply's COOKIE option takes: code, length, an 8-byte client and a
 /// 16-byte server cookie.
 pub const COOKIE_OPTION_LEN: usize = 4 + 24;
-/// The TSIG meta type (RFC 8945 §4.2), the one record allowed after the OPT.
-const TYPE_TSIG: u16 = 250;
 /// EDNS option code of Client Subnet (RFC 7871 §6).
 pub const OPTION_CLIENT_SUBNET: u16 = 8;
 
@@ -243,6 +243,9 @@ pub struct Request<'a> {
     pub qclass: Class,
     /// The OPT record, if any.
     pub edns: Option<Edns<'a>>,
+    /// Where the TSIG record starts (the offset of its owner name), if the
+    /// message is signed (RFC 8945); [`crate::tsig::verify`] checks it.
+    pub tsig: Option<usize>,
 }
 
 /// Why a message could not be taken as a query.
@@ -390,7 +393,9 @@ pub fn write_error(out: &mut Vec<u8>, header: Header, question: Option<&[u8]>) {
 ///
 /// Errors: [`ParseError::Drop`] for short messages and responses;
 /// [`ParseError::Reject`] with FORMERR for QDCOUNT ≠ 1, a bad question, a record cut short, bytes after the last
-/// counted record, an OPT not owned by the root, or two OPT records.
+/// counted record, an OPT not owned by the root, two OPT records, or a TSIG
+/// record that is not the last record of the additional section (so also
+/// two TSIG records, RFC 8945 §5.1).
 pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
     if msg.len() < HEADER_LEN {
         return Err(ParseError::Drop);
@@ -428,6 +433,7 @@ pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
     let formerr = || reject(Rcode::FORMERR, question);
     let mut pos = question_end;
     let mut edns = None;
+    let mut tsig = None;
     let rr_total = counts[1] as usize + counts[2] as usize + counts[3] as usize;
     for index in 0..rr_total {
         let owner_at = pos;
@@ -453,7 +459,13 @@ pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
                 dnssec_ok: u16_at(msg, pos + 6).unwrap_or(0) & 0x8000 != 0,
                 cookie,
             });
-        } else if edns.is_some() && rtype != TYPE_TSIG {
+        } else if rtype == TSIG.0 {
+            // RFC 8945 §5.1: the last record of the additional section, once.
+            if !in_additional || index + 1 != rr_total {
+                return Err(formerr());
+            }
+            tsig = Some(owner_at);
+        } else if edns.is_some() {
             // Only a TSIG may follow the OPT (RFC 8945 §5.1: it is last).
             return Err(formerr());
         }
@@ -473,6 +485,7 @@ pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
         qtype: RType(qtype),
         qclass: Class(qclass),
         edns,
+        tsig,
     })
 }
 
@@ -1111,6 +1124,55 @@ mod tests {
         assert!(after(&tsig).is_ok());
         // Before the OPT any record is fine.
         assert!(parse_query(&query(b"\x00", 6, &[&a[..], &opt].concat(), 2)).is_ok());
+    }
+
+    /// A TSIG record is located when it is the last record of the
+    /// additional section; anywhere else, or twice, the message is FORMERR
+    /// (RFC 8945 §5.1). Its content is the verifier's business.
+    #[test]
+    fn tsig_must_be_last_and_single() {
+        let tsig = |owner: u8| [owner, 0, 250, 0, 255, 0, 0, 0, 0, 0, 0];
+        let opt = [0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, 0];
+        let formerr = |m: &[u8]| {
+            matches!(
+                parse_query(m),
+                Err(ParseError::Reject {
+                    rcode: Rcode::FORMERR,
+                    question: Some(_),
+                    ..
+                })
+            )
+        };
+        let base = query(b"\x03www\x00", 1, &[], 0).len();
+        let last = query(b"\x03www\x00", 1, &[opt, tsig(0)].concat(), 2);
+        assert_eq!(
+            parse_query(&last).map(|r| r.tsig),
+            Ok(Some(base + opt.len()))
+        );
+        assert_eq!(
+            parse_query(&query(b"\x00", 1, &opt, 1)).map(|r| r.tsig),
+            Ok(None)
+        );
+        // Not last: before the OPT.
+        assert!(formerr(&query(
+            b"\x03www\x00",
+            1,
+            &[tsig(0), opt].concat(),
+            2
+        )));
+        // Two TSIGs.
+        assert!(formerr(&query(
+            b"\x03www\x00",
+            1,
+            &[tsig(0), tsig(0)].concat(),
+            2
+        )));
+        // In the answer or authority section, even as the last record.
+        for section in [6, 8] {
+            let mut m = query(b"\x03www\x00", 1, &tsig(0), 0);
+            m[section + 1] = 1;
+            assert!(formerr(&m), "section at {section}");
+        }
     }
 
     #[test]

@@ -1,13 +1,14 @@
-//! Outgoing zone transfers over TCP: AXFR (RFC 5936) and IXFR (RFC 1995).
+//! Outgoing zone transfers: AXFR (RFC 5936) and IXFR (RFC 1995).
 //!
 //! The dispatcher ([`crate::dispatch`]) hands AXFR and IXFR queries received
-//! over TCP to [`transfer`]; over UDP it answers both types with REFUSED (an
-//! IXFR over UDP is allowed to be refused, RFC 1995 §2, and the client then
-//! retries over TCP).
+//! over TCP, and IXFR queries received over UDP, to [`transfer`]; AXFR over
+//! UDP it answers REFUSED (RFC 5936 §4.2).
 //!
 //! Checks, in BIND 10 xfrout's order (research/bind10.md §f):
-//! 1. the client address must match [`TransferPolicy::allow`] (default: nobody),
-//!    else REFUSED;
+//! 1. the client must match the zone's ACL ([`TransferPolicy::acl_for`]: its
+//!    `[[transfer.zone]]` list, else `[transfer] allow`; default: nobody) by
+//!    address, by the TSIG key the request was signed with, or both; else
+//!    REFUSED. A request whose TSIG failed verification never gets here;
 //! 2. the question must name a zone served as an exact match, class IN, else
 //!    NOTAUTH;
 //! 3. the zone must have exactly one SOA RR at the apex, else SERVFAIL;
@@ -26,6 +27,14 @@
 //! current SOA. When the journal cannot bridge the client's serial to ours, or
 //! the zone comes from a source without a journal (memory), the answer is a
 //! full zone between two SOAs (RFC 1995 §4, "AXFR-style IXFR").
+//!
+//! Over UDP (RFC 1995 §2) the answer is one message within the client's UDP
+//! size ([`crate::query::reply_limit`]), with an OPT when the query had one: the
+//! difference when it fits, else (it does not fit, or only a full zone would
+//! do) the current SOA alone, which tells the client to ask again over TCP.
+//!
+//! Every message leaves [`Client::reserve`] bytes free, for the TSIG record
+//! the dispatcher appends to each (RFC 8945 §5.3.1).
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -33,10 +42,12 @@ use std::path::PathBuf;
 use authd_datasrc::sqlite_admin::{self, DiffRow, serial_gt};
 use authd_datasrc::{Class, DataSource, Name, RRset, RType, Rdata, SourceList, ZoneRef};
 
+use crate::acl::Acl;
 use crate::log_limit::LogLimit;
+use crate::query::{EDNS_UDP_PAYLOAD, Transport, reply_limit};
 use crate::wire::{
-    self, Flags, HEADER_LEN, Header, MAX_TCP_MESSAGE, MessageWriter, Rcode, RecordMeta, Request,
-    Section, skip_name, u16_at,
+    self, Flags, HEADER_LEN, Header, MAX_TCP_MESSAGE, MessageWriter, OPT_LEN, Rcode, RecordMeta,
+    Request, Section, skip_name, u16_at,
 };
 
 pub use crate::acl::Cidr;
@@ -44,18 +55,55 @@ pub use crate::acl::Cidr;
 /// Who may transfer zones, and where IXFR journals are read from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TransferPolicy {
-    /// Client addresses allowed to AXFR/IXFR (`[transfer] allow`); empty: nobody
-    /// (every transfer is REFUSED).
-    pub allow: Vec<Cidr>,
+    /// Who may AXFR/IXFR a zone without its own list (`[transfer] allow`);
+    /// empty: nobody (every transfer is REFUSED).
+    pub allow: Acl,
+    /// Zones with their own list (`[[transfer.zone]]`), replacing `allow`.
+    pub zones: Vec<(Name, Acl)>,
     /// sqlite3 zone DBs whose `diffs` journal answers IXFR, in data-source order.
     pub journal_dbs: Vec<PathBuf>,
 }
 
 impl TransferPolicy {
-    /// True when `ip` may transfer zones.
-    pub fn allows(&self, ip: IpAddr) -> bool {
-        self.allow.iter().any(|c| c.contains(ip))
+    /// The ACL for transfers of `zone`: its own list when it has one, else
+    /// the global one.
+    pub fn acl_for(&self, zone: &Name) -> &Acl {
+        self.zones
+            .iter()
+            .find(|(z, _)| z == zone)
+            .map_or(&self.allow, |(_, acl)| acl)
     }
+
+    /// True when a client at `ip` whose request was signed with `key`
+    /// (`None`: unsigned) may transfer `zone`.
+    pub fn allows(&self, zone: &Name, ip: IpAddr, key: Option<&Name>) -> bool {
+        self.acl_for(zone).allows(ip, key)
+    }
+
+    /// True when an entry with an address block, in any transfer ACL, names
+    /// `ip`: a client that may be a secondary, known before it asks anything
+    /// (the TCP connection table keeps such connections last). Key-only
+    /// entries match every address and so tell nothing here.
+    pub fn names_address(&self, ip: IpAddr) -> bool {
+        std::iter::once(&self.allow)
+            .chain(self.zones.iter().map(|(_, acl)| acl))
+            .flat_map(|acl| acl.entries())
+            .any(|e| e.addr.is_some_and(|c| c.contains(ip)))
+    }
+}
+
+/// Who asks for a transfer, and how the answer travels.
+#[derive(Debug, Clone, Copy)]
+pub struct Client<'a> {
+    /// The client's address.
+    pub addr: IpAddr,
+    /// The TSIG key its request was signed with and verified under.
+    pub key: Option<&'a Name>,
+    /// TCP: as many messages as needed; UDP: one (IXFR only).
+    pub transport: Transport,
+    /// Bytes each message must leave free, for the TSIG record the
+    /// dispatcher appends (0 for an unsigned request).
+    pub reserve: usize,
 }
 
 /// One RR to write.
@@ -98,23 +146,36 @@ fn error_reply(req: &Request<'_>, rcode: Rcode) -> Vec<u8> {
     buf
 }
 
-/// Answers AXFR or IXFR query `req` (the message `msg`) received over TCP
-/// from `peer`: the reply messages in order, each without the TCP length
-/// prefix. The dispatcher routes only class-agnostic AXFR/IXFR over TCP here;
-/// the checks are this module's (see the module documentation).
+/// Answers AXFR or IXFR query `req` (the message `msg`) from `client`: the
+/// reply messages in order, each without the TCP length prefix (over UDP,
+/// exactly one). The dispatcher routes AXFR/IXFR over TCP and IXFR over UDP
+/// here, whatever the class; the checks are this module's (see the module
+/// documentation).
 pub fn transfer(
     sources: &SourceList,
     policy: &TransferPolicy,
     msg: &[u8],
     req: &Request<'_>,
-    peer: IpAddr,
+    client: &Client<'_>,
 ) -> Vec<Vec<u8>> {
     let kind = req.qtype;
-    if !policy.allows(peer) {
-        client_log!(
-            "{kind} of {} refused for {peer} (not in [transfer] allow)",
-            req.qname
-        );
+    let peer = client.addr;
+    if !policy.allows(&req.qname, peer, client.key) {
+        let list = if policy.zones.iter().any(|(z, _)| *z == req.qname) {
+            "[[transfer.zone]] allow"
+        } else {
+            "[transfer] allow"
+        };
+        match client.key {
+            Some(key) => client_log!(
+                "{kind} of {} refused for {peer} signed with key {key} (not in {list})",
+                req.qname
+            ),
+            None => client_log!(
+                "{kind} of {} refused for {peer}, unsigned (not in {list})",
+                req.qname
+            ),
+        }
         return vec![error_reply(req, Rcode::REFUSED)];
     }
     if req.qclass != Class::IN {
@@ -170,15 +231,33 @@ pub fn transfer(
         ttl: soa.ttl,
         rdata: &soa.rdatas[0],
     };
-    if let Some(client) = client_serial {
-        if !serial_gt(serial, client) {
+    let pack = |rrs: Vec<Rr<'_>>| match client.transport {
+        Transport::Tcp => pack(req, rrs, MAX_TCP_MESSAGE.saturating_sub(client.reserve)),
+        Transport::Udp => {
+            let limit = reply_limit(req, Transport::Udp).saturating_sub(client.reserve);
+            let one = pack_udp(req, &rrs, limit).or_else(|| {
+                client_log!(
+                    "IXFR of {} for {peer} over UDP: {} RRs do not fit {limit} bytes; current SOA only",
+                    zone.origin,
+                    rrs.len()
+                );
+                pack_udp(req, &[soa_rr], limit)
+            });
+            match one {
+                Some(m) => vec![m],
+                None => vec![error_reply(req, Rcode::SERVFAIL)],
+            }
+        }
+    };
+    if let Some(theirs) = client_serial {
+        if !serial_gt(serial, theirs) {
             client_log!(
-                "IXFR of {} for {peer}: client serial {client} is current (ours {serial})",
+                "IXFR of {} for {peer}: client serial {theirs} is current (ours {serial})",
                 zone.origin
             );
-            return pack(req, vec![soa_rr]);
+            return pack(vec![soa_rr]);
         }
-        match journal(policy, source.as_ref(), &zone, client, serial) {
+        match journal(policy, source.as_ref(), &zone, theirs, serial) {
             Some(rows) => {
                 let mut rrs = Vec::with_capacity(rows.len() + 2);
                 rrs.push(soa_rr);
@@ -191,14 +270,21 @@ pub fn transfer(
                 }));
                 rrs.push(soa_rr);
                 client_log!(
-                    "IXFR of {} for {peer}: serial {client} -> {serial}, {} journal RRs",
+                    "IXFR of {} for {peer}: serial {theirs} -> {serial}, {} journal RRs",
                     zone.origin,
                     rows.len()
                 );
-                return pack(req, rrs);
+                return pack(rrs);
+            }
+            None if client.transport == Transport::Udp => {
+                tracing::info!(
+                    "IXFR of {} for {peer} over UDP: journal cannot bridge {theirs} -> {serial}; current SOA only",
+                    zone.origin
+                );
+                return pack(vec![soa_rr]);
             }
             None => client_log!(
-                "IXFR of {} for {peer}: journal cannot bridge {client} -> {serial}; full transfer",
+                "IXFR of {} for {peer}: journal cannot bridge {theirs} -> {serial}; full transfer",
                 zone.origin
             ),
         }
@@ -211,7 +297,7 @@ pub fn transfer(
         push_sigs(&mut rrs, set);
     }
     rrs.push(soa_rr);
-    let messages = pack(req, rrs);
+    let messages = pack(rrs);
     client_log!(
         "{kind} of {} serial {serial} for {peer}: full zone in {} message(s)",
         zone.origin,
@@ -292,27 +378,52 @@ fn journal(
     None
 }
 
-/// Packs `rrs` into answer messages of at most [`MAX_TCP_MESSAGE`] bytes; the
-/// first carries the question.
-fn pack(req: &Request<'_>, rrs: Vec<Rr<'_>>) -> Vec<Vec<u8>> {
+/// Writes one answer RR; false when it does not fit the writer's limit.
+fn push_rr(w: &mut MessageWriter<'_>, rr: &Rr<'_>) -> bool {
+    let meta = RecordMeta {
+        rtype: rr.rtype,
+        class: rr.class,
+        ttl: rr.ttl,
+    };
+    let names = rr.rdata.compressible_names(rr.rtype);
+    w.push_record(Section::Answer, rr.owner, meta, rr.rdata.as_wire(), names)
+}
+
+/// One UDP answer message of at most `limit` bytes holding the question,
+/// every RR of `rrs` and, when the query had EDNS, an OPT; `None` when they
+/// do not all fit.
+fn pack_udp(req: &Request<'_>, rrs: &[Rr<'_>], limit: usize) -> Option<Vec<u8>> {
+    let mut buf = Vec::with_capacity(limit.min(4096));
+    let mut w = MessageWriter::new(&mut buf, reply_header(req, Rcode::NOERROR), limit);
+    if req.edns.is_some() {
+        w.reserve(OPT_LEN);
+    }
+    if !w.push_question(req.question) || !rrs.iter().all(|rr| push_rr(&mut w, rr)) {
+        return None;
+    }
+    if let Some(e) = req.edns {
+        w.unreserve(OPT_LEN);
+        w.push_opt(EDNS_UDP_PAYLOAD, Rcode::NOERROR, e.dnssec_ok);
+    }
+    w.finish();
+    Some(buf)
+}
+
+/// Packs `rrs` into answer messages of at most `limit` bytes; the first
+/// carries the question.
+fn pack(req: &Request<'_>, rrs: Vec<Rr<'_>>, limit: usize) -> Vec<Vec<u8>> {
     let header = reply_header(req, Rcode::NOERROR);
     let mut out = Vec::new();
     let mut rest = rrs.iter().peekable();
     loop {
         let mut buf = Vec::with_capacity(16 * 1024);
         {
-            let mut w = MessageWriter::new(&mut buf, header, MAX_TCP_MESSAGE);
+            let mut w = MessageWriter::new(&mut buf, header, limit);
             if out.is_empty() {
                 w.push_question(req.question);
             }
             while let Some(rr) = rest.peek() {
-                let meta = RecordMeta {
-                    rtype: rr.rtype,
-                    class: rr.class,
-                    ttl: rr.ttl,
-                };
-                let names = rr.rdata.compressible_names(rr.rtype);
-                if !w.push_record(Section::Answer, rr.owner, meta, rr.rdata.as_wire(), names) {
+                if !push_rr(&mut w, rr) {
                     break;
                 }
                 rest.next();
@@ -385,7 +496,7 @@ mod tests {
         assert!("10.0.0.0/33".parse::<Cidr>().is_err());
         assert!("host.example".parse::<Cidr>().is_err());
         let p = TransferPolicy::default();
-        assert!(!p.allows("127.0.0.1".parse().expect("ip")));
+        assert!(!p.allows(&Name::root(), "127.0.0.1".parse().expect("ip"), None));
     }
 
     #[test]

@@ -11,8 +11,9 @@
 #   5. once more with `zone update`.
 #
 # Everything runs on 127.0.0.1 with unprivileged ports (AUTHD_PORT, KNOT_PORT)
-# and a temporary folder; processes are stopped by PID; every wait is bounded.
-# Installs knot, dnsutils and sqlite3 with apt-get when missing.
+# and a temporary folder; processes are stopped by PID; every wait is bounded
+# (tests/interop/common.sh). Installs knot, dnsutils and sqlite3 with apt-get
+# when missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -20,54 +21,8 @@ AUTHD_PORT="${AUTHD_PORT:-25300}"
 KNOT_PORT="${KNOT_PORT:-25353}"
 ZONE=example.org
 
-need=()
-command -v knotd >/dev/null 2>&1 || need+=(knot)
-command -v dig >/dev/null 2>&1 || need+=(dnsutils)
-command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
-if [ ${#need[@]} -gt 0 ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${need[@]}" >/dev/null
-fi
-
-cargo build --quiet -p authd --bins
-BIN="${CARGO_TARGET_DIR:-target}/debug"
-BIN="$(cd "$BIN" && pwd)"
-
-TMP="$(mktemp -d)"
-AUTHD_PID=""
-KNOT_PID=""
-cleanup() {
-  [ -n "$KNOT_PID" ] && kill "$KNOT_PID" 2>/dev/null && wait "$KNOT_PID" 2>/dev/null || true
-  [ -n "$AUTHD_PID" ] && kill "$AUTHD_PID" 2>/dev/null && wait "$AUTHD_PID" 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  echo "--- authd log" >&2; cat "$TMP/authd.log" >&2 || true
-  echo "--- knot log" >&2; cat "$TMP/knot.log" >&2 || true
-  exit 1
-}
-
-# wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND every 0.2 s.
-wait_for() {
-  local secs="$1" what="$2"
-  shift 2
-  local deadline=$((SECONDS + secs))
-  until "$@" >/dev/null 2>&1; do
-    [ "$SECONDS" -ge "$deadline" ] && fail "$what (waited ${secs} s)"
-    sleep 0.2
-  done
-}
-
-serial_at() { # PORT
-  dig +short +norec +time=1 +tries=1 @127.0.0.1 -p "$1" "$ZONE" SOA | awk '{print $3}'
-}
-has_serial() { # PORT SERIAL
-  [ "$(serial_at "$1")" = "$2" ]
-}
+. tests/interop/common.sh
+install_missing knotd=knot dig=dnsutils sqlite3=sqlite3
 
 # 1. The zone and authd.
 DB="$TMP/zones.sqlite3"
@@ -84,21 +39,11 @@ allow = ["127.0.0.1"]
 [notify]
 targets = ["127.0.0.1:$KNOT_PORT"]
 EOF
-"$BIN/authd" --config "$TMP/authd.toml" >"$TMP/authd.log" 2>&1 &
-AUTHD_PID=$!
-wait_for 30 "authd listening" grep -q "listening on" "$TMP/authd.log"
+start_authd
 
 # 2. Knot as secondary.
-mkdir -p "$TMP/knot/run" "$TMP/knot/db" "$TMP/knot/zones"
-cat > "$TMP/knot.conf" <<EOF
-server:
-    rundir: "$TMP/knot/run"
-    listen: 127.0.0.1@$KNOT_PORT
-log:
-  - target: "$TMP/knot.log"
-    any: info
-database:
-    storage: "$TMP/knot/db"
+knot_conf_head "$KNOT_PORT" > "$TMP/knot.conf"
+cat >> "$TMP/knot.conf" <<EOF
 remote:
   - id: authd
     address: 127.0.0.1@$AUTHD_PORT
@@ -106,31 +51,17 @@ acl:
   - id: notify_from_authd
     address: 127.0.0.1
     action: notify
-template:
-  - id: default
-    storage: "$TMP/knot/zones"
-    zonefile-sync: -1
-    zonefile-load: none
-    journal-content: all
 zone:
   - domain: $ZONE
     master: authd
     acl: notify_from_authd
 EOF
 knotd -c "$TMP/knot.conf" >"$TMP/knotd.out" 2>&1 &
-KNOT_PID=$!
-wait_for 30 "Knot transferred serial 2 by AXFR" has_serial "$KNOT_PORT" 2
+PIDS+=($!)
+wait_for 30 "Knot transferred serial 2 by AXFR" has_serial "$KNOT_PORT" "$ZONE" 2
 wait_for 10 "Knot logs the AXFR" grep -q "AXFR, incoming.*finished" "$TMP/knot.log"
 
-compare() { # NAME TYPE
-  local a k
-  a="$(dig +noall +answer +norec @127.0.0.1 -p "$AUTHD_PORT" "$1" "$2" | sort)"
-  k="$(dig +noall +answer +norec @127.0.0.1 -p "$KNOT_PORT" "$1" "$2" | sort)"
-  echo "authd: ${a:-<empty>}"
-  echo "knot:  ${k:-<empty>}"
-  [ -n "$a" ] && [ "$a" = "$k" ] || fail "authd and Knot differ for $1 $2"
-}
-compare www.$ZONE A
+compare "$KNOT_PORT" www.$ZONE A
 
 # 3. A change with the sqlite3 shell, journaled as docs/ZONE-ADMIN.md says:
 #    www A 192.0.2.1 -> 192.0.2.2, serial 2 -> 3.
@@ -157,20 +88,20 @@ UPDATE records SET rdata = 'ns1.example.org. hostmaster.example.org. 3 3600 900 
   WHERE rdtype = 'SOA' AND zone_id = (SELECT id FROM zones WHERE name = 'example.org.');
 COMMIT;
 EOF
-wait_for 5 "authd serves serial 3" has_serial "$AUTHD_PORT" 3
+wait_for 5 "authd serves serial 3" has_serial "$AUTHD_PORT" "$ZONE" 3
 wait_for 10 "authd sends NOTIFY" grep -q "NOTIFY of $ZONE. serial 3 to 127.0.0.1:$KNOT_PORT: answered" "$TMP/authd.log"
 # 4. Knot catches up by IXFR (its SOA refresh is an hour away: only NOTIFY explains it).
-wait_for 20 "Knot has serial 3" has_serial "$KNOT_PORT" 3
+wait_for 20 "Knot has serial 3" has_serial "$KNOT_PORT" "$ZONE" 3
 wait_for 10 "Knot logs an IXFR" grep -q "IXFR, incoming.*finished" "$TMP/knot.log"
-compare www.$ZONE A
+compare "$KNOT_PORT" www.$ZONE A
 
 # 5. Once more with `zone update`: delete mail, add ftp (serial 3 -> 4).
 "$BIN/zone" update --db "$DB" "$ZONE" --delete "mail A 192.0.2.25" --delete "@ MX 10 mail" \
   --add "ftp 600 AAAA 2001:db8::21"
-wait_for 20 "Knot has serial 4" has_serial "$KNOT_PORT" 4
+wait_for 20 "Knot has serial 4" has_serial "$KNOT_PORT" "$ZONE" 4
 wait_for 10 "Knot logs a second IXFR" test "$(grep -c "IXFR, incoming.*finished" "$TMP/knot.log")" -ge 2
-compare ftp.$ZONE AAAA
-compare $ZONE SOA
+compare "$KNOT_PORT" ftp.$ZONE AAAA
+compare "$KNOT_PORT" $ZONE SOA
 [ -z "$(dig +short +norec @127.0.0.1 -p "$KNOT_PORT" mail.$ZONE A)" ] || fail "Knot still has mail.$ZONE"
 
 echo "--- Knot log (transfers)"

@@ -1,6 +1,8 @@
 //! End to end: outgoing AXFR/IXFR over TCP from a running authd (auth/src/xfr.rs).
 //!
-//! - access control: REFUSED for an address not in `[transfer] allow`, and over UDP;
+//! - access control: REFUSED for an address not in `[transfer] allow`, and
+//!   AXFR over UDP; IXFR over UDP answered (RFC 1995 §2) with the difference
+//!   when it fits, else the current SOA (checked with dig too);
 //! - AXFR of the signed root zone equals the source record for record (parsed
 //!   with hickory-proto, compared with `DataSource::zone_rrsets`), over many messages;
 //! - IXFR from a journal written by `zone update`, from BIND 10's own journals
@@ -49,10 +51,9 @@ fn copy_db(dir: &Path, rel: &str) -> PathBuf {
     to
 }
 
-/// Sends an AXFR or IXFR (with `serial` in the authority section) over TCP and
-/// reads messages until the answer is complete: the SOA has been seen twice (or
-/// once for a one-SOA answer), or an error rcode. Returns every message.
-fn transfer(addr: SocketAddr, zone: &str, qtype: RecordType, serial: Option<u32>) -> Vec<Message> {
+/// An AXFR or IXFR query (id 4242) for `zone`, with an SOA of `serial` in the
+/// authority section when given (RFC 1995 §3).
+fn transfer_query(zone: &str, qtype: RecordType, serial: Option<u32>) -> Message {
     let name = Name::from_ascii(zone).expect("zone name");
     let mut msg = Message::new(4242, MessageType::Query, OpCode::Query);
     msg.add_query(Query::query(name.clone(), qtype));
@@ -68,6 +69,27 @@ fn transfer(addr: SocketAddr, zone: &str, qtype: RecordType, serial: Option<u32>
         );
         msg.add_authority(Record::from_rdata(name, 0, RData::SOA(soa)));
     }
+    msg
+}
+
+/// Runs the `zone` tool with `args`; panics with its stderr if it fails.
+fn zone_tool(args: &[&str]) {
+    let out = run_with_timeout(
+        Command::new(binary("zone")).args(args),
+        std::time::Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Sends an AXFR or IXFR (with `serial` in the authority section) over TCP and
+/// reads messages until the answer is complete: the SOA has been seen twice (or
+/// once for a one-SOA answer), or an error rcode. Returns every message.
+fn transfer(addr: SocketAddr, zone: &str, qtype: RecordType, serial: Option<u32>) -> Vec<Message> {
+    let msg = transfer_query(zone, qtype, serial);
     let mut stream = tcp_connect(addr);
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(20)))
@@ -228,22 +250,17 @@ fn transfer_refused_for_unlisted_address_and_over_udp() {
         "AXFR of example.com. refused for 127.0.0.1",
         std::time::Duration::from_secs(2)
     ));
-    // Over UDP every transfer is refused, even from an allowed address.
+    // Over UDP AXFR is refused, even from an allowed address (IXFR over UDP
+    // is answered: `ixfr_over_udp`).
     let dir2 = tempdir();
     let db2 = copy_db(dir2.path(), "bind10/xfrout/test.sqlite3");
     let allowed = start(dir2.path(), &db2, "\"127.0.0.0/8\", \"::1\"");
-    // (hickory parses no "IXFR" mnemonic: the type codes 252 and 251.)
-    for qtype in ["TYPE252", "TYPE251"] {
-        let reply = parse_reply(&query_udp(
-            allowed.addr(),
-            &QueryBuilder::new("example.com.", qtype).wire(),
-        ));
-        assert_eq!(
-            reply.metadata.response_code,
-            ResponseCode::Refused,
-            "{qtype}"
-        );
-    }
+    // (hickory parses no "AXFR" mnemonic: the type code 252.)
+    let reply = parse_reply(&query_udp(
+        allowed.addr(),
+        &QueryBuilder::new("example.com.", "TYPE252").wire(),
+    ));
+    assert_eq!(reply.metadata.response_code, ResponseCode::Refused);
     // …and over TCP it works from the allowed block.
     let msgs = transfer(allowed.addr(), "example.com.", RecordType::AXFR, None);
     assert_eq!(msgs[0].metadata.response_code, ResponseCode::NoError);
@@ -303,19 +320,8 @@ fn ixfr_from_zone_update_journal_and_fallbacks() {
         "$TTL 300\n@ SOA ns1 hostmaster 10 3600 900 1209600 300\n@ NS ns1\nns1 A 192.0.2.1\n\
          www A 192.0.2.2\nold A 192.0.2.3\n",
     );
-    let zone = |args: &[&str]| {
-        let out = run_with_timeout(
-            Command::new(binary("zone")).args(args),
-            std::time::Duration::from_secs(30),
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     let dbs = db.to_str().expect("utf-8 path");
-    zone(&[
+    zone_tool(&[
         "update",
         "--db",
         dbs,
@@ -325,7 +331,7 @@ fn ixfr_from_zone_update_journal_and_fallbacks() {
         "--add",
         "www 600 A 192.0.2.20",
     ]);
-    zone(&[
+    zone_tool(&[
         "update",
         "--db",
         dbs,
@@ -386,6 +392,122 @@ fn ixfr_from_zone_update_journal_and_fallbacks() {
     // IXFR without a SOA in the authority section: FORMERR.
     let reply = transfer(authd.addr(), "example.org.", RecordType::IXFR, None);
     assert_eq!(reply[0].metadata.response_code, ResponseCode::FormErr);
+}
+
+/// An IXFR query for `zone` with `serial` in the authority section, sent over
+/// UDP (with EDNS, payload 1232, when `edns`); the reply.
+fn ixfr_udp(addr: SocketAddr, zone: &str, serial: u32, edns: bool) -> Message {
+    let mut msg = transfer_query(zone, RecordType::IXFR, Some(serial));
+    if edns {
+        let mut e = authd_tests::hickory_proto::op::Edns::new();
+        e.set_max_payload(1232);
+        msg.set_edns(e);
+    }
+    let wire = query_udp(addr, &msg.to_vec().expect("encode"));
+    assert!(
+        wire.len() <= if edns { 1232 } else { 512 },
+        "{} bytes",
+        wire.len()
+    );
+    parse_reply(&wire)
+}
+
+/// IXFR over UDP (RFC 1995 §2) from an allowed client: the difference when
+/// it fits the client's UDP size, else the current SOA alone (the client then
+/// asks over TCP); also when only a full zone would do. dig (+notcp) agrees.
+#[test]
+fn ixfr_over_udp() {
+    let dir = tempdir();
+    let db = dir.path().join("zones.sqlite3");
+    load_zone_text(
+        &db,
+        "example.org.",
+        "$TTL 300\n@ SOA ns1 hostmaster 10 3600 900 1209600 300\n@ NS ns1\nns1 A 192.0.2.1\n\
+         www A 192.0.2.2\n",
+    );
+    let dbs = db.to_str().expect("utf-8 path");
+    let update =
+        |args: &[&str]| zone_tool(&[&["update", "--db", dbs, "example.org"], args].concat());
+    // 10 -> 11: four 150-byte TXT records (over 512 bytes, under 1232).
+    let txt = format!("\"{}\"", "t".repeat(150));
+    let adds: Vec<String> = (0..4).map(|i| format!("t{i} TXT {txt}")).collect();
+    let mut args = Vec::new();
+    for a in &adds {
+        args.extend(["--add", a.as_str()]);
+    }
+    update(&args);
+    // 11 -> 12 and 12 -> 13: one small change each.
+    update(&["--delete", "www A 192.0.2.2", "--add", "www A 192.0.2.3"]);
+    update(&["--delete", "www A 192.0.2.3", "--add", "www A 192.0.2.4"]);
+    let authd = start(dir.path(), &db, "\"127.0.0.1\"");
+    let serials = |m: &Message| -> Vec<String> {
+        m.answers
+            .iter()
+            .map(|r| match &r.data {
+                RData::SOA(s) => format!("SOA {}", s.serial),
+                other => format!("{} {other}", r.record_type()),
+            })
+            .collect()
+    };
+    let soa_only = vec!["SOA 13".to_string()];
+    for edns in [false, true] {
+        // 12 -> 13 fits either way: the difference.
+        let m = ixfr_udp(authd.addr(), "example.org.", 12, edns);
+        assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+        assert!(m.metadata.authoritative && !m.metadata.truncation);
+        assert_eq!(
+            serials(&m),
+            [
+                "SOA 13",
+                "SOA 12",
+                "A 192.0.2.3",
+                "SOA 13",
+                "A 192.0.2.4",
+                "SOA 13"
+            ],
+            "EDNS {edns}"
+        );
+        assert_eq!(m.edns.is_some(), edns, "an OPT when the query had one");
+        // Up to date, or a serial the journal lacks: the current SOA.
+        for serial in [13, 14, 5] {
+            let m = ixfr_udp(authd.addr(), "example.org.", serial, edns);
+            assert_eq!(serials(&m), soa_only, "serial {serial}, EDNS {edns}");
+        }
+    }
+    // 10 -> 13 is about 1.1 KB: the difference in 1232 bytes, not in 512.
+    // SOA 13; SOA 10, SOA 11, 4 TXT; SOA 11, A, SOA 12, A; SOA 12, A, SOA 13, A; SOA 13.
+    let m = ixfr_udp(authd.addr(), "example.org.", 10, true);
+    assert_eq!(m.answers.len(), 16, "{:?}", serials(&m));
+    assert_eq!(
+        serials(&ixfr_udp(authd.addr(), "example.org.", 10, false)),
+        soa_only
+    );
+    // dig sends IXFR over UDP with +notcp and prints what came.
+    let dig = |serial: u32| {
+        let out = run_with_timeout(
+            Command::new("dig")
+                .args(["+notcp", "+noedns", "+norec", "+tries=1", "+time=2", "-p"])
+                .arg(authd.addr().port().to_string())
+                .arg("@127.0.0.1")
+                .arg("example.org.")
+                .arg(format!("IXFR={serial}")),
+            std::time::Duration::from_secs(10),
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let records = |out: &str| out.lines().filter(|l| l.contains("\tIN\t")).count();
+    let out = dig(12);
+    assert_eq!(records(&out), 6, "{out}");
+    assert!(
+        out.contains("(UDP)") && out.contains("MSG SIZE  rcvd: 224"),
+        "{out}"
+    );
+    let out = dig(10);
+    assert_eq!(records(&out), 1, "{out}");
+    assert!(
+        out.contains("(UDP)") && out.contains("SOA\tns1.example.org. hostmaster.example.org. 13 "),
+        "{out}"
+    );
 }
 
 #[test]
@@ -554,9 +676,10 @@ fn transfer_and_notify_configuration() {
     )
     .expect("valid");
     let policy = c.transfer_policy();
-    assert!(policy.allows("10.9.8.7".parse().expect("ip")));
-    assert!(policy.allows("::1".parse().expect("ip")));
-    assert!(!policy.allows("127.0.0.2".parse().expect("ip")));
+    let zone: AName = "example.com.".parse().expect("name");
+    assert!(policy.allows(&zone, "10.9.8.7".parse().expect("ip"), None));
+    assert!(policy.allows(&zone, "::1".parse().expect("ip"), None));
+    assert!(!policy.allows(&zone, "127.0.0.2".parse().expect("ip"), None));
     assert_eq!(
         policy.journal_dbs,
         vec![PathBuf::from("/etc/authd/z.sqlite3")]

@@ -5,6 +5,7 @@
 //! authd --zone ORIGIN=MASTERFILE... [--db PATH]... [--listen ADDR:PORT]...
 //! authd --db PATH [--listen ADDR:PORT]...
 //! authd                      # the bundled example zone on 127.0.0.1:5300
+//! authd keygen NAME [--algorithm hmac-sha256]   # print a fresh [[key]] block
 //! ```
 //!
 //! Settings come from the config file (see `authd::config` and
@@ -22,10 +23,14 @@
 //! query path, then swapped in atomically; a zone that fails keeps its previous
 //! version; one line `reload: N zones reloaded, M unchanged, K failed` follows.
 //! Everything else the configuration says applies at once too (`[transfer]`,
-//! `[notify]`, `[chaos]`, the data sources); only listen-address, `[server]`
+//! `[notify]`, `[chaos]`, the TSIG `[[key]]`s, the data sources); only listen-address, `[server]`
 //! and `[tcp]` changes need a restart (a warning says so). A
 //! start-up error (including a zone that fails to load) prints one line
 //! `authd: <message>` and exits 1.
+//!
+//! `authd keygen NAME` prints a TSIG key (RFC 8945) with a fresh random
+//! secret as a `[[key]]` block ready to paste into the configuration, like
+//! BIND's `tsig-keygen`, and exits 0 (1 if the system's random source fails).
 
 /// mimalloc instead of glibc's malloc: the sqlite3 path builds a few small
 /// objects per row read, and glibc's allocator was a fifth of its time
@@ -43,13 +48,14 @@ use anyhow::{Context, anyhow, bail};
 use authd::config::{self, Config, DataSourceConfig, MemoryZoneConfig};
 use authd::cookies::Cookies;
 use authd::dispatch::Dispatcher;
+use authd::keys::{self, Algorithm};
 use authd::notify::{Notifier, NotifySettings};
 use authd::rrl::RateLimiter;
 use authd::server::reload::{self, LoadState};
 use authd::server::{DispatcherHandle, Server, ServerSettings};
 use authd_datasrc::sqlite::SqliteSource;
 use authd_datasrc::{DataSource, Name};
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 
@@ -62,8 +68,10 @@ const EXAMPLE_DB: &str = "authd-example.sqlite3";
 
 /// Authoritative DNS server.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "authd", version, about)]
+#[command(name = "authd", version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// TOML configuration file (keys can be overridden by AUTHD_* variables).
     #[arg(short, long, value_name = "PATH")]
     config: Option<PathBuf>,
@@ -92,6 +100,30 @@ struct Cli {
     /// directives such as `authd=debug`. Default: $RUST_LOG, else info.
     #[arg(long, value_name = "FILTER")]
     log_level: Option<String>,
+}
+
+/// Commands besides serving.
+#[derive(Debug, Clone, Subcommand)]
+enum Command {
+    /// Print a fresh TSIG key as a [[key]] block to paste into the
+    /// configuration (like BIND's tsig-keygen).
+    Keygen {
+        /// The key name, e.g. transfer-key. (a domain name; the final dot is added).
+        #[arg(value_parser = parse_key_name)]
+        name: Name,
+        /// hmac-sha256, hmac-sha224, hmac-sha384, hmac-sha512, hmac-sha1 or
+        /// hmac-md5 (for old peers only).
+        #[arg(short, long, default_value = "hmac-sha256", value_parser = parse_algorithm)]
+        algorithm: Algorithm,
+    },
+}
+
+fn parse_key_name(s: &str) -> Result<Name, String> {
+    Name::parse(s.trim(), Some(&Name::root())).map_err(|e| format!("bad key name {s:?}: {e}"))
+}
+
+fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
+    s.parse()
 }
 
 fn parse_listen(s: &str) -> Result<SocketAddr, String> {
@@ -133,6 +165,18 @@ fn parse_zone_arg(s: &str) -> Result<(Name, PathBuf), String> {
 fn main() -> ExitCode {
     authd::allocator::tune();
     let cli: Cli = authd::cli::parse_args("authd");
+    if let Some(Command::Keygen { name, algorithm }) = &cli.command {
+        return match keys::key_block(name, *algorithm) {
+            Ok(block) => {
+                print!("{block}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("authd: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Err(e) = init_logging(cli.log_level.as_deref()) {
         eprintln!("authd: {e}");
         return ExitCode::FAILURE;
@@ -328,6 +372,7 @@ fn dispatcher(
     Ok(Dispatcher::new(sources)
         .with_chaos(config.chaos.options())
         .with_transfer(config.transfer_policy())
+        .with_keys(config.key_ring())
         .with_cookies(cookies)
         .with_rrl(rrl))
 }
@@ -339,19 +384,21 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The DBs to watch for serial changes and the NOTIFY targets of `config`.
+/// The DBs to watch for serial changes, the NOTIFY targets of `config` and
+/// the keys they sign with.
 fn notify_settings(config: &Config) -> NotifySettings {
     NotifySettings {
         dbs: config.sqlite_dbs(),
         config: config.notify.clone(),
+        keys: config.key_ring(),
     }
 }
 
 /// Reloads on every SIGHUP, one reload at a time (signals arriving during a
 /// reload are merged into one more reload). The new sources are built on a
 /// blocking thread while the current dispatcher keeps answering, then a new
-/// dispatcher (sources, transfer policy, CH answers) is swapped in and the
-/// notifier is given the new DBs and targets.
+/// dispatcher (sources, transfer policy, CH answers, TSIG keys) is swapped in
+/// and the notifier is given the new DBs, targets and keys.
 async fn reload_loop(
     cli: Cli,
     mut running: Config,

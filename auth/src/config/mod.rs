@@ -34,14 +34,23 @@
 //! version = "authd 0.1.0"  # CH TXT version.bind; default "authd <version>"; "" = REFUSED
 //! hostname = "ns1"         # CH TXT hostname.bind; default unset = REFUSED
 //!
-//! [transfer]               # AXFR/IXFR over TCP (docs/ZONE-ADMIN.md)
-//! allow = ["127.0.0.1", "::1", "192.0.2.0/24"]  # default [] = every transfer REFUSED
+//! [[key]]                  # a TSIG key (RFC 8945); `authd keygen NAME` makes one
+//! name = "transfer-key."
+//! algorithm = "hmac-sha256"      # also hmac-sha224/384/512, hmac-sha1, hmac-md5
+//! secret = "base64…"             # or secret_file = "path" (a file holding it)
+//!
+//! [transfer]               # AXFR/IXFR (docs/ZONE-ADMIN.md)
+//! allow = ["127.0.0.1", "key transfer-key.", "192.0.2.0/24 key transfer-key."]
+//!                                # default [] = every transfer REFUSED
+//! [[transfer.zone]]
+//! origin = "example.org."
+//! allow = ["key transfer-key."]  # this zone: replaces the global allow
 //!
 //! [notify]                 # NOTIFY when an sqlite3 zone's serial changes (RFC 1996)
 //! targets = ["127.0.0.1:5353"]   # every zone; ADDR without a port = 53
 //! [[notify.zone]]
 //! origin = "example.org."
-//! targets = ["192.0.2.53"]       # this zone, in addition to the global targets
+//! targets = ["192.0.2.53 key transfer-key."]  # this zone, in addition; signed
 //!
 //! [[datasource]]           # searched in this order, the longest zone match wins
 //! type = "sqlite3"         # a BIND 10 sqlite3 zone DB (schema 2.x), served live
@@ -108,8 +117,9 @@ use std::time::Duration;
 
 use authd_datasrc::{DataSource, Name};
 
-use crate::acl::Cidr;
+use crate::acl::Acl;
 use crate::chaos::ChaosOptions;
+use crate::keys::{Key, KeyRing};
 
 /// The prefix of environment variables that override configuration keys.
 pub const ENV_PREFIX: &str = "AUTHD";
@@ -439,6 +449,9 @@ pub struct Config {
     pub rrl: RrlConfig,
     /// DNS cookies (`[cookies]`).
     pub cookies: CookiesConfig,
+    /// TSIG keys (`[[key]]`), names unique. Their secrets never print
+    /// ([`crate::keys::Secret`]).
+    pub keys: Vec<Key>,
 }
 
 impl Default for Config {
@@ -458,6 +471,7 @@ impl Default for Config {
             notify: NotifyConfig::default(),
             rrl: RrlConfig::default(),
             cookies: CookiesConfig::default(),
+            keys: Vec::new(),
         }
     }
 }
@@ -513,8 +527,19 @@ impl Config {
     pub fn transfer_policy(&self) -> crate::xfr::TransferPolicy {
         crate::xfr::TransferPolicy {
             allow: self.transfer.allow.clone(),
+            zones: self
+                .transfer
+                .zones
+                .iter()
+                .map(|z| (z.origin.clone(), z.allow.clone()))
+                .collect(),
             journal_dbs: self.sqlite_dbs(),
         }
+    }
+
+    /// The TSIG keys, for verifying requests and signing what is sent.
+    pub fn key_ring(&self) -> KeyRing {
+        KeyRing::new(self.keys.clone())
     }
 
     /// The files of the `sqlite3` data sources, in order (the DBs whose zones
@@ -561,13 +586,46 @@ pub fn source_label(index: usize, ds: &DataSourceConfig) -> String {
 ///
 /// ```toml
 /// [transfer]
-/// allow = ["127.0.0.1", "::1", "192.0.2.0/24"]   # default [] = every AXFR/IXFR is REFUSED
+/// allow = ["127.0.0.1", "key transfer-key.", "192.0.2.0/24 key transfer-key."]
+/// [[transfer.zone]]
+/// origin = "example.org."
+/// allow = ["key other-key."]      # replaces the global list for this zone
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TransferConfig {
-    /// Client addresses (single addresses or CIDR blocks) allowed to AXFR/IXFR
-    /// over TCP; empty: nobody.
-    pub allow: Vec<Cidr>,
+    /// Who may AXFR/IXFR (address blocks, TSIG keys, or both: see
+    /// [`crate::acl`]); empty: nobody.
+    pub allow: Acl,
+    /// Per-zone lists, each replacing [`Self::allow`] for its zone.
+    pub zones: Vec<TransferZone>,
+}
+
+/// One `[[transfer.zone]]`: who may transfer one zone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferZone {
+    /// The zone apex.
+    pub origin: Name,
+    /// Who may transfer it (instead of `[transfer] allow`).
+    pub allow: Acl,
+}
+
+/// A NOTIFY target: an address, and the TSIG key to sign with, if any
+/// (`"192.0.2.2"`, `"192.0.2.2:5353 key transfer-key."`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifyTarget {
+    /// Where to send (port 53 when the entry gave none).
+    pub addr: SocketAddr,
+    /// Sign with this `[[key]]` (RFC 8945 §5.1); `None`: unsigned.
+    pub key: Option<Name>,
+}
+
+impl fmt::Display for NotifyTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.key {
+            Some(k) => write!(f, "{} key {k}", self.addr),
+            None => write!(f, "{}", self.addr),
+        }
+    }
 }
 
 /// NOTIFY to secondaries when a zone's SOA serial changes (`[notify]`, RFC 1996).
@@ -577,26 +635,26 @@ pub struct TransferConfig {
 /// targets = ["127.0.0.1:5353"]      # every zone; a missing port is 53
 /// [[notify.zone]]
 /// origin = "example.com."
-/// targets = ["[::1]:5354"]          # this zone, in addition to the global targets
+/// targets = ["[::1]:5354 key transfer-key."]   # this zone, in addition; signed
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NotifyConfig {
     /// Targets notified for every zone.
-    pub targets: Vec<SocketAddr>,
+    pub targets: Vec<NotifyTarget>,
     /// Extra targets for single zones (apex, targets).
-    pub zones: Vec<(Name, Vec<SocketAddr>)>,
+    pub zones: Vec<(Name, Vec<NotifyTarget>)>,
 }
 
 impl NotifyConfig {
     /// The targets for zone `origin`: the global ones, then the zone's own,
     /// without duplicates.
-    pub fn targets_for(&self, origin: &Name) -> Vec<SocketAddr> {
+    pub fn targets_for(&self, origin: &Name) -> Vec<NotifyTarget> {
         let mut out = self.targets.clone();
         for (zone, targets) in &self.zones {
             if zone == origin {
                 for t in targets {
                     if !out.contains(t) {
-                        out.push(*t);
+                        out.push(t.clone());
                     }
                 }
             }

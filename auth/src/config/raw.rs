@@ -29,12 +29,14 @@ pub(super) fn read(
         origin: origin.to_string(),
         reason: {
             let message = one_line(&e.to_string());
-            match text.and_then(toml_error_line) {
+            let message = match text.and_then(toml_error_line) {
                 Some((line, text)) if !message.contains("at line") => {
                     format!("line {line}: {message} (`{text}`)")
                 }
                 _ => message,
-            }
+            };
+            // A TOML error quotes its line, which may hold a TSIG secret.
+            text.map_or_else(|| message.clone(), |t| redact_secrets(t, &message))
         },
     };
     let mut builder = config::Config::builder();
@@ -64,6 +66,42 @@ fn toml_error_line(text: &str) -> Option<(usize, &str)> {
     Some((line, text.lines().nth(line - 1).unwrap_or("").trim()))
 }
 
+/// What a message shows instead of a secret.
+const NOT_SHOWN: &str = "<secret not shown>";
+
+/// `message` with every value given to a `secret` key in `text` (`secret =
+/// "…"`, quoted or not, closed or not) replaced by [`NOT_SHOWN`], so no
+/// error quoting a line of the file shows a TSIG secret.
+fn redact_secrets(text: &str, message: &str) -> String {
+    let mut out = message.to_string();
+    for line in text.lines() {
+        let mut rest = line;
+        while let Some(i) = rest.find("secret") {
+            rest = &rest[i + "secret".len()..];
+            let Some(value) = rest.trim_start().strip_prefix('=') else {
+                continue;
+            };
+            let value = value.trim_start();
+            let end = match value.chars().next() {
+                Some(q @ ('"' | '\'')) => value[1..].find(q).map_or(value.len(), |j| j + 2),
+                _ => value
+                    .find(|c: char| c.is_whitespace() || c == ',' || c == '}')
+                    .unwrap_or(value.len()),
+            };
+            let value = &value[..end];
+            let inner = value.trim_matches(|c| c == '"' || c == '\'');
+            // Shorter texts are no secret (4 base64 characters make 1 byte)
+            // and would blank out unrelated words.
+            for v in [value, inner] {
+                if v.len() >= 4 {
+                    out = out.replace(v, NOT_SHOWN);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Folds a possibly multi-line parser message into one line.
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -91,6 +129,8 @@ pub(super) struct RawConfig {
     pub(super) rrl: RawRrl,
     #[serde(default)]
     pub(super) cookies: RawCookies,
+    #[serde(default)]
+    pub(super) key: Vec<RawKey>,
 }
 
 /// `[server]`.
@@ -178,6 +218,39 @@ impl<'de> Deserialize<'de> for RawZone {
 pub(super) struct RawTransfer {
     #[serde(default, deserialize_with = "string_or_list")]
     pub(super) allow: Option<Vec<String>>,
+    #[serde(default)]
+    pub(super) zone: Vec<RawTransferZone>,
+}
+
+/// One `[[transfer.zone]]` table: an `allow` list replacing the global one
+/// for one zone.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTransferZone {
+    pub(super) origin: Option<String>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    pub(super) allow: Option<Vec<String>>,
+}
+
+/// One `[[key]]` table (a TSIG key). Its `Debug` leaves the secret out.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawKey {
+    pub(super) name: Option<String>,
+    pub(super) algorithm: Option<String>,
+    pub(super) secret: Option<String>,
+    pub(super) secret_file: Option<PathBuf>,
+}
+
+impl fmt::Debug for RawKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawKey")
+            .field("name", &self.name)
+            .field("algorithm", &self.algorithm)
+            .field("secret", &self.secret.as_ref().map(|_| "<not shown>"))
+            .field("secret_file", &self.secret_file)
+            .finish()
+    }
 }
 
 /// `[notify]`.
@@ -326,4 +399,21 @@ where
     T::try_from(n)
         .map(Some)
         .map_err(|_| D::Error::custom(format!("{n} is too large")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_taken_out_of_messages() {
+        let text = "[[key]]\nsecret = \"c2VjcmV0IQ==\" x\nkeys = [{ secret = abcdefgh, n = 1 }]\n\
+                    secret='unclosed-secret\n";
+        let m = "line 2 | secret = \"c2VjcmV0IQ==\" x | abcdefgh | 'unclosed-secret";
+        assert_eq!(
+            redact_secrets(text, m),
+            "line 2 | secret = <secret not shown> x | <secret not shown> | <secret not shown>"
+        );
+        assert_eq!(redact_secrets("secret = \"ab\"", "ab cd"), "ab cd");
+    }
 }

@@ -10,16 +10,18 @@ use std::time::Duration;
 
 use authd_datasrc::Name;
 
-use crate::acl::Cidr;
+use crate::acl::{Acl, AclEntry, Cidr};
+use crate::keys::{Algorithm, Key, Secret};
 
 use super::raw::{
-    RawConfig, RawCookies, RawDataSource, RawNotify, RawRrl, RawSlots, RawTcp, RawTransfer,
+    RawConfig, RawCookies, RawDataSource, RawKey, RawNotify, RawRrl, RawSlots, RawTcp, RawTransfer,
 };
 use super::{
     CacheConfig, ChaosConfig, Config, ConfigError, CookiesConfig, DEFAULT_TCP_IDLE_TIMEOUT_SECS,
     DEFAULT_TCP_MAX_CONNECTIONS, DataSourceConfig, DataSourceKind, MAX_TCP_IDLE_TIMEOUT_SECS,
-    MAX_TCP_MAX_CONNECTIONS, MAX_UDP_WORKERS, MemoryZoneConfig, NotifyConfig, RrlConfig,
-    ServerConfig, TcpConfig, TransferConfig, parse_listen, parse_origin, source_label,
+    MAX_TCP_MAX_CONNECTIONS, MAX_UDP_WORKERS, MemoryZoneConfig, NotifyConfig, NotifyTarget,
+    RrlConfig, ServerConfig, TcpConfig, TransferConfig, TransferZone, parse_listen, parse_origin,
+    source_label,
 };
 
 /// The typed configuration of `raw`. `origin` names the file (or
@@ -87,6 +89,7 @@ pub(super) fn config(
         datasources.push(datasource(i, ds, base, &invalid)?);
     }
     check_explicit_duplicates(&datasources)?;
+    let keys = keys(raw.key, base, &invalid)?;
 
     Ok(Config {
         listen,
@@ -94,8 +97,9 @@ pub(super) fn config(
         tcp,
         chaos,
         datasources,
-        transfer: transfer_config(raw.transfer, &invalid)?,
-        notify: notify_config(raw.notify, &invalid)?,
+        transfer: transfer_config(raw.transfer, &keys, &invalid)?,
+        notify: notify_config(raw.notify, &keys, &invalid)?,
+        keys,
         rrl: rrl_config(raw.rrl, &invalid)?,
         cookies: cookies_config(raw.cookies, &invalid)?,
     })
@@ -445,44 +449,193 @@ fn check_explicit_duplicates(datasources: &[DataSourceConfig]) -> Result<(), Con
     Ok(())
 }
 
-/// `[transfer]`: every `allow` entry parsed as an address block.
-fn transfer_config(
-    raw: RawTransfer,
+/// `[[key]]`: each key's name (unique), algorithm and secret, read from
+/// `secret` or from the file `secret_file` (relative to `base`). No message
+/// contains a secret.
+fn keys(
+    raw: Vec<RawKey>,
+    base: Option<&Path>,
     invalid: &impl Fn(&str, String) -> ConfigError,
-) -> Result<TransferConfig, ConfigError> {
-    let mut allow = Vec::new();
-    for (i, a) in raw.allow.unwrap_or_default().iter().enumerate() {
-        allow.push(
-            a.parse::<Cidr>()
-                .map_err(|r| invalid(&format!("transfer.allow[{i}]"), r))?,
-        );
+) -> Result<Vec<Key>, ConfigError> {
+    let mut keys: Vec<Key> = Vec::with_capacity(raw.len());
+    for (i, k) in raw.into_iter().enumerate() {
+        let key = |field: &str| format!("key[{i}].{field}");
+        let Some(text) = k.name else {
+            return Err(invalid(&key("name"), "missing".into()));
+        };
+        let name = Name::parse(text.trim(), Some(&Name::root()))
+            .map_err(|e| invalid(&key("name"), format!("bad key name {text:?}: {e}")))?;
+        if let Some(j) = keys.iter().position(|k| k.name == name) {
+            return Err(invalid(
+                &key("name"),
+                format!("key {name} is already defined by key[{j}]"),
+            ));
+        }
+        let Some(algorithm) = k.algorithm else {
+            return Err(invalid(
+                &key("algorithm"),
+                "missing (e.g. algorithm = \"hmac-sha256\")".into(),
+            ));
+        };
+        let algorithm: Algorithm = algorithm
+            .parse()
+            .map_err(|r| invalid(&key("algorithm"), r))?;
+        let secret = match (k.secret, k.secret_file) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    &key("secret"),
+                    "give secret or secret_file, not both".into(),
+                ));
+            }
+            (None, None) => {
+                return Err(invalid(
+                    &key("secret"),
+                    "missing (give secret = \"base64\" or secret_file = \"path\")".into(),
+                ));
+            }
+            (Some(text), None) => {
+                Secret::from_base64(&text).map_err(|r| invalid(&key("secret"), r))?
+            }
+            (None, Some(file)) => {
+                let path = match base {
+                    Some(base) if file.is_relative() => base.join(file),
+                    _ => file,
+                };
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    invalid(
+                        &key("secret_file"),
+                        format!(
+                            "cannot read {}: {}",
+                            path.display(),
+                            crate::sys::io_reason(&e)
+                        ),
+                    )
+                })?;
+                Secret::from_base64(&text)
+                    .map_err(|r| invalid(&key("secret_file"), format!("{}: {r}", path.display())))?
+            }
+        };
+        keys.push(Key {
+            name,
+            algorithm,
+            secret,
+        });
     }
-    Ok(TransferConfig { allow })
+    Ok(keys)
 }
 
-/// Parses a NOTIFY target: `ADDR:PORT`, or a bare address (port 53).
-fn parse_target(s: &str) -> Result<SocketAddr, String> {
-    let t = s.trim();
-    if let Ok(a) = t.parse::<SocketAddr>() {
-        return Ok(a);
+/// The ACL `list` of key `key` (`transfer.allow`): every entry parsed
+/// ([`AclEntry`]), every key it names defined in `keys`.
+fn acl(
+    key: &str,
+    list: Option<Vec<String>>,
+    keys: &[Key],
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<Acl, ConfigError> {
+    let mut entries = Vec::new();
+    for (i, text) in list.unwrap_or_default().iter().enumerate() {
+        let entry: AclEntry = text
+            .parse()
+            .map_err(|r| invalid(&format!("{key}[{i}]"), r))?;
+        if let Some(name) = &entry.key {
+            known_key(&format!("{key}[{i}]"), name, keys, invalid)?;
+        }
+        entries.push(entry);
     }
-    t.parse::<std::net::IpAddr>()
-        .map(|ip| SocketAddr::new(ip, 53))
-        .map_err(|_| format!("{s:?} is not ADDR:PORT or ADDR (e.g. 127.0.0.1:5353, [::1]:53)"))
+    Ok(Acl::new(entries))
+}
+
+/// Checks that `name` (used at `key`) is a defined `[[key]]`.
+fn known_key(
+    key: &str,
+    name: &Name,
+    keys: &[Key],
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    if keys.iter().any(|k| k.name == *name) {
+        return Ok(());
+    }
+    Err(invalid(key, format!("no [[key]] named {name} is defined")))
+}
+
+/// `[transfer]`: the global `allow` list and the per-zone ones.
+fn transfer_config(
+    raw: RawTransfer,
+    keys: &[Key],
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<TransferConfig, ConfigError> {
+    let allow = acl("transfer.allow", raw.allow, keys, invalid)?;
+    let mut zones: Vec<TransferZone> = Vec::new();
+    for (i, z) in raw.zone.into_iter().enumerate() {
+        let key = format!("transfer.zone[{i}]");
+        let origin = zone_origin(&key, z.origin, invalid)?;
+        if zones.iter().any(|t| t.origin == origin) {
+            return Err(invalid(
+                &format!("{key}.origin"),
+                format!("zone {origin} is listed twice in [[transfer.zone]]"),
+            ));
+        }
+        let Some(list) = z.allow else {
+            return Err(invalid(
+                &format!("{key}.allow"),
+                "missing (an empty list [] refuses every transfer of the zone)".into(),
+            ));
+        };
+        let allow = acl(&format!("{key}.allow"), Some(list), keys, invalid)?;
+        zones.push(TransferZone { origin, allow });
+    }
+    Ok(TransferConfig { allow, zones })
+}
+
+/// Parses a NOTIFY target: `ADDR:PORT` or a bare address (port 53),
+/// optionally followed by `key NAME`.
+fn parse_target(s: &str) -> Result<NotifyTarget, String> {
+    let words: Vec<&str> = s.split_whitespace().collect();
+    let (addr, key) = match words[..] {
+        [addr] => (addr, None),
+        [addr, k, name] if k.eq_ignore_ascii_case("key") => (addr, Some(name)),
+        _ => {
+            return Err(format!(
+                "{s:?} is not ADDR[:PORT] or \"ADDR[:PORT] key NAME\" (e.g. 127.0.0.1:5353, \"192.0.2.2 key transfer-key.\")"
+            ));
+        }
+    };
+    let addr = match addr.parse::<SocketAddr>() {
+        Ok(a) => a,
+        Err(_) => addr
+            .parse::<std::net::IpAddr>()
+            .map(|ip| SocketAddr::new(ip, 53))
+            .map_err(|_| {
+                format!("{s:?} is not ADDR:PORT or ADDR (e.g. 127.0.0.1:5353, [::1]:53)")
+            })?,
+    };
+    let key = match key {
+        Some(k) => Some(
+            Name::parse(k, Some(&Name::root()))
+                .map_err(|e| format!("{s:?}: bad key name {k:?}: {e}"))?,
+        ),
+        None => None,
+    };
+    Ok(NotifyTarget { addr, key })
 }
 
 /// `[notify]`: the global targets and the per-zone ones, each list without
-/// duplicates.
+/// duplicates, every key named defined.
 fn notify_config(
     raw: RawNotify,
+    keys: &[Key],
     invalid: &impl Fn(&str, String) -> ConfigError,
 ) -> Result<NotifyConfig, ConfigError> {
-    let list = |key: &str, v: Option<Vec<String>>| -> Result<Vec<SocketAddr>, ConfigError> {
+    let list = |key: &str, v: Option<Vec<String>>| -> Result<Vec<NotifyTarget>, ConfigError> {
         let mut out = Vec::new();
         for (i, t) in v.unwrap_or_default().iter().enumerate() {
-            let a = parse_target(t).map_err(|r| invalid(&format!("{key}[{i}]"), r))?;
-            if !out.contains(&a) {
-                out.push(a);
+            let at = format!("{key}[{i}]");
+            let target = parse_target(t).map_err(|r| invalid(&at, r))?;
+            if let Some(name) = &target.key {
+                known_key(&at, name, keys, invalid)?;
+            }
+            if !out.contains(&target) {
+                out.push(target);
             }
         }
         Ok(out)

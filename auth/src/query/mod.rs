@@ -20,7 +20,7 @@ mod render;
 mod templates;
 
 pub use answer::{Answer, Placed, Response, ResponseKind};
-pub use render::{EDNS_UDP_PAYLOAD, render};
+pub use render::{EDNS_UDP_PAYLOAD, render, reply_limit};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

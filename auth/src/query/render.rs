@@ -26,7 +26,7 @@ pub fn render(req: &Request<'_>, ans: &Answer, transport: Transport, out: &mut V
 /// The reply size limit for `req` over `transport`, bytes, less the room a
 /// COOKIE option takes when the query sent one (the dispatcher appends it
 /// to the OPT after rendering: [`crate::wire::append_cookie`]).
-pub(super) fn reply_limit(req: &Request<'_>, transport: Transport) -> usize {
+pub fn reply_limit(req: &Request<'_>, transport: Transport) -> usize {
     let limit = match (transport, req.edns) {
         (Transport::Tcp, _) => MAX_TCP_MESSAGE,
         (Transport::Udp, Some(e)) => {

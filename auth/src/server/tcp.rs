@@ -85,7 +85,10 @@ pub(super) async fn serve(
         };
         let (transfer_client, metrics) = {
             let d = dispatcher.load();
-            (d.transfer_policy().allows(peer.ip()), d.metrics().cloned())
+            (
+                d.transfer_policy().names_address(peer.ip()),
+                d.metrics().cloned(),
+            )
         };
         let slot = match conns.admit(peer.ip(), transfer_client) {
             Ok(slot) => slot,
