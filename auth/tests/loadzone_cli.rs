@@ -118,41 +118,68 @@ fn loads_creates_db_and_prints_summary() {
     assert_eq!(zones, 1);
 }
 
-/// A file with no `$TTL` loads, records without a TTL get 3600 s until one
-/// is stated (as NSD and Knot DNS), and one warning line names the first.
+/// A file with no `$TTL` loads as BIND 9 loads it, with one warning naming
+/// the line: from a SOA without a TTL on, records without one get the SOA
+/// minimum; after a stated TTL and no such SOA, the TTL last stated (RFC 1035
+/// §5.1). A TTL over 2^31 - 1 is 0 (RFC 2181 §8), with a warning.
 #[test]
 fn a_file_without_ttl_loads_with_a_warning_naming_the_line() {
     let dir = tempfile::tempdir().expect("tempdir");
+    let rows = |db: &str| -> Vec<(String, String, i64)> {
+        let conn = Connection::open(dir.path().join(db)).expect("open");
+        let mut stmt = conn
+            .prepare("SELECT name, rdtype, ttl FROM records ORDER BY id")
+            .expect("prepare");
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .expect("query")
+            .map(|r| r.expect("row"))
+            .collect()
+    };
+    let owned = |want: &[(&str, &str, i64)]| -> Vec<(String, String, i64)> {
+        want.iter()
+            .map(|&(n, t, ttl)| (n.to_string(), t.to_string(), ttl))
+            .collect()
+    };
     let text = "; no $TTL\n@ SOA ns hm 2 3600 1800 1814400 300\n@ NS ns\nns 60 A 192.0.2.1\nmail A 192.0.2.2\n";
     std::fs::write(dir.path().join("nottl.zone"), text).expect("write");
     let out = loadzone(dir.path(), "z.db", "example.org", "nottl.zone");
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         stderr(&out),
-        "loadzone: warning: nottl.zone:2: no $TTL and no TTL before this record: it and the \
-         records up to the first TTL get 3600 s (as NSD and Knot DNS; BIND 9 would use the SOA \
-         minimum); add a $TTL line\n"
+        "loadzone: warning: nottl.zone:2: no $TTL and no TTL before the SOA: it and the records \
+         without a TTL after it get the SOA minimum, 300 s (as BIND 9); add a $TTL line\n"
     );
-    let conn = Connection::open(dir.path().join("z.db")).expect("open");
-    let mut stmt = conn
-        .prepare("SELECT name, rdtype, ttl FROM records ORDER BY id")
-        .expect("prepare");
-    let rows: Vec<(String, String, i64)> = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .expect("query")
-        .map(|r| r.expect("row"))
-        .collect();
-    let want = [
-        ("example.org.", "SOA", 3600),
-        ("example.org.", "NS", 3600),
-        ("ns.example.org.", "A", 60),
-        ("mail.example.org.", "A", 60),
-    ];
-    assert_eq!(rows.len(), want.len(), "{rows:?}");
-    for (row, (name, rdtype, ttl)) in rows.iter().zip(want) {
-        assert_eq!((row.0.as_str(), row.1.as_str(), row.2), (name, rdtype, ttl));
-    }
+    assert_eq!(
+        rows("z.db"),
+        owned(&[
+            ("example.org.", "SOA", 300),
+            ("example.org.", "NS", 300),
+            ("ns.example.org.", "A", 60),
+            ("mail.example.org.", "A", 300),
+        ])
+    );
+    let text = "@ 60 SOA ns hm 2 3600 1800 1814400 300\n@ NS ns\nns 2147483648 A 192.0.2.1\nmail A 192.0.2.2\n";
+    std::fs::write(dir.path().join("last.zone"), text).expect("write");
+    let out = loadzone(dir.path(), "y.db", "example.org", "last.zone");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "loadzone: warning: last.zone:2: no $TTL: this record and the next without a TTL get \
+         the TTL last stated, 60 s (RFC 1035 §5.1); add a $TTL line\n\
+         loadzone: warning: last.zone:3: ns.example.org. A: TTL 2147483648 is over 2147483647: \
+         0 used (RFC 2181 §8)\n"
+    );
+    assert_eq!(
+        rows("y.db"),
+        owned(&[
+            ("example.org.", "SOA", 60),
+            ("example.org.", "NS", 60),
+            ("ns.example.org.", "A", 0),
+            ("mail.example.org.", "A", 0),
+        ])
+    );
     // With a $TTL line, nothing is said.
+    let text = text.replace(" 2147483648 ", " ");
     std::fs::write(dir.path().join("ttl.zone"), format!("$TTL 300\n{text}")).expect("write");
     let out = loadzone(dir.path(), "z.db", "example.org", "ttl.zone");
     assert!(out.status.success(), "{}", stderr(&out));

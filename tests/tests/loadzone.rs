@@ -9,7 +9,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
 
+use authd_datasrc::memory::{MemorySource, MemoryZone};
 use authd_datasrc::sqlite::SqliteSource;
 use authd_datasrc::sqlite_load::{LoadReport, load_zone};
 use authd_datasrc::zonefile::{SourcedRecord, parse_master_text, read_master_file};
@@ -425,37 +428,16 @@ fn known_out() -> Vec<(Name, u32, RType, Rdata)> {
 }
 
 /// BIND 10's old loadzone correctness test: each `correct/*.db` loaded into one
-/// DB must give the records of `known.test.out`.
-///
-/// Known divergence (TTL only; names, types and RDATA all match): the `domain`
-/// scanner authd uses follows RFC 1035/2308 as BIND 9 does, not BIND 10's old
-/// Python loader:
-/// - no `$TTL` and no explicit TTL: the scanner uses the last explicit TTL, or
-///   3600 s before any, where the Python loader used the SOA MINIMUM (ttl1,
-///   mix1, ttlext);
-/// - an `$INCLUDE`d file starts with no `$TTL` and no last TTL (3600 s default)
-///   and a `$TTL` set inside it does not leak back into the including file,
-///   where the Python loader shared both (mix1, mix2).
-/// - `ttlext.db` uses BIND 9's TTL units (`2S`, `$TTL 10M`), read as seconds
-///   (2 and 600, as BIND 10 did); its TTL-less records before `$TTL` diverge
-///   as in ttl1.
-///
-/// The exact differing records are listed below so that any change is noticed.
+/// DB must give the records of `known.test.out`, TTLs included: records
+/// without a TTL get the `$TTL` in force, across `$INCLUDE` both ways, else
+/// the SOA MINIMUM from a SOA without a TTL on, else the TTL last stated; TTLs
+/// with units (`2S`, `$TTL 10M`). BIND 9 gives each record the same TTL
+/// ([`bind10_correct_files_are_served_as_bind9_serves_them`]).
 #[test]
 fn bind10_correct_files_match_known_output() {
     let (_dir, _path, mut conn) = new_db();
-    let zones = [
-        ("ttlext.", "ttlext.db"),
-        ("include.", "include.db"),
-        ("ttl1.", "ttl1.db"),
-        ("ttl2.", "ttl2.db"),
-        ("mix1.", "mix1.db"),
-        ("mix2.", "mix2.db"),
-        ("example.com.", "example.db"),
-        ("comment.example.com.", "comment.db"),
-    ];
     let mut loaded: Vec<(Name, u32, RType, Vec<u8>)> = Vec::new();
-    for (origin, file) in zones {
+    for (origin, file) in CORRECT_ZONES {
         let origin = name(origin);
         let (recs, _) = load_file(
             &mut conn,
@@ -507,60 +489,312 @@ fn bind10_correct_files_match_known_output() {
             .push(*t);
         m
     });
-    assert_eq!(
-        got.keys().collect::<Vec<_>>(),
-        want.keys().collect::<Vec<_>>(),
-        "names, types or RDATA differ from known.test.out"
+    assert_eq!(got, want, "records or TTLs differ from known.test.out");
+}
+
+/// The zones of BIND 10's `correct/` test: (origin, file).
+const CORRECT_ZONES: [(&str, &str); 8] = [
+    ("ttlext.", "ttlext.db"),
+    ("include.", "include.db"),
+    ("ttl1.", "ttl1.db"),
+    ("ttl2.", "ttl2.db"),
+    ("mix1.", "mix1.db"),
+    ("mix2.", "mix2.db"),
+    ("example.com.", "example.db"),
+    ("comment.example.com.", "comment.db"),
+];
+
+/// RRsets by (lower-cased owner, type): TTL and the set of RDATA (wire).
+type RrsetMap = BTreeMap<(String, RType), (u32, BTreeSet<Vec<u8>>)>;
+
+/// The RRsets `named-checkzone -D` (BIND 9) makes of `file` for `origin`,
+/// run in the file's folder (BIND 9 reads a relative `$INCLUDE` path from
+/// its working directory, authd from the including file's folder).
+fn bind9_rrsets(origin: &str, file: &Path) -> RrsetMap {
+    authd_tests::require_tool("named-checkzone", "-v", "bind9-utils");
+    let out = Command::new("named-checkzone")
+        .args(["-D", "-o", "-", origin])
+        .arg(file.file_name().expect("file name"))
+        .current_dir(file.parent().expect("folder"))
+        .output()
+        .expect("named-checkzone");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "named-checkzone {}: {text}{}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
     );
+    let mut sets = RrsetMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let mut f = line.split_whitespace();
+        let owner = f.next().expect("owner").to_ascii_lowercase();
+        let ttl: u32 = f.next().expect("ttl").parse().expect("ttl number");
+        assert_eq!(f.next(), Some("IN"), "{line}");
+        let rtype: RType = f.next().expect("type").parse().expect("type");
+        let rest: Vec<&str> = f.collect();
+        let rdata = Rdata::from_text(rtype, &rest.join(" "), &Name::root())
+            .unwrap_or_else(|e| panic!("{line}: {e}"));
+        let set = sets
+            .entry((owner, rtype))
+            .or_insert_with(|| (ttl, BTreeSet::new()));
+        assert_eq!(set.0, ttl, "{line}: one TTL per RRset");
+        set.1.insert(rdata.as_wire().to_vec());
+    }
+    sets
+}
+
+/// The RRsets `source` serves for `origin`.
+fn served_rrsets(source: &dyn DataSource, origin: &Name) -> RrsetMap {
+    let zone = source
+        .find_zone(origin)
+        .expect("find_zone")
+        .expect("zone present");
+    source
+        .zone_rrsets(&zone)
+        .expect("zone_rrsets")
+        .into_iter()
+        .map(|set| {
+            assert!(set.sigs.is_empty(), "no RRSIG in these zones");
+            let rdatas = set.rdatas.iter().map(|r| r.as_wire().to_vec()).collect();
+            (
+                (set.owner.to_string().to_ascii_lowercase(), set.rtype),
+                (set.ttl, rdatas),
+            )
+        })
+        .collect()
+}
+
+/// Each RRset of BIND 10's `correct/*.db`, as authd serves it from sqlite3
+/// (`loadzone`) and from memory, is BIND 9's (`named-checkzone -D`): owner,
+/// type, RDATA and TTL.
+///
+/// Known divergence, kept because RFC 2181 §5.2 says otherwise: an RRset
+/// whose records a file gives different TTLs (RFC 2181 §5.2 forbids it) is
+/// served by authd with the smallest, as the RFC tells a receiver to treat
+/// such an RRset (and as BIND 10 did); BIND 9 keeps the TTL of the record
+/// before when they are consecutive ("TTL set to prior TTL") and otherwise
+/// the later one.
+#[test]
+fn bind10_correct_files_are_served_as_bind9_serves_them() {
     let mut diverging: Vec<String> = Vec::new();
-    for (k, ttls) in &got {
-        let mut a = ttls.clone();
-        let mut b = want[k].clone();
-        a.sort_unstable();
-        b.sort_unstable();
-        if a != b {
-            let text = Rdata::from_wire(&k.2).to_text(k.1).expect("text");
-            diverging.push(format!(
-                "{} {} {}: authd {a:?}, BIND 10 {b:?}",
-                k.0, k.1, text
-            ));
+    for (origin_text, file) in CORRECT_ZONES {
+        let file = data(&format!("bind10/loadzone/correct/{file}"));
+        let origin = name(origin_text);
+        let bind9 = bind9_rrsets(origin_text, &file);
+        let (_dir, path, mut conn) = new_db();
+        load_file(&mut conn, &origin, &file);
+        let sqlite = served_rrsets(&SqliteSource::open(&path).expect("open"), &origin);
+        let memory = MemorySource::with_zones(
+            "memory",
+            [Arc::new(
+                MemoryZone::from_master_file(&origin, &file).expect("memory zone"),
+            )],
+        );
+        let memory = served_rrsets(&memory, &origin);
+        assert_eq!(memory, sqlite, "{origin}: memory and sqlite3 differ");
+        assert_eq!(
+            sqlite.keys().collect::<Vec<_>>(),
+            bind9.keys().collect::<Vec<_>>(),
+            "{origin}: RRsets differ"
+        );
+        for (key, (ttl, rdatas)) in &sqlite {
+            let (bind9_ttl, bind9_rdatas) = &bind9[key];
+            assert_eq!(rdatas, bind9_rdatas, "{key:?}: RDATA differs");
+            if ttl != bind9_ttl {
+                diverging.push(format!(
+                    "{} {}: authd {ttl}, BIND 9 {bind9_ttl}",
+                    key.0, key.1
+                ));
+            }
         }
     }
-    let expected_divergence = [
-        // mix1.db includes mix1sub1.db (owners a, b.foo) with no TTL anywhere yet.
-        r#"a.mix1. TXT "soa minttl 3": authd [3600, 3600], BIND 10 [3, 3]"#,
-        r#"a.ttl1. TXT "soa minttl 3": authd [3600], BIND 10 [3]"#,
-        r#"a.ttlext. TXT "soa minttl 3": authd [3600], BIND 10 [3]"#,
-        r#"b.foo.mix1. TXT "soa minttl 3": authd [3600], BIND 10 [3]"#,
-        // $TTL 6 set inside mix2sub1.txt does not leak back into mix2.db.
-        r#"b.mix2. TXT "explicit ttl 6": authd [1], BIND 10 [6]"#,
-        // Last explicit TTL (2) rather than SOA MINIMUM.
-        r#"c.mix1. TXT "soa minttl 3": authd [2], BIND 10 [3]"#,
-        r#"c.ttl1. TXT "soa minttl 3": authd [2], BIND 10 [3]"#,
-        r#"c.ttlext. TXT "soa minttl 3": authd [2], BIND 10 [3]"#,
-        // $TTL 3 of mix2.db is not inherited by mix2sub2.txt, whose $TTL 5 stays inside.
-        r#"f.mix2. TXT "default ttl 3": authd [3600], BIND 10 [3]"#,
-        r#"f.mix2. TXT "default ttl 5": authd [3], BIND 10 [5]"#,
-        r#"h.mix2. TXT "inherited ttl 1": authd [3600], BIND 10 [1]"#,
-        r#"i.mix1. TXT "default ttl 1": authd [3600], BIND 10 [1]"#,
-        r#"m.mix2. TXT "explicit ttl 6": authd [2], BIND 10 [6]"#,
-        // No $TTL and a SOA without TTL: 3600 s rather than SOA MINIMUM (3).
-        "mix1. NS ns.mix1.: authd [3600], BIND 10 [3]",
-        "mix1. SOA ns.mix1. hostmaster.mix1. 1 3600 1800 1814400 3: authd [3600], BIND 10 [3]",
-        "ns.mix1. A 10.53.0.1: authd [3600], BIND 10 [3]",
-        "ns.ttl1. A 10.53.0.1: authd [3600], BIND 10 [3]",
-        "ns.ttlext. A 10.53.0.1: authd [3600], BIND 10 [3]",
-        "ttl1. NS ns.ttl1.: authd [3600], BIND 10 [3]",
-        "ttl1. SOA ns.ttl1. hostmaster.ttl1. 1 3600 1800 1814400 3: authd [3600], BIND 10 [3]",
-        "ttlext. NS ns.ttlext.: authd [3600], BIND 10 [3]",
-        "ttlext. SOA ns.ttlext. hostmaster.ttlext. 1 3600 1800 1814400 3: authd [3600], BIND 10 [3]",
-    ];
     assert_eq!(
         diverging,
-        expected_divergence,
-        "TTL divergences changed:\n{}",
-        diverging.join("\n")
+        [
+            // TTLs 5 (after the $INCLUDE) and 3 (inside it): BIND 9 keeps the later.
+            "f.mix2. TXT: authd 3, BIND 9 5",
+            // TTLs 70 and 60 ($TTL) on consecutive lines: BIND 9 keeps the first.
+            "ns1.example.com. NS: authd 60, BIND 9 70",
+        ],
+        "TTL divergences from BIND 9 changed"
     );
+}
+
+/// Master files (main file `z.db`, then included ones) with the TTL of each
+/// RRset authd serves from memory, checked against BIND 9's `named-checkzone`.
+type TtlCase<'a> = (&'a [(&'a str, &'a str)], &'a [(&'a str, &'a str, u32)]);
+
+/// TTLs as BIND 9 reads them, measured against `named-checkzone -D` on the
+/// same files: the SOA MINIMUM as the default from a SOA without a TTL on
+/// (BIND 9's fallback; RFC 2308 §4 asks for `$TTL`, which is warned about);
+/// `$TTL` and the TTL last stated carried across `$INCLUDE` both ways (one
+/// text, RFC 2308 §4, RFC 1035 §5.1); TTL units; over 2^31 - 1 taken as 0
+/// (RFC 2181 §8), in records and `$TTL`.
+#[test]
+fn master_file_ttls_are_bind9s() {
+    let soa = "@ SOA ns hm 1 2 3 4 5\n";
+    let minimum = format!("{soa}www 60 A 192.0.2.1\n@ NS ns\nns A 192.0.2.9\n");
+    let include = format!(
+        "{soa}@ NS ns.example.net.\n$INCLUDE a.inc\nafter TXT x\n$INCLUDE b.inc sub\nlast TXT z\n"
+    );
+    let units = "$TTL 1h\n@ IN SOA ns hostmaster ( 1 2h 30M 1w1d\n 1D )\n@ NS ns.example.net.\n\
+                 a 1H30m A 192.0.2.1\nb IN 2d A 192.0.2.2\nc 0h30 A 192.0.2.3\nd 1h1h A 192.0.2.4\n";
+    let big = format!(
+        "$TTL 100\n{soa}@ NS ns.example.net.\nc 2147483648 A 192.0.2.1\nd IN 4294967295 A 192.0.2.1\n\
+         e A 192.0.2.1\n$TTL 3000000000\nf A 192.0.2.1\n"
+    );
+    let cases: [TtlCase<'_>; 5] = [
+        (
+            &[("z.db", &minimum)],
+            &[
+                ("example.org.", "SOA", 5),
+                ("example.org.", "NS", 5),
+                ("ns.example.org.", "A", 5),
+                ("www.example.org.", "A", 60),
+            ],
+        ),
+        (
+            &[
+                ("z.db", &include),
+                ("a.inc", "$ORIGIN in.example.org.\ninc TXT y\n$TTL 7\n"),
+                ("b.inc", "b 20 TXT y\nc TXT y\n"),
+            ],
+            &[
+                ("example.org.", "SOA", 5),
+                ("example.org.", "NS", 5),
+                ("after.example.org.", "TXT", 7),
+                ("b.sub.example.org.", "TXT", 20),
+                ("c.sub.example.org.", "TXT", 7),
+                ("inc.in.example.org.", "TXT", 5),
+                ("last.example.org.", "TXT", 7),
+            ],
+        ),
+        (
+            &[
+                (
+                    "z.db",
+                    "@ 10 SOA ns hm 1 2 3 4 5\n@ NS ns.example.net.\n$INCLUDE b.inc\nafter TXT x\n",
+                ),
+                ("b.inc", "b 20 TXT y\nc TXT y\n"),
+            ],
+            &[
+                ("example.org.", "SOA", 10),
+                ("example.org.", "NS", 10),
+                ("after.example.org.", "TXT", 20),
+                ("b.example.org.", "TXT", 20),
+                ("c.example.org.", "TXT", 20),
+            ],
+        ),
+        (
+            &[("z.db", units)],
+            &[
+                ("example.org.", "SOA", 3600),
+                ("example.org.", "NS", 3600),
+                ("a.example.org.", "A", 5400),
+                ("b.example.org.", "A", 172_800),
+                ("c.example.org.", "A", 30),
+                ("d.example.org.", "A", 7200),
+            ],
+        ),
+        (
+            &[("z.db", &big)],
+            &[
+                ("example.org.", "SOA", 100),
+                ("example.org.", "NS", 100),
+                ("c.example.org.", "A", 0),
+                ("d.example.org.", "A", 0),
+                ("e.example.org.", "A", 100),
+                ("f.example.org.", "A", 0),
+            ],
+        ),
+    ];
+    let origin = name("example.org.");
+    for (files, want) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (file, text) in files {
+            std::fs::write(dir.path().join(file), text).expect("write");
+        }
+        let main = dir.path().join("z.db");
+        let memory = MemorySource::with_zones(
+            "memory",
+            [Arc::new(
+                MemoryZone::from_master_file(&origin, &main).expect("memory zone"),
+            )],
+        );
+        let ttls = |sets: RrsetMap| -> BTreeMap<(String, RType), u32> {
+            sets.into_iter().map(|(k, (ttl, _))| (k, ttl)).collect()
+        };
+        let got = ttls(served_rrsets(&memory, &origin));
+        let want: BTreeMap<(String, RType), u32> = want
+            .iter()
+            .map(|&(o, t, ttl)| ((o.to_string(), t.parse().expect("type")), ttl))
+            .collect();
+        assert_eq!(got, want, "{files:?}");
+        assert_eq!(
+            ttls(bind9_rrsets("example.org.", &main)),
+            want,
+            "BIND 9: {files:?}"
+        );
+    }
+}
+
+/// What BIND 9 refuses in a master file, authd refuses too, naming the file,
+/// line and reason: a record with no TTL to take (no `$TTL`, none stated
+/// before, before the SOA), a TTL over 32 bits (RFC 1035 §3.2.1) and a
+/// character-string over 255 bytes (RFC 1035 §3.3; not split, as BIND 9 does
+/// not split it).
+#[test]
+fn master_file_errors_are_bind9s_with_file_and_line() {
+    let head = "$TTL 100\n@ SOA ns hm 1 2 3 4 5\n@ NS ns.example.net.\n";
+    let long = "a".repeat(300);
+    let cases = [
+        (
+            "www A 192.0.2.1\n@ SOA ns hm 1 2 3 4 5\n@ NS ns.example.net.\n".to_string(),
+            "z.db:1: www.example.org. A: no TTL, and no $TTL, earlier TTL or SOA before it to \
+             take one from (BIND 9 refuses it too); add a $TTL line",
+        ),
+        (
+            format!("{head}big 4294967296 A 192.0.2.1\n"),
+            "z.db:4: big.example.org.: TTL 4294967296 does not fit in 32 bits (RFC 1035 §3.2.1)",
+        ),
+        (
+            format!("{head}$TTL 4294967296\nx A 192.0.2.1\n"),
+            "z.db:4: $TTL 4294967296 does not fit in 32 bits (RFC 1035 §3.2.1)",
+        ),
+        (
+            format!("{head}t TXT \"{long}\"\n"),
+            "z.db:4: t.example.org. TXT: text is 300 bytes long, over the 255 of a \
+             character-string (RFC 1035 §3.3): write it as several quoted strings of at most \
+             255 bytes each",
+        ),
+        (
+            format!("{head}t TXT \"a\" (\n {long} )\n"),
+            "z.db:4: t.example.org. TXT: text is 300 bytes long, over the 255 of a \
+             character-string (RFC 1035 §3.3): write it as several quoted strings of at most \
+             255 bytes each",
+        ),
+    ];
+    authd_tests::require_tool("named-checkzone", "-v", "bind9-utils");
+    let origin = name("example.org.");
+    for (text, message) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let main = dir.path().join("z.db");
+        std::fs::write(&main, &text).expect("write");
+        let e = read_master_file(&main, &origin).expect_err(&text);
+        let shown = e.to_string();
+        assert_eq!(
+            shown.strip_prefix(&format!("{}/", dir.path().display())),
+            Some(message),
+            "{text}"
+        );
+        let bind9 = Command::new("named-checkzone")
+            .args(["-o", "-", "example.org."])
+            .arg(&main)
+            .output()
+            .expect("named-checkzone");
+        assert!(!bind9.status.success(), "BIND 9 loads {text}");
+    }
 }
 
 const SMALL_V1: &str = "$TTL 300\n@ SOA ns hostmaster 1 3600 1800 1814400 300\n@ NS ns\nns A 192.0.2.1\nold A 192.0.2.2\n";

@@ -457,10 +457,22 @@ fn zone_tool_errors_are_one_line_and_change_nothing() {
             .status
             .success()
     );
+    let long = "a".repeat(300);
+    let too_long = format!("update --db z.sqlite3 example.org --add t|TXT|\"{long}\"");
     for (args, want) in [
         (
             "create --db z.sqlite3 example.org --ns ns1.example.org.",
             "already exists",
+        ),
+        // The master-file reader's rules (docs/ZONE-ADMIN.md, Master files).
+        (
+            too_long.as_str(),
+            "t.example.org. TXT: text is 300 bytes long, over the 255 of a character-string \
+             (RFC 1035 §3.3): write it as several quoted strings of at most 255 bytes each",
+        ),
+        (
+            "update --db z.sqlite3 example.org --add big|4294967296|A|192.0.2.1",
+            "big.example.org.: TTL 4294967296 does not fit in 32 bits (RFC 1035 §3.2.1)",
         ),
         (
             "update --db z.sqlite3 example.org --delete www.example.org.|A|192.0.2.1",
@@ -482,10 +494,10 @@ fn zone_tool_errors_are_one_line_and_change_nothing() {
         let args = args.replace('|', " ");
         let mut c = Command::new(binary("zone"));
         let mut v: Vec<String> = Vec::new();
-        // Keep the quoted RR of --delete as one argument.
+        // Keep the quoted RR of --add or --delete as one argument.
         let mut parts = args.splitn(6, ' ');
         while let Some(p) = parts.next() {
-            if p == "--delete" {
+            if p == "--delete" || p == "--add" {
                 v.push(p.to_string());
                 v.push(parts.collect::<Vec<_>>().join(" "));
                 break;

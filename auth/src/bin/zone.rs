@@ -26,6 +26,9 @@ use authd_datasrc::{Name, Record};
 use clap::{Parser, Subcommand};
 use rusqlite::Connection;
 
+/// Largest `--ttl`, as an `i64` for clap's range (RFC 2181 §8).
+const MAX_TTL: i64 = zonefile::MAX_TTL as i64;
+
 /// Administers zones in a BIND 10 sqlite3 zone DB.
 #[derive(Parser, Debug)]
 #[command(name = "zone", version)]
@@ -59,8 +62,9 @@ enum Command {
         /// First SOA serial.
         #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
         serial: u32,
-        /// TTL of the SOA and NS records, seconds.
-        #[arg(long, default_value_t = 3600, allow_negative_numbers = true)]
+        /// TTL of the SOA and NS records, seconds (0 to 2147483647, RFC 2181 §8).
+        #[arg(long, default_value_t = 3600, allow_negative_numbers = true,
+              value_parser = clap::value_parser!(u32).range(..=MAX_TTL))]
         ttl: u32,
         /// A master file with the zone's content instead of --ns.
         #[arg(long, value_name = "MASTERFILE", conflicts_with = "ns")]
@@ -110,8 +114,9 @@ enum Command {
         /// An RR to delete (matched on name, type and data; the TTL is ignored).
         #[arg(long, value_name = "RR")]
         delete: Vec<String>,
-        /// TTL for RRs given without one, seconds.
-        #[arg(long, default_value_t = 3600, allow_negative_numbers = true)]
+        /// TTL for RRs given without one, seconds (0 to 2147483647, RFC 2181 §8).
+        #[arg(long, default_value_t = 3600, allow_negative_numbers = true,
+              value_parser = clap::value_parser!(u32).range(..=MAX_TTL))]
         ttl: u32,
     },
 }

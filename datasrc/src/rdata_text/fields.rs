@@ -232,13 +232,21 @@ impl<'a, 't> Reader<'a, 't> {
     }
 
     /// Appends every remaining word as a character-string (TXT, SPF); at
-    /// least one.
+    /// least one. One over 255 bytes is refused, as BIND 9 refuses it, not
+    /// split: the error says how to write it.
     pub(crate) fn strings(&mut self, field: &str, out: &mut Buf) -> Result<(), String> {
-        self.string(field, out)?;
-        while !self.at_end() {
-            self.string(field, out)?;
+        loop {
+            self.string(field, out).map_err(|e| {
+                if e.ends_with(STRING_TOO_LONG) {
+                    format!("{e}: write it as several quoted strings of at most 255 bytes each")
+                } else {
+                    e
+                }
+            })?;
+            if self.at_end() {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 
     /// The remaining words joined, for base64 or hex split by white space.
@@ -320,11 +328,14 @@ pub(crate) fn parse_num<T: TryFrom<u64>>(w: &str) -> Option<T> {
     T::try_from(w.parse::<u64>().ok()?).ok()
 }
 
+/// The end of the error of a character-string over 255 bytes.
+const STRING_TOO_LONG: &str = "over the 255 of a character-string (RFC 1035 §3.3)";
+
 /// Appends `bytes` as a character-string, or errors naming `field` when
 /// longer than 255 bytes.
 pub(crate) fn push_string(field: &str, bytes: &[u8], out: &mut Buf) -> Result<(), String> {
     let len = u8::try_from(bytes.len())
-        .map_err(|_| format!("{field} is {} bytes long, over 255", bytes.len()))?;
+        .map_err(|_| format!("{field} is {} bytes long, {STRING_TOO_LONG}", bytes.len()))?;
     out.push(len);
     out.extend_from_slice(bytes);
     Ok(())

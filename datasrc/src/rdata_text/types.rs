@@ -1887,6 +1887,43 @@ mod tests {
             assert_eq!((got, text.as_str()), (&t, input));
             assert_eq!(reason, message, "{rtype} {input}");
         }
+        // A character-string over 255 bytes (escapes counted as the byte
+        // they stand for) is refused, as BIND 9 refuses it (`named-checkzone`:
+        // "syntax error"), the same in master files, SQL rows and `zone update`.
+        let long = "a".repeat(300);
+        let split = "write it as several quoted strings of at most 255 bytes each";
+        for (rtype, input, message) in [
+            (
+                RType::TXT,
+                format!("\"{long}\""),
+                format!(
+                    "text is 300 bytes long, over the 255 of a character-string (RFC 1035 §3.3): \
+                     {split}"
+                ),
+            ),
+            (
+                RType(99),
+                format!("ok {}", "\\065".repeat(256)),
+                format!(
+                    "text is 256 bytes long, over the 255 of a character-string (RFC 1035 §3.3): \
+                     {split}"
+                ),
+            ),
+            (
+                RType(13),
+                format!("\"{long}\" os"),
+                "CPU is 300 bytes long, over the 255 of a character-string (RFC 1035 §3.3)".into(),
+            ),
+        ] {
+            let e = Rdata::from_text(rtype, &input, &origin()).expect_err(&input);
+            let crate::rr::RrError::BadText { reason, .. } = &e else {
+                panic!("{e}");
+            };
+            assert_eq!(*reason, message, "{rtype}");
+        }
+        let max = Rdata::from_text(RType::TXT, &format!("\"{}\"", "a".repeat(255)), &origin())
+            .expect("255 bytes");
+        assert_eq!(max.as_wire().len(), 256);
         // Malformed wire data of a known type has no text.
         assert!(Rdata::from_wire(&[1, 2, 3]).to_text(RType::A).is_err());
         assert!(

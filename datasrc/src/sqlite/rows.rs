@@ -224,7 +224,8 @@ impl RowNode {
     }
 
     fn ttl(&self, row: &Row) -> Result<u32, DataSourceError> {
-        // RFC 2181 §8: 0..=2^31-1, as loadzone enforces.
+        // RFC 2181 §8: 0..=2^31-1 (loadzone writes none larger: a master file's
+        // larger TTL is read as 0, as BIND 9 reads it).
         row.ttl
             .and_then(|t| u32::try_from(t).ok())
             .filter(|t| *t <= i32::MAX as u32)

@@ -6,7 +6,7 @@
 //! parentheses across lines, lines counted as the scanner counts them, so not
 //! after a backslash), so that what it finds lines up with what the scanner
 //! reads. Everything the reader does to the text on its own is built on it:
-//! the TTL-unit rewrite, the `$ORIGIN` and default-TTL checks, the naming of
+//! the TTL-unit rewrite, the `$ORIGIN` check, the TTL of each record, the naming of
 //! oversized TTLs and the line each record or scanner error is reported at.
 
 use std::ops::Range;

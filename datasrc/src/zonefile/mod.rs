@@ -3,11 +3,17 @@
 //! a zone may replace a served one.
 //!
 //! Scanning is NLnet Labs' `domain` zonefile scanner (decimal `\DDD` escapes,
-//! case-preserving names, `$ORIGIN`, `$TTL`); this module adds `$INCLUDE`
+//! case-preserving names, `$ORIGIN`); this module adds `$INCLUDE`
 //! resolution, line tracking, TTLs with units (`1h30m`, as BIND, NSD and Knot
 //! DNS read them) and the RDATA of every type, read by `rdata_text` and handed
 //! to the scanner in RFC 3597 form (`rdata.rs`), all over the one
 //! tokenization of `lex.rs`.
+//!
+//! The TTL of a record that states none is BIND 9's: the `$TTL` in force,
+//! across `$INCLUDE` both ways (RFC 2308 §4); without one, the MINIMUM of a
+//! SOA that states no TTL and comes before any, from that SOA on; else the TTL
+//! last stated (RFC 1035 §5.1); a record with none of these is refused. A TTL
+//! over 2^31 - 1 is taken as 0 (RFC 2181 §8), one over 32 bits refused.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -64,7 +70,7 @@ pub struct ZoneFileError {
 /// checks are separate: see [`check_zone`].
 pub fn read_master_file(path: &Path, origin: &Name) -> Result<Vec<SourcedRecord>, ZoneFileError> {
     let mut out = Vec::new();
-    read_into(path, origin, 0, &mut out)?;
+    read_into(path, origin, 0, &mut Ttls::default(), &mut out)?;
     if out.is_empty() {
         return Err(ZoneFileError {
             file: path.to_path_buf(),
@@ -84,14 +90,66 @@ pub fn parse_master_text(
     origin: &Name,
 ) -> Result<Vec<SourcedRecord>, ZoneFileError> {
     let mut out = Vec::new();
-    parse_into(text.as_bytes(), file, origin, 0, &mut out)?;
+    parse_into(
+        text.as_bytes(),
+        file,
+        origin,
+        0,
+        &mut Ttls::default(),
+        &mut out,
+    )?;
     Ok(out)
+}
+
+/// The TTL state of one load, shared by a file and every file it includes,
+/// in both directions, as BIND 9 shares it: a `$TTL` applies to all the
+/// records after it in the text the server reads (RFC 2308 §4), included
+/// ones too, and so does the last TTL stated (RFC 1035 §5.1).
+#[derive(Default)]
+struct Ttls {
+    /// The `$TTL` in force, or the SOA MINIMUM when the SOA came with no TTL
+    /// of its own and none before it (BIND 9's fallback).
+    default: Option<u32>,
+    /// The TTL last stated on a record (RFC 1035 §5.1: "Omitted class and
+    /// TTL values are default to the last explicitly stated values").
+    last: Option<u32>,
+    /// A record took the last stated TTL and that was said (once a load, as
+    /// BIND 9 says "using RFC1035 TTL semantics" once).
+    said_last: bool,
+}
+
+/// What an entry of a master file says about TTLs.
+enum TtlWord {
+    /// A record, with a TTL of its own or not.
+    Record {
+        /// It states its TTL.
+        explicit: bool,
+    },
+    /// `$TTL` and its value in seconds (`None` when not a 32-bit number,
+    /// which the scanner rejects).
+    Default(Option<u32>),
+    /// Another directive.
+    Other,
+}
+
+/// Over [`MAX_TTL`]: 0, as RFC 2181 §8 says such a TTL is to be taken and as
+/// BIND 9 does, with a warning naming `what` at `file`:`line`.
+fn limit_ttl(ttl: u32, file: &Path, line: usize, what: &str) -> u32 {
+    if ttl <= MAX_TTL {
+        return ttl;
+    }
+    tracing::warn!(
+        "{}:{line}: {what}{ttl} is over {MAX_TTL}: 0 used (RFC 2181 §8)",
+        file.display()
+    );
+    0
 }
 
 fn read_into(
     path: &Path,
     origin: &Name,
     depth: usize,
+    ttls: &mut Ttls,
     out: &mut Vec<SourcedRecord>,
 ) -> Result<(), ZoneFileError> {
     let fail = |message: String| ZoneFileError {
@@ -105,7 +163,7 @@ fn read_into(
         return Err(fail("cannot read: not a regular file".into()));
     }
     let data = std::fs::read(path).map_err(|e| fail(format!("cannot read: {e}")))?;
-    parse_into(&data, path, origin, depth, out)
+    parse_into(&data, path, origin, depth, ttls, out)
 }
 
 fn name_from_domain(n: &impl ToName) -> Result<Name, String> {
@@ -186,10 +244,21 @@ fn expand_ttl_units(data: &[u8]) -> (std::borrow::Cow<'_, [u8]>, Lexed) {
 
 /// `1h30m` → 5400; `None` for plain numbers, anything else, or over 32 bits.
 pub(crate) fn ttl_with_units(token: &[u8]) -> Option<u32> {
+    units_total(token).and_then(|total| u32::try_from(total).ok())
+}
+
+/// The seconds a TTL with units stands for, as BIND 9 reads it (`ttl.c`):
+/// numbers each followed by a unit, s, m, h, d or w in any case, summed;
+/// a last number without a unit only when all before it add up to 0 (`0h30`
+/// is 30, `1h30` is not a TTL). `None` for plain numbers and anything else;
+/// saturates rather than overflow.
+fn units_total(token: &[u8]) -> Option<u64> {
     let (mut total, mut number, mut digits, mut units) = (0u64, 0u64, 0usize, 0usize);
     for &c in token {
         if c.is_ascii_digit() {
-            number = number.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+            number = number
+                .saturating_mul(10)
+                .saturating_add(u64::from(c - b'0'));
             digits += 1;
             continue;
         }
@@ -204,13 +273,19 @@ pub(crate) fn ttl_with_units(token: &[u8]) -> Option<u32> {
         if digits == 0 {
             return None;
         }
-        total = total.checked_add(number.checked_mul(unit)?)?;
+        total = total.saturating_add(number.saturating_mul(unit));
         (number, digits, units) = (0, 0, units + 1);
     }
-    if units == 0 || digits != 0 {
+    if units == 0 {
         return None;
     }
-    u32::try_from(total).ok()
+    if digits != 0 {
+        if total != 0 {
+            return None;
+        }
+        total = number;
+    }
+    Some(total)
 }
 
 /// A class mnemonic (RFC 1035 §5.1, RFC 3597 `CLASSnn`).
@@ -240,12 +315,13 @@ fn parse_into(
     file: &Path,
     origin: &Name,
     depth: usize,
+    ttls: &mut Ttls,
     out: &mut Vec<SourcedRecord>,
 ) -> Result<(), ZoneFileError> {
     // A panic in the third-party scanner on input the checks here do not
     // foresee fails this file only, not the tool or the whole reload.
     let scanned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        scan_into(data, file, origin, depth, out)
+        scan_into(data, file, origin, depth, ttls, out)
     }));
     scanned.unwrap_or_else(|panic| {
         let what = panic
@@ -266,6 +342,7 @@ fn scan_into(
     file: &Path,
     origin: &Name,
     depth: usize,
+    ttls: &mut Ttls,
     out: &mut Vec<SourcedRecord>,
 ) -> Result<(), ZoneFileError> {
     let (data, lexed) = expand_ttl_units(data);
@@ -299,7 +376,9 @@ fn scan_into(
         }
         None => (data, lexed),
     };
-    let defaulted_ttl = defaulted_ttl_line(data, &lexed);
+    // The scanner's own TTL defaults stop at the file's end: TTLs are taken
+    // here, from what each entry says and the state shared with includes.
+    let ttl_words = ttl_words(data, &lexed);
     // The scan needs only where entries start: the words are freed first.
     let starts = lexed.into_entries();
     let file_arc = Arc::new(file.to_path_buf());
@@ -346,33 +425,25 @@ fn scan_into(
                     };
                     return Err(err(
                         line,
-                        format!("{what}{ttl} is over {MAX_TTL} (RFC 2181 §8)"),
+                        format!("{what}{ttl} does not fit in 32 bits (RFC 1035 §3.2.1)"),
                     ));
                 }
                 return Err(err(line, format!("syntax error: {msg}")));
             }
         };
         // Directives the scanner consumed itself do not come back as entries.
-        while starts
-            .get(next)
-            .is_some_and(|e| e.directive == Some(Directive::Internal))
-        {
-            next += 1;
-        }
+        next = consumed_directives(&starts, &ttl_words, next, ttls, file);
         let start_line = starts.get(next).map_or(0, |e| e.line);
+        let explicit = matches!(
+            ttl_words.get(next),
+            Some(TtlWord::Record { explicit: true })
+        );
         next += 1;
         match entry {
             Entry::Record(rec) => {
                 let owner = name_from_domain(rec.owner())
                     .map_err(|e| err(start_line, format!("bad owner name: {e}")))?;
                 let rtype = RType(rec.rtype().to_int());
-                let ttl = rec.ttl().as_secs();
-                if ttl > MAX_TTL {
-                    return Err(err(
-                        start_line,
-                        format!("{owner} {rtype}: TTL {ttl} is over {MAX_TTL} (RFC 2181 §8)"),
-                    ));
-                }
                 let mut wire = Vec::with_capacity(64);
                 rec.data()
                     .compose_rdata(&mut wire)
@@ -380,13 +451,50 @@ fn scan_into(
                 if wire.len() > u16::MAX as usize {
                     return Err(err(start_line, format!("{owner} {rtype}: rdata too long")));
                 }
+                let rdata = Rdata::from_wire(&wire);
+                let ttl = if explicit {
+                    let what = format!("{owner} {rtype}: TTL ");
+                    let ttl = limit_ttl(rec.ttl().as_secs(), file, start_line, &what);
+                    ttls.last = Some(ttl);
+                    ttl
+                } else if let Some(ttl) = ttls.default {
+                    ttl
+                } else if let Some(ttl) = ttls.last {
+                    if !ttls.said_last {
+                        ttls.said_last = true;
+                        tracing::warn!(
+                            "{}:{start_line}: no $TTL: this record and the next without a TTL \
+                             get the TTL last stated, {ttl} s (RFC 1035 §5.1); add a $TTL line",
+                            file.display()
+                        );
+                    }
+                    ttl
+                } else if let Some(minimum) = rdata.soa_minimum().filter(|_| rtype == RType::SOA) {
+                    tracing::warn!(
+                        "{}:{start_line}: no $TTL and no TTL before the SOA: it and the records \
+                         without a TTL after it get the SOA minimum, {minimum} s (as BIND 9); \
+                         add a $TTL line",
+                        file.display()
+                    );
+                    let ttl = limit_ttl(minimum, file, start_line, "SOA minimum ");
+                    ttls.default = Some(ttl);
+                    ttl
+                } else {
+                    return Err(err(
+                        start_line,
+                        format!(
+                            "{owner} {rtype}: no TTL, and no $TTL, earlier TTL or SOA before it \
+                             to take one from (BIND 9 refuses it too); add a $TTL line"
+                        ),
+                    ));
+                };
                 out.push(SourcedRecord {
                     record: Record {
                         owner,
                         rtype,
                         class: Class(rec.class().to_int()),
                         ttl,
-                        rdata: Rdata::from_wire(&wire),
+                        rdata,
                     },
                     file: file_arc.clone(),
                     line: start_line,
@@ -411,7 +519,7 @@ fn scan_into(
                         Err(_) => origin.clone(),
                     },
                 };
-                read_into(&inc_path, &inc_origin, depth + 1, out).map_err(|e| {
+                read_into(&inc_path, &inc_origin, depth + 1, ttls, out).map_err(|e| {
                     if e.line == 0 && e.file == inc_path {
                         err(
                             start_line,
@@ -424,14 +532,8 @@ fn scan_into(
             }
         }
     }
-    if let Some(line) = defaulted_ttl {
-        tracing::warn!(
-            "{}:{line}: no $TTL and no TTL before this record: it and the records up to the \
-             first TTL get {DEFAULT_TTL} s (as NSD and Knot DNS; BIND 9 would use the SOA \
-             minimum); add a $TTL line",
-            file.display()
-        );
-    }
+    // A `$TTL` after the last record still holds for the including file.
+    consumed_directives(&starts, &ttl_words, next, ttls, file);
     Ok(())
 }
 
@@ -454,42 +556,66 @@ fn bad_origin_directive(data: &[u8], lexed: &Lexed, origin: &Name) -> Option<(us
     })
 }
 
-/// The TTL the scanner gives records of a file before its first `$TTL` or
-/// explicit TTL (RFC 1035 §5.1 leaves it open; NSD and Knot DNS use 3600).
-const DEFAULT_TTL: u32 = 3600;
-
-/// The line of the first record with no TTL of its own before any `$TTL` or
-/// record TTL of the file, i.e. the first one given [`DEFAULT_TTL`]; `None`
-/// when there is none. `data` has TTL units already expanded.
-fn defaulted_ttl_line(data: &[u8], lexed: &Lexed) -> Option<usize> {
-    for (entry, words) in lexed.iter() {
-        let tok = |i: usize| words.get(i).map(|r| &data[r.clone()]);
-        let first = tok(0)?;
-        if first.first() == Some(&b'$') {
-            if first.eq_ignore_ascii_case(b"$TTL") {
-                return None;
-            }
-            continue;
+/// Applies the `$TTL` directives among the entries from `next` on that the
+/// scanner consumed itself (`$ORIGIN`, `$TTL`) and returns the index of the
+/// first entry that is not one.
+fn consumed_directives(
+    starts: &[EntryStart],
+    ttl_words: &[TtlWord],
+    mut next: usize,
+    ttls: &mut Ttls,
+    file: &Path,
+) -> usize {
+    while let Some(e) = starts
+        .get(next)
+        .filter(|e| e.directive == Some(Directive::Internal))
+    {
+        if let Some(TtlWord::Default(Some(ttl))) = ttl_words.get(next) {
+            ttls.default = Some(limit_ttl(*ttl, file, e.line, "$TTL "));
         }
-        // [owner] [TTL] [class] type, or [owner] [class] [TTL] type.
-        let mut i = usize::from(entry.owner);
-        while let Some(t) = tok(i).filter(|_| i < usize::from(entry.owner) + 2) {
-            if !t.is_empty() && t.iter().all(u8::is_ascii_digit) {
-                return None;
-            }
-            if !is_class(t) {
-                break; // the type: no TTL before it
-            }
-            i += 1;
-        }
-        return Some(entry.line);
+        next += 1;
     }
-    None
+    next
 }
 
-/// A TTL too large for the 32-bit field at all, in the entry starting at `line`
-/// of `data`: the scanner takes it for a type ("expected rtype") or, after
-/// `$TTL`, reports an overflow, neither of which names the real problem.
+/// What each entry of `lexed` says about TTLs, in entry order. `data` has
+/// TTL units already expanded.
+fn ttl_words(data: &[u8], lexed: &Lexed) -> Vec<TtlWord> {
+    lexed
+        .iter()
+        .map(|(entry, words)| {
+            let tok = |i: usize| words.get(i).map(|r| &data[r.clone()]);
+            let Some(first) = tok(0) else {
+                return TtlWord::Other;
+            };
+            if entry.directive.is_some() {
+                if !first.eq_ignore_ascii_case(b"$TTL") {
+                    return TtlWord::Other;
+                }
+                let value = tok(1)
+                    .and_then(|t| std::str::from_utf8(t).ok())
+                    .and_then(|t| t.parse().ok());
+                return TtlWord::Default(value);
+            }
+            // [owner] [TTL] [class] type, or [owner] [class] [TTL] type (RFC 1035 §5.1).
+            let at = usize::from(entry.owner);
+            let mut explicit = false;
+            for t in (at..at + 2).map_while(tok) {
+                if !t.is_empty() && t.iter().all(u8::is_ascii_digit) {
+                    explicit = true;
+                } else if !is_class(t) {
+                    break; // the type
+                }
+            }
+            TtlWord::Record { explicit }
+        })
+        .collect()
+}
+
+/// A TTL too large for the 32-bit field at all (units included), in the
+/// entry starting at `line` of `data`: the scanner takes it for a type
+/// ("expected rtype") or, after `$TTL`, reports an overflow, neither of which
+/// names the real problem.
 /// Returns the owner as written (`None` when blank; `$TTL` for the directive)
 /// and the TTL as written.
 fn oversized_ttl(data: &[u8], line: usize) -> Option<(Option<String>, String)> {
@@ -513,6 +639,7 @@ fn oversized_ttl(data: &[u8], line: usize) -> Option<(Option<String>, String)> {
         !t.is_empty()
             && t.iter().all(u8::is_ascii_digit)
             && std::str::from_utf8(t).is_ok_and(|t| t.parse::<u32>().is_err())
+            || units_total(t).is_some_and(|total| total > u64::from(u32::MAX))
     })?;
     let text = |w: &[u8]| String::from_utf8_lossy(w).into_owned();
     Some((owner.map(text), text(ttl)))
@@ -526,45 +653,139 @@ mod tests {
         "example.org.".parse().expect("name")
     }
 
-    /// The first record given the default TTL is named by line; a `$TTL` or a
-    /// record TTL first (before or after the class) means none is.
+    fn ttls(text: &str) -> Vec<u32> {
+        parse_master_text(text, Path::new("z"), &origin())
+            .unwrap_or_else(|e| panic!("{text:?}: {e}"))
+            .iter()
+            .map(|r| r.record.ttl)
+            .collect()
+    }
+
+    /// The TTL of a record that states none, as BIND 9 gives it (each case
+    /// measured with `named-checkzone -D`, BIND 9.18): the `$TTL` in force;
+    /// with none, from a SOA that states no TTL and has none before it, its
+    /// MINIMUM, for it and every record without a TTL after it, as if it
+    /// were a `$TTL`; otherwise the TTL last stated (RFC 1035 §5.1), the
+    /// class before or after it.
     #[test]
-    fn names_the_first_record_given_the_default_ttl() {
-        let soa = "@ IN SOA ns hostmaster ( 1 3600\n 1800 1814400 300 )\n";
-        let cases: [(String, Option<usize>); 8] = [
-            (format!("; comment\n\n{soa}"), Some(3)),
-            (format!("$TTL 300\n{soa}"), None),
-            (format!("$ORIGIN example.org.\n{soa}"), Some(2)),
+    fn a_record_without_ttl_gets_bind9s() {
+        let soa = "@ SOA ns hm 1 2 3 4 5\n";
+        let cases: [(String, &[u32]); 8] = [
             (
-                format!("@ 60 IN SOA ns hostmaster 1 3600 1800 1814400 300\n{soa}"),
-                None,
+                format!("{soa}www 60 A 192.0.2.1\n@ NS ns\nns A 192.0.2.9\n"),
+                &[5, 60, 5, 5],
             ),
             (
-                format!("@ IN 60 SOA ns hostmaster 1 3600 1800 1814400 300\n{soa}"),
-                None,
+                format!("{soa}$TTL 7\n@ NS ns\nns 8 A 192.0.2.9\nx A 192.0.2.8\n"),
+                &[5, 7, 8, 7],
             ),
-            // The first record has a TTL: the rest inherit it (RFC 1035 §5.1).
-            ("www 60 A 192.0.2.1\nmail A 192.0.2.2\n".into(), None),
-            // No owner: `MX 10` is a preference, not a TTL.
             (
-                "www 60 A 192.0.2.1\n".replace("www 60 A 192.0.2.1", " MX 10 mail"),
-                Some(1),
+                "@ 10 SOA ns hm 1 2 3 4 5\n@ NS ns\nwww IN 60 A 192.0.2.1\nns A 192.0.2.9\n"
+                    .into(),
+                &[10, 10, 60, 60],
             ),
-            ("1 IN PTR host.example.\n".into(), Some(1)),
+            (
+                "www 60 IN A 192.0.2.1\n@ IN SOA ns hm 1 2 3 4 5\n@ NS ns.example.net.\n".into(),
+                &[60, 60, 60],
+            ),
+            (format!("$TTL 7\n{soa}@ 60 NS ns\nns A 192.0.2.9\n"), &[7, 60, 7]),
+            // Not TTLs: an owner `1`, an MX preference with no owner.
+            (
+                format!("$TTL 7\n{soa}@ NS ns.example.net.\n1 IN PTR host.example.\n MX 10 mail\n"),
+                &[7, 7, 7, 7],
+            ),
+            // Over 2^31 - 1: 0 (RFC 2181 §8), also as the TTL last stated.
+            (
+                "@ 2147483648 SOA ns hm 1 2 3 4 5\n@ NS ns.example.net.\n".into(),
+                &[0, 0],
+            ),
+            (
+                "$TTL 4294967295\n@ SOA ns hm 1 2 3 4 3000000000\n@ 2147483647 NS ns.example.net.\n"
+                    .into(),
+                &[0, 2_147_483_647],
+            ),
         ];
         for (text, want) in cases {
-            let (data, lexed) = expand_ttl_units(text.as_bytes());
-            assert_eq!(defaulted_ttl_line(&data, &lexed), want, "{text:?}");
+            assert_eq!(ttls(&text), want, "{text:?}");
         }
-        // And the scanner does give those records 3600 s until a TTL is stated.
-        let recs = parse_master_text(
-            "@ IN SOA ns hostmaster 1 3600 1800 1814400 300\nwww 60 A 192.0.2.1\nmail A 192.0.2.2\n",
-            Path::new("z"),
-            &origin(),
-        )
-        .expect("parses");
+        // The SOA minimum over 2^31 - 1: 0 as well.
+        assert_eq!(
+            ttls("@ SOA ns hm 1 2 3 4 2147483648\n@ NS ns.example.net.\n"),
+            [0, 0]
+        );
+    }
+
+    /// No TTL, no `$TTL`, nothing stated before and no SOA before: refused
+    /// (BIND 9: "no TTL specified; zone rejected").
+    #[test]
+    fn a_record_with_no_ttl_to_take_is_refused() {
+        for (text, message) in [
+            (
+                "www A 192.0.2.1\n@ SOA ns hm 1 2 3 4 5\n",
+                "z:1: www.example.org. A: no TTL, and no $TTL, earlier TTL or SOA before it to \
+                 take one from (BIND 9 refuses it too); add a $TTL line",
+            ),
+            (
+                "; c\n$ORIGIN sub\nns A 192.0.2.1\n@ SOA ns hm 1 2 3 4 5\n",
+                "z:3: ns.sub.example.org. A: no TTL, and no $TTL, earlier TTL or SOA before it to \
+                 take one from (BIND 9 refuses it too); add a $TTL line",
+            ),
+        ] {
+            let e = parse_master_text(text, Path::new("z"), &origin()).expect_err(text);
+            assert_eq!(e.to_string(), message, "{text:?}");
+        }
+    }
+
+    /// `$TTL` and the TTL last stated hold across `$INCLUDE` both ways, as
+    /// one text (BIND 9); `$ORIGIN` does not come back (RFC 1035 §5.1).
+    #[test]
+    fn ttls_carry_across_include() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.path().join(name), text).expect("write");
+        };
+        write(
+            "main.zone",
+            "@ SOA ns hm 1 2 3 4 5\n@ NS ns\n$INCLUDE a.inc\nafter TXT x\n\
+             $INCLUDE b.inc sub\nlast TXT z\n",
+        );
+        write("a.inc", "$ORIGIN in.example.org.\ninc TXT y\n$TTL 7\n");
+        write("b.inc", "b 20 TXT y\nc TXT y\n");
+        let recs = read_master_file(&dir.path().join("main.zone"), &origin()).expect("reads");
+        let got: Vec<(String, u32, String, usize)> = recs
+            .iter()
+            .map(|r| {
+                let file = r.file.file_name().map(|f| f.to_string_lossy().into_owned());
+                (
+                    r.record.owner.to_string(),
+                    r.record.ttl,
+                    file.unwrap_or_default(),
+                    r.line,
+                )
+            })
+            .collect();
+        let want = [
+            ("example.org.", 5, "main.zone", 1),
+            ("example.org.", 5, "main.zone", 2),
+            ("inc.in.example.org.", 5, "a.inc", 2),
+            ("after.example.org.", 7, "main.zone", 4),
+            ("b.sub.example.org.", 20, "b.inc", 1),
+            ("c.sub.example.org.", 7, "b.inc", 2),
+            ("last.example.org.", 7, "main.zone", 6),
+        ];
+        let want: Vec<(String, u32, String, usize)> = want
+            .iter()
+            .map(|&(o, t, f, l)| (o.to_string(), t, f.to_string(), l))
+            .collect();
+        assert_eq!(got, want);
+        // With no default, the TTL last stated in an included file holds after it.
+        write(
+            "main.zone",
+            "@ 10 SOA ns hm 1 2 3 4 5\n$INCLUDE b.inc\nafter TXT x\n",
+        );
+        let recs = read_master_file(&dir.path().join("main.zone"), &origin()).expect("reads");
         let ttls: Vec<u32> = recs.iter().map(|r| r.record.ttl).collect();
-        assert_eq!(ttls, [DEFAULT_TTL, 60, 60]);
+        assert_eq!(ttls, [10, 20, 20, 20]);
     }
 
     #[test]
@@ -650,6 +871,11 @@ mod tests {
             ("1d1h1m1s", Some(90_061)),
             ("3600", None),
             ("1h30", None),
+            ("1h1h", Some(7200)),
+            // BIND 9 takes a last number without a unit when all before it is 0.
+            ("0h30", Some(30)),
+            ("0h", Some(0)),
+            ("1hh", None),
             ("h", None),
             ("1x", None),
             ("7102w", None),
@@ -657,10 +883,8 @@ mod tests {
         ] {
             assert_eq!(ttl_with_units(token.as_bytes()), secs, "{token}");
         }
-        // Over 32 bits: left for the scanner, which names the TTL.
-        let e = parse_master_text("foo 7102w A 192.0.2.1\n", Path::new("z"), &origin())
-            .expect_err("too large");
-        assert_eq!(e.line, 1, "{e}");
+        // Over 32 bits: left for the scanner, and refused naming the TTL
+        // (`rejects_with_file_and_line`).
         // An unterminated string does not upset the pre-pass.
         assert!(parse_master_text("x TXT \"1h", Path::new("z"), &origin()).is_err());
     }
@@ -752,32 +976,44 @@ mod tests {
         let e = check_zone(&origin(), &recs).expect_err("no soa");
         assert_eq!(e.to_string(), "z:0: no SOA at the zone apex example.org.");
 
+        // Over 2^31 - 1 but within 32 bits: 0, as BIND 9 and RFC 2181 §8 take it.
         let big = "@ 300 IN SOA ns hm 1 2 3 4 5\n@ NS ns\nbig 2147483648 A 192.0.2.9\n";
-        let e = parse_master_text(big, Path::new("z"), &origin()).expect_err("ttl");
-        assert_eq!(
-            e.to_string(),
-            "z:3: big.example.org. A: TTL 2147483648 is over 2147483647 (RFC 2181 §8)"
-        );
+        let recs = parse_master_text(big, Path::new("z"), &origin()).expect("reads");
+        assert_eq!(recs[2].record.ttl, 0);
         // Too large for the TTL field at all (the scanner would say "expected
-        // rtype"): the same error, in either position, owner blank or not, and after $TTL.
+        // rtype", BIND 9 "unknown RR type" or "bad ttl"): refused, in either
+        // position, owner blank or not, with units, and after $TTL.
         for (text, message) in [
             (
                 "@ 300 IN SOA ns hm 1 2 3 4 5\nfoo 4294967296 IN A 192.0.2.1\n",
-                "z:2: foo.example.org.: TTL 4294967296 is over 2147483647 (RFC 2181 §8)",
+                "z:2: foo.example.org.: TTL 4294967296 does not fit in 32 bits (RFC 1035 §3.2.1)",
             ),
             (
                 "$ORIGIN sub.example.org.\nfoo IN 99999999999999999999 A 192.0.2.1\n",
-                "z:2: foo.sub.example.org.: TTL 99999999999999999999 is over 2147483647 (RFC 2181 §8)",
+                "z:2: foo.sub.example.org.: TTL 99999999999999999999 does not fit in 32 bits \
+                 (RFC 1035 §3.2.1)",
             ),
             (
                 "foo 300 A 192.0.2.1\n\n  4294967296 A 192.0.2.2\n",
-                "z:3: foo.example.org.: TTL 4294967296 is over 2147483647 (RFC 2181 §8)",
+                "z:3: foo.example.org.: TTL 4294967296 does not fit in 32 bits (RFC 1035 §3.2.1)",
+            ),
+            (
+                "foo 300 A 192.0.2.1\nbar 7102w A 192.0.2.2\n",
+                "z:2: bar.example.org.: TTL 7102w does not fit in 32 bits (RFC 1035 §3.2.1)",
             ),
             (
                 "$TTL 4294967296\nfoo A 192.0.2.1\n",
-                "z:1: $TTL 4294967296 is over 2147483647 (RFC 2181 §8)",
+                "z:1: $TTL 4294967296 does not fit in 32 bits (RFC 1035 §3.2.1)",
+            ),
+            (
+                "$TTL 7102W\nfoo A 192.0.2.1\n",
+                "z:1: $TTL 7102W does not fit in 32 bits (RFC 1035 §3.2.1)",
             ),
             ("foo 1x A 192.0.2.1\n", "z:1: syntax error: expected rtype"),
+            (
+                "foo 1h30 A 192.0.2.1\n",
+                "z:1: syntax error: expected rtype",
+            ),
         ] {
             let e = parse_master_text(text, Path::new("z"), &origin()).expect_err(text);
             assert_eq!(e.to_string(), message, "{text}");

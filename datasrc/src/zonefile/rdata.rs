@@ -2,7 +2,7 @@
 //! (`rdata_text`), which knows every type BIND 9 loads, and handed to the
 //! `domain` scanner in RFC 3597 form (`TYPEnnn \# LENGTH HEX`, §5), which it
 //! reads for any type. The scanner then does what it does well — owners,
-//! `$ORIGIN`, `$TTL`, `$INCLUDE`, TTLs and classes — and every RDATA error
+//! `$ORIGIN`, `$INCLUDE`, TTL numbers and classes — and every RDATA error
 //! names the record, type and field.
 
 use std::path::Path;
