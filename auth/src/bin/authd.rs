@@ -49,6 +49,7 @@ use authd::config::{self, Config, DataSourceConfig, MemoryZoneConfig};
 use authd::cookies::Cookies;
 use authd::dispatch::Dispatcher;
 use authd::keys::{self, Algorithm};
+use authd::metrics::Metrics;
 use authd::notify::{Notifier, NotifySettings};
 use authd::rrl::RateLimiter;
 use authd::server::reload::{self, LoadState};
@@ -317,7 +318,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         );
     }
 
-    let handle = DispatcherHandle::new(Arc::new(dispatcher(&config, sources, None)?));
+    // Metrics: one set of counters for the process, handed to every snapshot.
+    let metrics = config.metrics_listen.map(|_| Metrics::new());
+    let handle = DispatcherHandle::new(Arc::new(dispatcher(
+        &config,
+        sources,
+        None,
+        metrics.clone(),
+    )?));
+    if let (Some(m), Some(listen)) = (&metrics, config.metrics_listen) {
+        let h = handle.clone();
+        m.set_sources(Box::new(move || h.load().sources().clone()));
+        let bound = authd::metrics::serve(listen, Arc::clone(m))
+            .await
+            .with_context(|| format!("cannot serve metrics on {listen}"))?;
+        tracing::info!("metrics on http://{bound}/metrics");
+    }
     // NOTIFY secondaries when a served sqlite3 zone's serial changes (RFC 1996).
     let notifier =
         Notifier::spawn(notify_settings(&config)).context("cannot start the NOTIFY poller")?;
@@ -346,6 +362,7 @@ fn dispatcher(
     config: &Config,
     sources: authd_datasrc::SourceList,
     previous: Option<&Dispatcher>,
+    metrics: Option<Arc<Metrics>>,
 ) -> anyhow::Result<Dispatcher> {
     let cookies = if config.cookies.enabled {
         let fresh = match config.cookies.secret {
@@ -374,7 +391,15 @@ fn dispatcher(
         .with_transfer(config.transfer_policy())
         .with_keys(config.key_ring())
         .with_cookies(cookies)
-        .with_rrl(rrl))
+        .with_rrl(rrl)
+        .with_metrics(metrics))
+}
+
+/// Counts a reload, applied (`ok`) or failed, when metrics are on.
+fn count_reload(handle: &DispatcherHandle, ok: bool) {
+    if let Some(m) = handle.load().metrics() {
+        m.reloads[usize::from(!ok)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Seconds since the Unix epoch.
@@ -428,30 +453,41 @@ async fn reload_loop(
                 tracing::error!(
                     "reload failed: {e}; still serving the previous configuration and zones"
                 );
+                count_reload(&handle, false);
                 state = Some(LoadState::default());
             }
             Ok((prev, Err(e))) => {
                 tracing::error!(
                     "reload failed: {e}; still serving the previous configuration and zones"
                 );
+                count_reload(&handle, false);
                 state = Some(prev);
             }
             Ok((_, Ok((config, loaded)))) => {
                 for f in &loaded.report.failed {
                     tracing::error!("reload: {f}");
                 }
-                let next = match dispatcher(&config, loaded.sources, Some(&handle.load())) {
+                let current = handle.load();
+                let metrics = current.metrics().cloned();
+                let next = match dispatcher(&config, loaded.sources, Some(&current), metrics) {
                     Ok(d) => d,
                     Err(e) => {
                         tracing::error!(
                             "reload failed: {e}; still serving the previous configuration and zones"
                         );
+                        drop(current);
+                        count_reload(&handle, false);
                         state = Some(loaded.state);
                         continue;
                     }
                 };
+                drop(current);
                 handle.store(Arc::new(next));
+                count_reload(&handle, true);
                 notifier.update(notify_settings(&config));
+                if config.metrics_listen != running.metrics_listen {
+                    tracing::warn!("reload: [metrics] listen changed; restart authd to apply it");
+                }
                 if config.listen != running.listen {
                     tracing::warn!(
                         "reload: listen addresses changed ({} -> {}); restart authd to apply the change",

@@ -26,6 +26,9 @@
 //! exempt = ["192.0.2.0/24"]    # never limited
 //! log_only = false         # log what would be limited, limit nothing
 //!
+//! [metrics]                # Prometheus text format at http://LISTEN/metrics (off when unset)
+//! listen = "127.0.0.1:9100"
+//!
 //! [cookies]                # DNS cookies, RFC 7873 / RFC 9018 (on by default)
 //! enabled = true
 //! secret = "…32 hex digits…"   # default: random at start, renewed every 26 h
@@ -449,6 +452,8 @@ pub struct Config {
     pub rrl: RrlConfig,
     /// DNS cookies (`[cookies]`).
     pub cookies: CookiesConfig,
+    /// Where `/metrics` is served (`[metrics] listen`); `None`: metrics off.
+    pub metrics_listen: Option<SocketAddr>,
     /// TSIG keys (`[[key]]`), names unique. Their secrets never print
     /// ([`crate::keys::Secret`]).
     pub keys: Vec<Key>,
@@ -471,6 +476,7 @@ impl Default for Config {
             notify: NotifyConfig::default(),
             rrl: RrlConfig::default(),
             cookies: CookiesConfig::default(),
+            metrics_listen: None,
             keys: Vec::new(),
         }
     }

@@ -131,6 +131,8 @@ pub(super) struct RawConfig {
     pub(super) cookies: RawCookies,
     #[serde(default)]
     pub(super) key: Vec<RawKey>,
+    #[serde(default)]
+    pub(super) metrics: RawMetrics,
 }
 
 /// `[server]`.
@@ -210,6 +212,13 @@ impl<'de> Deserialize<'de> for RawZone {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RawZone, D::Error> {
         raw_zone(d)
     }
+}
+
+/// `[metrics]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMetrics {
+    pub(super) listen: Option<String>,
 }
 
 /// `[transfer]`.

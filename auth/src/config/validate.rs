@@ -101,6 +101,10 @@ pub(super) fn config(
         notify: notify_config(raw.notify, &keys, &invalid)?,
         keys,
         rrl: rrl_config(raw.rrl, &invalid)?,
+        metrics_listen: match raw.metrics.listen.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(a) => Some(parse_listen(a).map_err(|r| invalid("metrics.listen", r))?),
+        },
         cookies: cookies_config(raw.cookies, &invalid)?,
     })
 }

@@ -1,0 +1,170 @@
+//! End to end: `[metrics] listen` serves the Prometheus text format; counters
+//! grow by exactly what was sent; `promtool check metrics` (Debian package
+//! `prometheus`) accepts the output.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use authd_tests::{
+    AuthdProcess, QueryBuilder, load_zone_text, query_tcp, query_udp, tempdir, write_file,
+};
+
+const ZONE: &str = "$TTL 300
+@    IN SOA ns1 hostmaster 7 3600 900 604800 300
+     IN NS  ns1
+ns1  IN A   192.0.2.53
+www  IN A   192.0.2.80
+";
+
+/// authd serving example.org from sqlite3 (cache on), metrics on a free port;
+/// returns it and the metrics address (from its log line).
+fn start(dir: &Path) -> (AuthdProcess, SocketAddr) {
+    let db = dir.join("zone.sqlite3");
+    load_zone_text(&db, "example.org.", ZONE);
+    let config = write_file(
+        dir,
+        "authd.toml",
+        &format!(
+            "[metrics]\nlisten = \"127.0.0.1:0\"\n[[datasource]]\ntype = \"sqlite3\"\nfile = \"{}\"\n",
+            db.display()
+        ),
+    );
+    let authd = AuthdProcess::start(["--config".as_ref(), config.as_os_str()]);
+    assert!(authd.wait_for_log("metrics on http://", Duration::from_secs(5)));
+    let log = authd.stderr();
+    let addr = log
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no metrics address in:\n{log}"));
+    (authd, addr)
+}
+
+/// `GET path` over HTTP/1.1; (status line, body).
+fn get(addr: SocketAddr, path: &str) -> (String, String) {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("response");
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.lines().next().unwrap_or("").to_string();
+    // Chunked bodies: keep the chunks' data only.
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        let mut out = String::new();
+        let mut rest = body;
+        while let Some((size, tail)) = rest.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            out.push_str(&tail[..n]);
+            rest = &tail[n + 2..];
+        }
+        out
+    } else {
+        body.to_string()
+    };
+    (status, body)
+}
+
+/// The value of the sample `series` (name and labels exactly as written), or 0.
+fn value(text: &str, series: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+        .map_or(0, |v| v.trim().parse::<f64>().unwrap_or(0.0) as u64)
+}
+
+/// N queries make `authd_queries_total` for their labels grow by exactly N,
+/// and the answers count as answers; TCP is counted apart; other paths 404.
+#[test]
+fn counters_grow_by_what_was_sent() {
+    let dir = tempdir();
+    let (authd, metrics) = start(dir.path());
+    let (status, before) = get(metrics, "/metrics");
+    assert!(status.contains("200"), "{status}");
+    let udp_a = r#"authd_queries_total{transport="udp",opcode="QUERY",qtype="A",rcode="NOERROR"}"#;
+    let tcp_a = r#"authd_queries_total{transport="tcp",opcode="QUERY",qtype="A",rcode="NOERROR"}"#;
+    let nx = r#"authd_queries_total{transport="udp",opcode="QUERY",qtype="TXT",rcode="NXDOMAIN"}"#;
+    let answers = r#"authd_responses_total{kind="answer"}"#;
+    const N: u64 = 37;
+    for _ in 0..N {
+        query_udp(
+            authd.addr(),
+            &QueryBuilder::new("www.example.org.", "A").wire(),
+        );
+    }
+    for _ in 0..3 {
+        query_tcp(
+            authd.addr(),
+            &QueryBuilder::new("www.example.org.", "A").wire(),
+        );
+        query_udp(
+            authd.addr(),
+            &QueryBuilder::new("nx.example.org.", "TXT").wire(),
+        );
+    }
+    let (_, after) = get(metrics, "/metrics");
+    assert_eq!(value(&after, udp_a) - value(&before, udp_a), N, "{after}");
+    assert_eq!(value(&after, tcp_a) - value(&before, tcp_a), 3);
+    assert_eq!(value(&after, nx) - value(&before, nx), 3);
+    assert_eq!(value(&after, answers) - value(&before, answers), N + 3);
+    assert_eq!(
+        value(&after, r#"authd_zone_serial{zone="example.org."}"#),
+        7
+    );
+    assert!(
+        after.contains("authd_cache_hits_total{source=\"cache("),
+        "{after}"
+    );
+    assert!(after.contains(&format!(
+        "authd_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    )));
+    let (status, _) = get(metrics, "/nothing");
+    assert!(status.contains("404"), "{status}");
+}
+
+/// `promtool check metrics` accepts the exposition.
+#[test]
+fn promtool_accepts_the_output() {
+    let dir = tempdir();
+    let (authd, metrics) = start(dir.path());
+    query_udp(
+        authd.addr(),
+        &QueryBuilder::new("www.example.org.", "A").wire(),
+    );
+    let (_, text) = get(metrics, "/metrics");
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool is required: apt-get install prometheus");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("promtool");
+    assert!(
+        out.status.success(),
+        "promtool: {}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
