@@ -33,6 +33,9 @@
 #              query carries a client cookie (dnsperf -E 10:…), so the second
 #              server checks and makes a server cookie per query; root real
 #              + nxdomain, 5 s per cell by default
+#   --metrics  instead: authd (memory, root zone) with metrics off, then on
+#              ([metrics] listen on a free port); root real + nxdomain, 5 s
+#              per cell by default
 #
 # Every authd runs with rate limiting off (AUTHD_RRL__ENABLED=false) unless
 # the mode says otherwise: dnsperf sends everything from one address, which
@@ -80,6 +83,7 @@ while [ $# -gt 0 ]; do
     --workers) MODE=workers ;;
     --soak) MODE=soak ;;
     --guards) MODE=guards ;;
+    --metrics) MODE=metrics ;;
     -l)
         SECS=${2:?-l needs seconds}
         shift
@@ -101,7 +105,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 if [ -z "$SECS" ]; then
-    case $MODE in quick | guards) SECS=5 ;; soak) SECS=60 ;; *) SECS=10 ;; esac
+    case $MODE in quick | guards | metrics) SECS=5 ;; soak) SECS=60 ;; *) SECS=10 ;; esac
 fi
 case $SECS$ROUNDS in *[!0-9]*)
     echo "network.sh: -l and --rounds take whole numbers" >&2
@@ -201,6 +205,10 @@ elif [ "$MODE" = soak ]; then
     ZONES=(root)
     MIXES[root]=real
     SERVERS=(authd-mem)
+elif [ "$MODE" = metrics ]; then
+    ZONES=(root)
+    MIXES[root]="real nxdomain"
+    SERVERS=(authd-mem authd-mem-metrics)
 elif [ "$MODE" = guards ]; then
     ZONES=(root)
     MIXES[root]="real nxdomain"
@@ -283,7 +291,14 @@ start_server() {
     authd-mem)
         SERVER_NAME="authd $("$AUTHD" --version | awk '{print $2}') (memory)"
         [ "$MODE" = guards ] && SERVER_NAME="authd (memory), RRL and cookies off"
+        [ "$MODE" = metrics ] && SERVER_NAME="authd (memory), metrics off"
         AUTHD_COOKIES__ENABLED=$([ "$MODE" = guards ] && echo false || echo true) \
+            taskset -c $cpus "$AUTHD" --zone "$origin=$zf" --listen "127.0.0.1:$port" \
+            --udp-workers 1 --log-level warn >"$log" 2>&1 &
+        ;;
+    authd-mem-metrics)
+        SERVER_NAME="authd (memory), metrics on"
+        AUTHD_METRICS__LISTEN=127.0.0.1:0 \
             taskset -c $cpus "$AUTHD" --zone "$origin=$zf" --listen "127.0.0.1:$port" \
             --udp-workers 1 --log-level warn >"$log" 2>&1 &
         ;;

@@ -76,6 +76,9 @@ struct Args {
     /// responses/s, so nothing is limited) and cookies.
     #[arg(long)]
     guards: bool,
+    /// Count every query into metrics (as `[metrics] listen` does).
+    #[arg(long)]
+    metrics: bool,
     /// Send a client cookie (an OPT with a COOKIE option) in every query.
     /// Needs a single `--variants`: server cookies carry the time, so
     /// replies are not compared across variants.
@@ -223,6 +226,7 @@ fn dispatcher(
     slots: Slots,
     selection: &ZoneSelection,
     guards: bool,
+    metrics: bool,
 ) -> Result<(Dispatcher, Option<Arc<HotSpotCache>>)> {
     let (source, cache) = if slots == Slots::Disabled {
         (source, None)
@@ -240,6 +244,9 @@ fn dispatcher(
         d = d
             .with_rrl(Some(Arc::new(rrl)))
             .with_cookies(Some(Cookies::random()?));
+    }
+    if metrics {
+        d = d.with_metrics(Some(authd::metrics::Metrics::new()));
     }
     Ok((d, cache))
 }
@@ -319,7 +326,7 @@ fn run() -> Result<()> {
     // Every variant must answer every query identically.
     let mut reference: Option<Vec<Vec<u8>>> = None;
     for v in &variants {
-        let (p, _) = dispatcher(source.clone(), v.slots, &selection, args.guards)?;
+        let (p, _) = dispatcher(source.clone(), v.slots, &selection, args.guards, args.metrics)?;
         let mut out = Vec::with_capacity(4096);
         let replies: Vec<Vec<u8>> = queries
             .iter()
@@ -349,7 +356,7 @@ fn run() -> Result<()> {
 
     let mut rows = Vec::new();
     for v in &variants {
-        let (p, cache) = dispatcher(source.clone(), v.slots, &selection, args.guards)?;
+        let (p, cache) = dispatcher(source.clone(), v.slots, &selection, args.guards, args.metrics)?;
         let mut out = Vec::with_capacity(4096);
         let start = Instant::now();
         for _ in 0..args.iterations {
