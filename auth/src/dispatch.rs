@@ -65,6 +65,9 @@ use crate::tsig::{self, Rejection, Signer};
 use crate::wire::{self, Flags, Header, MessageWriter, Opcode, ParseError, Rcode, Request};
 use crate::xfr::{self, TransferPolicy};
 
+/// Whether every query is logged (`authc querylog on|off`); off at start.
+pub static QUERY_LOG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// TSIG failures logged (RFC 8945 §5.2 asks for a log line; any client can
 /// send many).
 static TSIG_LOG: LogLimit = LogLimit::new();
@@ -278,6 +281,9 @@ impl Dispatcher {
             }
         };
         seen.qtype = Some(req.qtype);
+        if QUERY_LOG.load(std::sync::atomic::Ordering::Relaxed) {
+            log_query(&req, transport, peer);
+        }
         // TSIG (RFC 8945 §5.2): verified before anything else looks at it.
         let mut signer = match req.tsig {
             None => None,
@@ -467,6 +473,37 @@ impl Dispatcher {
             wire::append_cookie(out, &c.reply);
         }
         Reply::Message
+    }
+}
+
+/// One query log line (`authc querylog on`): client, transport, question,
+/// flags that matter. Out of line: the query path only tests the switch.
+#[inline(never)]
+fn log_query(req: &Request<'_>, transport: Transport, peer: IpAddr) {
+    let transport = match transport {
+        Transport::Udp => "UDP",
+        Transport::Tcp => "TCP",
+    };
+    let edns = match req.edns {
+        Some(e) if e.dnssec_ok => " +EDNS +DO",
+        Some(_) => " +EDNS",
+        None => "",
+    };
+    let tsig = if req.tsig.is_some() { " +TSIG" } else { "" };
+    tracing::info!(
+        target: "authd::querylog",
+        "client {peer} {transport}: {} {} {}{edns}{tsig}",
+        req.qname,
+        class_name(req.qclass),
+        req.qtype
+    );
+}
+
+fn class_name(class: Class) -> String {
+    match class {
+        Class::IN => "IN".into(),
+        Class::CH => "CH".into(),
+        Class(n) => format!("CLASS{n}"),
     }
 }
 

@@ -9,6 +9,7 @@ pub mod allocator;
 pub mod chaos;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod cookies;
 pub mod dispatch;
 pub mod keys;

@@ -15,7 +15,7 @@ pub fn default_udp_workers() -> usize {
 }
 
 /// The text of an I/O error without Rust's " (os error N)" suffix, as C tools print it.
-pub(crate) fn io_reason(e: &io::Error) -> String {
+pub fn io_reason(e: &io::Error) -> String {
     let s = e.to_string();
     match s.rfind(" (os error ") {
         Some(i) if s.ends_with(')') => s[..i].to_string(),

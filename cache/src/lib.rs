@@ -315,6 +315,18 @@ impl HotSpotCache {
         }
     }
 
+    /// Empties the cache (an operator's `flush-cache`); counted as a flush.
+    pub fn flush(&self) {
+        let Some(mut state) = self.state.as_ref().and_then(|l| l.write().ok()) else {
+            return;
+        };
+        state.lru.clear();
+        state.zones = None;
+        state.ranges.clear();
+        state.range_order.clear();
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Sets every counter to zero.
     pub fn reset_stats(&self) {
         for c in [&self.hits, &self.misses, &self.evictions, &self.flushes] {
@@ -863,5 +875,10 @@ impl DataSource for HotSpotCache {
 
     fn cache_stats(&self) -> Option<CacheStats> {
         self.state.is_some().then(|| self.stats())
+    }
+
+    fn flush_cache(&self) {
+        self.flush();
+        self.inner.flush_cache();
     }
 }

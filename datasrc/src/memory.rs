@@ -516,4 +516,8 @@ impl DataSource for MemorySource {
         // Snapshots are the data, not a cache of it.
         None
     }
+
+    fn flush_cache(&self) {
+        // Nothing cached: the snapshots are the data.
+    }
 }

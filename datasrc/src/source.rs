@@ -115,6 +115,10 @@ pub trait DataSource: Send + Sync {
     /// The counters of a caching source (for metrics); `None` for a source
     /// that caches nothing.
     fn cache_stats(&self) -> Option<CacheStats>;
+
+    /// Empties every cache in this source (and in the sources it wraps), as
+    /// an operator asks (`authc flush-cache`); the data served is unchanged.
+    fn flush_cache(&self);
 }
 
 /// Counters of a caching source (the hot-spot cache), since it was made.

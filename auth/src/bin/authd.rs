@@ -58,6 +58,7 @@ use authd_datasrc::sqlite::SqliteSource;
 use authd_datasrc::{DataSource, Name};
 use clap::{Parser, Subcommand};
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tracing_subscriber::EnvFilter;
 
 /// The bundled example zone (see `auth/src/default/README.md`).
@@ -318,17 +319,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         );
     }
 
-    // Metrics: one set of counters for the process, handed to every snapshot.
-    let metrics = config.metrics_listen.map(|_| Metrics::new());
+    // Metrics: one set of counters for the process, handed to every snapshot
+    // (also for `authc stats` when only the control socket is on).
+    let metrics =
+        (config.metrics_listen.is_some() || config.control_socket.is_some()).then(Metrics::new);
     let handle = DispatcherHandle::new(Arc::new(dispatcher(
         &config,
         sources,
         None,
         metrics.clone(),
     )?));
-    if let (Some(m), Some(listen)) = (&metrics, config.metrics_listen) {
+    if let Some(m) = &metrics {
         let h = handle.clone();
         m.set_sources(Box::new(move || h.load().sources().clone()));
+    }
+    if let (Some(m), Some(listen)) = (&metrics, config.metrics_listen) {
         let bound = authd::metrics::serve(listen, Arc::clone(m))
             .await
             .with_context(|| format!("cannot serve metrics on {listen}"))?;
@@ -337,6 +342,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // NOTIFY secondaries when a served sqlite3 zone's serial changes (RFC 1996).
     let notifier =
         Notifier::spawn(notify_settings(&config)).context("cannot start the NOTIFY poller")?;
+    let (ask_reload, asked) = mpsc::channel(4);
+    let stop = Arc::new(Notify::new());
+    if let Some(path) = &config.control_socket {
+        let control = authd::control::Control {
+            handle: handle.clone(),
+            reload: ask_reload,
+            stop: Arc::clone(&stop),
+            metrics: metrics.clone(),
+            started: std::time::Instant::now(),
+        };
+        authd::control::serve(path, control)
+            .await
+            .with_context(|| format!("cannot open the control socket {}", path.display()))?;
+        tracing::info!("control socket {}", path.display());
+    }
     let reloader = tokio::spawn(reload_loop(
         cli,
         config,
@@ -344,8 +364,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         handle.clone(),
         notifier,
         hup,
+        asked,
     ));
-    let served = server.serve(handle, shutdown).await;
+    let stopped = async move {
+        tokio::select! {
+            () = shutdown => {}
+            () = stop.notified() => tracing::info!("stop asked on the control socket, shutting down"),
+        }
+    };
+    let served = server.serve(handle, stopped).await;
     reloader.abort();
     served?;
     tracing::info!("stopped");
@@ -431,11 +458,25 @@ async fn reload_loop(
     handle: DispatcherHandle,
     notifier: Notifier,
     mut hup: Signal,
+    mut asked: mpsc::Receiver<oneshot::Sender<String>>,
 ) {
     let cli = Arc::new(cli);
     let mut state = Some(state);
-    while hup.recv().await.is_some() {
-        tracing::info!("received SIGHUP, reloading the configuration and zones");
+    loop {
+        // A SIGHUP, or `authc reload` waiting for the summary line.
+        let reply = tokio::select! {
+            signal = hup.recv() => {
+                if signal.is_none() {
+                    return;
+                }
+                tracing::info!("received SIGHUP, reloading the configuration and zones");
+                None
+            }
+            Some(reply) = asked.recv() => {
+                tracing::info!("reload asked on the control socket");
+                Some(reply)
+            }
+        };
         let prev = state.take().unwrap_or_default();
         let cli2 = Arc::clone(&cli);
         let joined = tokio::task::spawn_blocking(move || {
@@ -446,22 +487,23 @@ async fn reload_loop(
             (prev, result)
         })
         .await;
-        match joined {
+        let failed = |e: &dyn std::fmt::Display| {
+            let line =
+                format!("reload failed: {e}; still serving the previous configuration and zones");
+            tracing::error!("{line}");
+            count_reload(&handle, false);
+            line
+        };
+        let summary = match joined {
             Err(e) => {
                 // The previous state went down with the task: the next reload
                 // rebuilds every zone.
-                tracing::error!(
-                    "reload failed: {e}; still serving the previous configuration and zones"
-                );
-                count_reload(&handle, false);
                 state = Some(LoadState::default());
+                failed(&e)
             }
             Ok((prev, Err(e))) => {
-                tracing::error!(
-                    "reload failed: {e}; still serving the previous configuration and zones"
-                );
-                count_reload(&handle, false);
                 state = Some(prev);
+                failed(&e)
             }
             Ok((_, Ok((config, loaded)))) => {
                 for f in &loaded.report.failed {
@@ -469,51 +511,61 @@ async fn reload_loop(
                 }
                 let current = handle.load();
                 let metrics = current.metrics().cloned();
-                let next = match dispatcher(&config, loaded.sources, Some(&current), metrics) {
-                    Ok(d) => d,
-                    Err(e) => {
-                        tracing::error!(
-                            "reload failed: {e}; still serving the previous configuration and zones"
-                        );
-                        drop(current);
-                        count_reload(&handle, false);
-                        state = Some(loaded.state);
-                        continue;
-                    }
-                };
+                let next = dispatcher(&config, loaded.sources, Some(&current), metrics);
                 drop(current);
-                handle.store(Arc::new(next));
-                count_reload(&handle, true);
-                notifier.update(notify_settings(&config));
-                if config.metrics_listen != running.metrics_listen {
-                    tracing::warn!("reload: [metrics] listen changed; restart authd to apply it");
+                match next {
+                    Err(e) => {
+                        state = Some(loaded.state);
+                        failed(&e)
+                    }
+                    Ok(next) => {
+                        handle.store(Arc::new(next));
+                        count_reload(&handle, true);
+                        notifier.update(notify_settings(&config));
+                        warn_restart_only(&running, &config);
+                        let line = format!("reload: {}", loaded.report);
+                        tracing::info!("{line}");
+                        // Sockets and threads stay those running.
+                        running = Config {
+                            listen: running.listen,
+                            server: running.server,
+                            tcp: running.tcp,
+                            metrics_listen: running.metrics_listen,
+                            control_socket: running.control_socket,
+                            ..config
+                        };
+                        state = Some(loaded.state);
+                        line
+                    }
                 }
-                if config.listen != running.listen {
-                    tracing::warn!(
-                        "reload: listen addresses changed ({} -> {}); restart authd to apply the change",
-                        addr_list(&running.listen),
-                        addr_list(&config.listen)
-                    );
-                }
-                if config.tcp != running.tcp {
-                    tracing::warn!("reload: [tcp] settings changed; restart authd to apply them");
-                }
-                if config.server != running.server {
-                    tracing::warn!(
-                        "reload: [server] settings changed; restart authd to apply them"
-                    );
-                }
-                tracing::info!("reload: {}", loaded.report);
-                // Listen, server and TCP settings stay those of the running sockets.
-                running = Config {
-                    listen: running.listen,
-                    server: running.server,
-                    tcp: running.tcp,
-                    ..config
-                };
-                state = Some(loaded.state);
             }
+        };
+        if let Some(reply) = reply {
+            let _ = reply.send(summary);
         }
+    }
+}
+
+/// Warns about settings a reload read but cannot apply (sockets, threads).
+fn warn_restart_only(running: &Config, config: &Config) {
+    if config.listen != running.listen {
+        tracing::warn!(
+            "reload: listen addresses changed ({} -> {}); restart authd to apply the change",
+            addr_list(&running.listen),
+            addr_list(&config.listen)
+        );
+    }
+    if config.tcp != running.tcp {
+        tracing::warn!("reload: [tcp] settings changed; restart authd to apply them");
+    }
+    if config.server != running.server {
+        tracing::warn!("reload: [server] settings changed; restart authd to apply them");
+    }
+    if config.metrics_listen != running.metrics_listen {
+        tracing::warn!("reload: [metrics] listen changed; restart authd to apply it");
+    }
+    if config.control_socket != running.control_socket {
+        tracing::warn!("reload: [control] socket changed; restart authd to apply it");
     }
 }
 

@@ -326,7 +326,13 @@ fn run() -> Result<()> {
     // Every variant must answer every query identically.
     let mut reference: Option<Vec<Vec<u8>>> = None;
     for v in &variants {
-        let (p, _) = dispatcher(source.clone(), v.slots, &selection, args.guards, args.metrics)?;
+        let (p, _) = dispatcher(
+            source.clone(),
+            v.slots,
+            &selection,
+            args.guards,
+            args.metrics,
+        )?;
         let mut out = Vec::with_capacity(4096);
         let replies: Vec<Vec<u8>> = queries
             .iter()
@@ -356,7 +362,13 @@ fn run() -> Result<()> {
 
     let mut rows = Vec::new();
     for v in &variants {
-        let (p, cache) = dispatcher(source.clone(), v.slots, &selection, args.guards, args.metrics)?;
+        let (p, cache) = dispatcher(
+            source.clone(),
+            v.slots,
+            &selection,
+            args.guards,
+            args.metrics,
+        )?;
         let mut out = Vec::with_capacity(4096);
         let start = Instant::now();
         for _ in 0..args.iterations {

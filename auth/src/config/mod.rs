@@ -26,6 +26,9 @@
 //! exempt = ["192.0.2.0/24"]    # never limited
 //! log_only = false         # log what would be limited, limit nothing
 //!
+//! [control]                # the socket authc talks to (mode 0600; off when unset)
+//! socket = "/run/authd/control.sock"
+//!
 //! [metrics]                # Prometheus text format at http://LISTEN/metrics (off when unset)
 //! listen = "127.0.0.1:9100"
 //!
@@ -454,6 +457,8 @@ pub struct Config {
     pub cookies: CookiesConfig,
     /// Where `/metrics` is served (`[metrics] listen`); `None`: metrics off.
     pub metrics_listen: Option<SocketAddr>,
+    /// The control socket for `authc` (`[control] socket`); `None`: off.
+    pub control_socket: Option<PathBuf>,
     /// TSIG keys (`[[key]]`), names unique. Their secrets never print
     /// ([`crate::keys::Secret`]).
     pub keys: Vec<Key>,
@@ -477,6 +482,7 @@ impl Default for Config {
             rrl: RrlConfig::default(),
             cookies: CookiesConfig::default(),
             metrics_listen: None,
+            control_socket: None,
             keys: Vec::new(),
         }
     }

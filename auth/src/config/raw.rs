@@ -133,6 +133,8 @@ pub(super) struct RawConfig {
     pub(super) key: Vec<RawKey>,
     #[serde(default)]
     pub(super) metrics: RawMetrics,
+    #[serde(default)]
+    pub(super) control: RawControl,
 }
 
 /// `[server]`.
@@ -212,6 +214,13 @@ impl<'de> Deserialize<'de> for RawZone {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RawZone, D::Error> {
         raw_zone(d)
     }
+}
+
+/// `[control]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawControl {
+    pub(super) socket: Option<PathBuf>,
 }
 
 /// `[metrics]`.

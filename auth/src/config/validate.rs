@@ -101,6 +101,14 @@ pub(super) fn config(
         notify: notify_config(raw.notify, &keys, &invalid)?,
         keys,
         rrl: rrl_config(raw.rrl, &invalid)?,
+        control_socket: match raw.control.socket {
+            Some(p) if p.as_os_str().is_empty() => None,
+            Some(p) => Some(match base {
+                Some(base) if p.is_relative() => base.join(p),
+                _ => p,
+            }),
+            None => None,
+        },
         metrics_listen: match raw.metrics.listen.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(a) => Some(parse_listen(a).map_err(|r| invalid("metrics.listen", r))?),

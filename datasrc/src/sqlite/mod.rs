@@ -101,6 +101,10 @@ impl DataSource for SqliteSource {
         None
     }
 
+    fn flush_cache(&self) {
+        // Nothing of ours is cached; SQLite's page cache follows the file.
+    }
+
     fn describe(&self) -> String {
         format!("sqlite3:{}", self.path.display())
     }
@@ -370,6 +374,10 @@ struct ScopeState {
 impl DataSource for QueryScope<'_> {
     fn cache_stats(&self) -> Option<crate::source::CacheStats> {
         self.source.cache_stats()
+    }
+
+    fn flush_cache(&self) {
+        self.source.flush_cache();
     }
 
     fn describe(&self) -> String {
