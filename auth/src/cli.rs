@@ -10,9 +10,15 @@ use tracing_subscriber::fmt::format::{self, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
 /// Parses the process arguments into `T`. `--help` and `--version` print as
-/// usual and exit 0; any usage error prints one line, `PROG: message (see
-/// PROG --help)`, on stderr and exits with status 2.
+/// usual and exit 0; `--man` alone prints the manual page (roff, generated
+/// from the same definitions) and exits 0; any usage error prints one line,
+/// `PROG: message (see PROG --help)`, on stderr and exits with status 2.
 pub fn parse_args<T: Parser>(prog: &str) -> T {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == "--man") && args.next().is_none() {
+        print_man(T::command());
+        std::process::exit(0);
+    }
     match T::try_parse() {
         Ok(args) => args,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
@@ -21,6 +27,21 @@ pub fn parse_args<T: Parser>(prog: &str) -> T {
         Err(e) => {
             eprintln!("{prog}: {} (see {prog} --help)", one_line(&e.to_string()));
             std::process::exit(2);
+        }
+    }
+}
+
+/// Prints the manual page of `command` (section 1, roff) on stdout.
+fn print_man(command: clap::Command) {
+    let mut out = Vec::new();
+    match clap_mangen::Man::new(command).render(&mut out) {
+        Ok(()) => {
+            use std::io::Write;
+            let _ = std::io::stdout().write_all(&out);
+        }
+        Err(e) => {
+            eprintln!("cannot render the manual page: {e}");
+            std::process::exit(1);
         }
     }
 }

@@ -45,7 +45,7 @@ pub fn target_profile_dir() -> PathBuf {
     }
 }
 
-/// Runs `cargo build -p authd --bins` for the running test's profile and target
+/// Runs `cargo build -p authd -p authd-migrations --bins` (every binary) for the running test's profile and target
 /// folder, once per test process, so binaries are never stale. Returns the build
 /// failure message if cargo failed (the caller may still find an older binary).
 fn build_bins_once() -> Result<(), String> {
@@ -66,9 +66,18 @@ fn build_bins_once() -> Result<(), String> {
             };
             let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
             let mut cmd = Command::new(cargo);
-            cmd.args(["build", "--quiet", "-p", "authd", "--bins", "--target-dir"])
-                .arg(target_dir)
-                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            cmd.args([
+                "build",
+                "--quiet",
+                "-p",
+                "authd",
+                "-p",
+                "authd-migrations",
+                "--bins",
+                "--target-dir",
+            ])
+            .arg(target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
             match profile.as_str() {
                 "debug" => {}
                 "release" => {

@@ -70,7 +70,15 @@ const EXAMPLE_DB: &str = "authd-example.sqlite3";
 
 /// Authoritative DNS server.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "authd", version, about, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "authd",
+    version,
+    about,
+    args_conflicts_with_subcommands = true,
+    after_help = "Configuration: docs/CONFIG.md (every key, AUTHD_* variables). Signals: SIGHUP \
+                  reloads the configuration and zones; SIGTERM and SIGINT stop. Control: authc \
+                  (with [control] socket). Manual page: authd --man."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -372,7 +380,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             () = stop.notified() => tracing::info!("stop asked on the control socket, shutting down"),
         }
     };
+    // systemd (Type=notify): serving from here on.
+    systemd_notify(&[sd_notify::NotifyState::Ready]);
     let served = server.serve(handle, stopped).await;
+    systemd_notify(&[sd_notify::NotifyState::Stopping]);
     reloader.abort();
     served?;
     tracing::info!("stopped");
@@ -420,6 +431,21 @@ fn dispatcher(
         .with_cookies(cookies)
         .with_rrl(rrl)
         .with_metrics(metrics))
+}
+
+/// Tells systemd (when it started authd with Type=notify, i.e. set
+/// `NOTIFY_SOCKET`) how authd stands; does nothing otherwise.
+fn systemd_notify(states: &[sd_notify::NotifyState<'_>]) {
+    if let Err(e) = sd_notify::notify(false, states) {
+        tracing::warn!("cannot notify systemd: {e}");
+    }
+}
+
+/// CLOCK_MONOTONIC in microseconds, as systemd wants with RELOADING=1.
+fn monotonic_usec() -> i128 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
+        i128::from(t.tv_sec()) * 1_000_000 + i128::from(t.tv_nsec()) / 1_000
+    })
 }
 
 /// Counts a reload, applied (`ok`) or failed, when metrics are on.
@@ -477,6 +503,10 @@ async fn reload_loop(
                 Some(reply)
             }
         };
+        systemd_notify(&[
+            sd_notify::NotifyState::Reloading,
+            sd_notify::NotifyState::MonotonicUsec(monotonic_usec()),
+        ]);
         let prev = state.take().unwrap_or_default();
         let cli2 = Arc::clone(&cli);
         let joined = tokio::task::spawn_blocking(move || {
@@ -540,6 +570,7 @@ async fn reload_loop(
                 }
             }
         };
+        systemd_notify(&[sd_notify::NotifyState::Ready]);
         if let Some(reply) = reply {
             let _ = reply.send(summary);
         }

@@ -52,6 +52,21 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    // `dbutil --man`: the manual page, from these definitions (as the authd tools do).
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == "--man") && args.next().is_none() {
+        use clap::CommandFactory;
+        let mut out = Vec::new();
+        if clap_mangen::Man::new(Cli::command())
+            .render(&mut out)
+            .is_err()
+        {
+            return ExitCode::from(EXIT_COMMAND_ERROR);
+        }
+        use std::io::Write;
+        let _ = std::io::stdout().write_all(&out);
+        return ExitCode::from(EXIT_SUCCESS);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
