@@ -108,6 +108,12 @@ impl Cookies {
         })
     }
 
+    /// True when the secrets come from a random key drawn at start (no
+    /// `[cookies] secret`).
+    pub fn is_random(&self) -> bool {
+        matches!(self.source, Source::Random { .. })
+    }
+
     /// The cookies a reload builds from `new`, given the ones in force
     /// (`self`) at Unix time `now` (seconds): a changed configured secret
     /// keeps the old one accepted for [`PREVIOUS_SECRET_GRACE`]; random
@@ -270,7 +276,7 @@ pub fn parse_secret(text: &str) -> Result<[u8; 16], String> {
     let text = text.trim();
     let bad =
         || "must be 32 hexadecimal digits (16 bytes), e.g. from `openssl rand -hex 16`".to_string();
-    if text.len() != 32 {
+    if text.len() != 32 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(bad());
     }
     let mut out = [0u8; 16];
@@ -407,6 +413,20 @@ mod tests {
         assert_ne!(c.secret_at(change as u32 - 1), c.secret_at(change as u32));
         // A reload keeps the random key.
         assert_eq!(c.reloaded(Cookies::random().expect("random"), change), c);
+        assert!(c.is_random());
+        // A configured secret taken out: a random one, the old not accepted.
+        let configured = Cookies::with_secret(secret("000102030405060708090a0b0c0d0e0f"));
+        let made = configured
+            .answer(&cookie(&hex("0102030405060708")), CLIENT_1, change)
+            .reply;
+        let after = configured.reloaded(Cookies::random().expect("random"), change);
+        assert!(after.is_random());
+        assert!(!after.answer(&cookie(&made), CLIENT_1, change + 1).valid);
+    }
+
+    #[test]
+    fn signs_are_not_hex_digits() {
+        assert!(parse_secret("+1+2+3+4+5+6+7+8+9+a+b+c+d+e+f+f").is_err());
     }
 
     #[test]

@@ -92,7 +92,13 @@ const MIN_BALANCE: i64 = -(1 << (BALANCE_BITS - 1)) + 1;
 pub struct RateLimiter {
     settings: RrlSettings,
     table: Box<[AtomicU64]>,
+    /// Per client prefix (hashed), when it was last logged: prefix tag in the
+    /// upper 32 bits, the second in the lower 32.
+    logged: Box<[AtomicU64]>,
 }
+
+/// Slots of the table remembering which prefixes were logged when.
+const LOGGED_SLOTS: usize = 4096;
 
 impl std::fmt::Debug for RateLimiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -108,6 +114,7 @@ impl RateLimiter {
         let size = settings.table_size.max(1);
         RateLimiter {
             table: (0..size).map(|_| AtomicU64::new(0)).collect(),
+            logged: (0..LOGGED_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             settings,
         }
     }
@@ -167,6 +174,10 @@ impl RateLimiter {
             return Action::Send;
         }
         if before >= 0
+            && self.first_in_window(
+                mix(prefix as u64, (prefix >> 64) as u64 ^ u64::from(v6)),
+                now_s,
+            )
             && let Some(suppressed) = LIMITED_LOG.allow()
         {
             let block = Cidr::from_prefix(client, bits);
@@ -186,6 +197,24 @@ impl RateLimiter {
             return Action::Send;
         }
         slip_or_drop(self.settings.slip)
+    }
+
+    /// True (and remembered) when the prefix hashed to `prefix` was not
+    /// logged in the last `window` seconds: a prefix is logged once per
+    /// window however many of its buckets start being limited.
+    fn first_in_window(&self, prefix: u64, now: u64) -> bool {
+        let slot = &self.logged[(prefix % LOGGED_SLOTS as u64) as usize];
+        let tag = prefix >> 32;
+        let old = slot.load(Ordering::Relaxed);
+        let then = old & 0xFFFF_FFFF;
+        if old >> 32 == tag
+            && old != 0
+            && now.saturating_sub(then) < u64::from(self.settings.window.max(1))
+        {
+            return false;
+        }
+        slot.store(tag << 32 | (now & 0xFFFF_FFFF), Ordering::Relaxed);
+        true
     }
 
     /// The client's prefix (masked address bits), its length, and whether
@@ -419,6 +448,18 @@ mod tests {
             .0,
             100
         );
+    }
+
+    /// A prefix is logged once per window, whatever number of its buckets
+    /// start being limited.
+    #[test]
+    fn a_prefix_is_logged_once_per_window() {
+        let l = limiter(10, 0); // window 5 s
+        assert!(l.first_in_window(42, 100));
+        assert!(!l.first_in_window(42, 101), "another name, same prefix");
+        assert!(!l.first_in_window(42, 104));
+        assert!(l.first_in_window(43, 104), "another prefix");
+        assert!(l.first_in_window(42, 105), "a window later");
     }
 
     #[test]

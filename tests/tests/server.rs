@@ -336,6 +336,50 @@ fn tcp_connections_over_the_per_client_limit_are_closed_at_once() {
     assert!(!tcp_closed_within(&mut again, Duration::from_millis(300)));
 }
 
+/// Clients that pipeline queries and never read the replies (their replies
+/// wait, the connections stuck writing) do not lock others out: a newcomer
+/// takes the place of the one idle longest at once.
+#[test]
+fn clients_that_never_read_do_not_hold_the_tcp_table() {
+    let dir = tempdir();
+    let authd = start_with_config(
+        dir.path(),
+        "[tcp]\nmax_connections = 4\nmax_connections_per_client = 4\nidle_timeout = 30\n",
+    );
+    let q = QueryBuilder::new("www.example.org.", "A").wire();
+    let mut frame = (q.len() as u16).to_be_bytes().to_vec();
+    frame.extend_from_slice(&q);
+    let burst: Vec<u8> = frame.repeat(20_000);
+    let mut hoarders = Vec::new();
+    for i in 0..4u8 {
+        let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("socket");
+        sock.set_recv_buffer_size(4096)
+            .expect("small receive buffer");
+        sock.bind(&SocketAddr::from(([127, 0, 80, i + 1], 0)).into())
+            .expect("bind");
+        sock.connect(&authd.addr().into()).expect("connect");
+        let mut stream: std::net::TcpStream = sock.into();
+        stream
+            .set_write_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
+        // Writes until the server stops reading (its replies unread); never reads.
+        let _ = stream.write_all(&burst);
+        hoarders.push(stream);
+    }
+    let started = Instant::now();
+    let mut newcomer = tcp_connect_from("127.0.81.1".parse().expect("ip"), authd.addr());
+    tcp_send(&mut newcomer, &q);
+    let reply = parse_reply(&tcp_recv(&mut newcomer).expect("the newcomer is answered"));
+    assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(hoarders);
+}
+
 /// A connection that sends nothing is closed after `first_query_timeout`,
 /// long before the idle timeout.
 #[test]

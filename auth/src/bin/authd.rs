@@ -405,9 +405,11 @@ fn dispatcher(
     let cookies = if config.cookies.enabled {
         let fresh = match config.cookies.secret {
             Some(secret) => Cookies::with_secret(secret),
+            // Keep a random key across reloads; a configured secret taken
+            // out of the file (say, leaked) is not kept: a new random one.
             None => match previous.and_then(Dispatcher::cookies) {
-                Some(c) => c.clone(),
-                None => Cookies::random()?,
+                Some(c) if c.is_random() => c.clone(),
+                _ => Cookies::random()?,
             },
         };
         Some(match previous.and_then(Dispatcher::cookies) {
@@ -488,6 +490,11 @@ async fn reload_loop(
 ) {
     let cli = Arc::new(cli);
     let mut state = Some(state);
+    // The TCP connection table counts clients by these from start to stop.
+    let tcp_prefixes = (
+        running.rrl.settings.ipv4_prefix,
+        running.rrl.settings.ipv6_prefix,
+    );
     loop {
         // A SIGHUP, or `authc reload` waiting for the summary line.
         let reply = tokio::select! {
@@ -553,6 +560,16 @@ async fn reload_loop(
                         count_reload(&handle, true);
                         notifier.update(notify_settings(&config));
                         warn_restart_only(&running, &config);
+                        if (
+                            config.rrl.settings.ipv4_prefix,
+                            config.rrl.settings.ipv6_prefix,
+                        ) != tcp_prefixes
+                        {
+                            tracing::warn!(
+                                "reload: [rrl] prefix lengths changed; rate limiting uses them now, \
+                                 the TCP per-client limit after a restart"
+                            );
+                        }
                         let line = format!("reload: {}", loaded.report);
                         tracing::info!("{line}");
                         // Sockets and threads stay those running.

@@ -432,3 +432,21 @@ fn zone_listed_by_two_sources_is_an_error() {
         "{e}"
     );
 }
+
+/// The cookie secret never shows in an error, whether the TOML around it is
+/// broken or the value is bad.
+#[test]
+fn cookie_secret_never_shows_in_errors() {
+    let secret = "5f3a9c0e1b2d4f6a8c7e9d0b1a2c3e4f";
+    for text in [
+        format!("[cookies]\nsecret = {secret}\n"),
+        format!("[cookies]\nsecret = \"{secret}\n"),
+        format!("[cookies]\nsecret = \"{secret}0\"\n"),
+        format!("[cookies]\nsecret = \"{}+1\"\n", &secret[..30]),
+    ] {
+        let e = from_toml(&text).expect_err("invalid").to_string();
+        assert!(!e.contains(&secret[..30]), "{e}");
+    }
+    let c = from_toml(&format!("[cookies]\nsecret = \"{secret}\"\n")).expect("valid");
+    assert!(!format!("{c:?}").contains(&secret[..30]));
+}

@@ -7,8 +7,10 @@
 //!   `per_client` connections; a newcomer over that is closed at once;
 //! - when all `max` connections are taken, the one idle longest (time since
 //!   its last complete query, or since it was accepted) is closed to make
-//!   room, unless it is busy answering; connections of clients the transfer
-//!   ACL allows are taken last, so query clients cannot starve secondaries;
+//!   room, unless it is busy handling a message (microseconds; a connection
+//!   waiting for its client to read its replies is idle); connections of
+//!   clients the transfer ACL names are taken last, so query clients cannot
+//!   starve secondaries;
 //! - only when every connection is busy is the newcomer closed.
 
 use std::collections::HashMap;

@@ -207,21 +207,39 @@ async fn connection(
             return Ok(());
         }
         wait = settings.idle_timeout;
+        // Busy only while the message is handled: a connection whose replies
+        // wait on a client that does not read is idle, and gives way when
+        // the table is full (else such clients could hold every place).
         slot.busy();
         // The current dispatcher for this message: a long-lived connection
         // sees reloaded data and policy from its next message on.
         let reply = handle_guarded(&dispatcher.load(), &msg, Transport::Tcp, peer, &mut out);
-        match reply {
-            Reply::Nothing => {}
-            Reply::Message => write_frame(&mut stream, &mut frame, &out, peer, &settings).await?,
-            // A zone transfer, in as many messages as needed.
-            Reply::Stream(messages) => {
-                for message in &messages {
-                    write_frame(&mut stream, &mut frame, message, peer, &settings).await?;
+        slot.idle();
+        let write = async {
+            match &reply {
+                Reply::Nothing => Ok(()),
+                Reply::Message => write_frame(&mut stream, &mut frame, &out, peer, &settings).await,
+                // A zone transfer, in as many messages as needed.
+                Reply::Stream(messages) => {
+                    for message in messages {
+                        write_frame(&mut stream, &mut frame, message, peer, &settings).await?;
+                    }
+                    Ok(())
                 }
             }
+        };
+        tokio::select! {
+            r = write => r?,
+            () = slot.close.notified() => {
+                if let Some(m) = dispatcher.load().metrics() {
+                    m.tcp_closed[2].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                if let Some(suppressed) = LIMIT_LOG.allow() {
+                    tracing::info!(suppressed, "TCP connection from {peer} closed: idle longest (its replies unread) while the table was full");
+                }
+                return Ok(());
+            }
         }
-        slot.idle();
     }
 }
 
