@@ -348,8 +348,17 @@ impl Dispatcher {
         peer: IpAddr,
         out: &mut Vec<u8>,
     ) -> Result<Signer<'k>, Reply> {
-        tsig::verify(&self.keys, msg, at, tsig::now())
-            .map_err(|rejection| rejected(req, rejection, transport, peer, out))
+        tsig::verify(&self.keys, msg, at, tsig::now()).map_err(|rejection| {
+            if let Some(m) = &self.metrics {
+                let i = match rejection {
+                    Rejection::FormErr => 0,
+                    Rejection::Unsigned(_) => 1,
+                    Rejection::BadTime(_) => 2,
+                };
+                m.tsig_failures[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            rejected(req, rejection, transport, peer, out)
+        })
     }
 
     /// The table (see the module documentation) for `req`, the parsed `msg`;

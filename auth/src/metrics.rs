@@ -14,6 +14,7 @@
 //! `rrl_limited_total` {action}, `cookies_total` {result},
 //! `tcp_connections`, `tcp_connections_closed_total` {reason},
 //! `transfers_out_total` {type, result}, `reloads_total` {result},
+//! `tsig_failures_total` {error},
 //! `zone_serial` {zone}, `cache_*` {source}, `build_info` {version},
 //! `start_time_seconds`.
 
@@ -214,6 +215,9 @@ pub struct Metrics {
     pub tcp_closed: [AtomicU64; 3],
     /// Reloads that were applied, and that failed.
     pub reloads: [AtomicU64; 2],
+    /// Signed requests rejected: malformed TSIG (FORMERR), unknown key or
+    /// bad MAC (BADKEY, BADSIG), clock skew (BADTIME).
+    pub tsig_failures: [AtomicU64; 3],
     /// Zone transfers out: (AXFR, IXFR) × (served, refused or failed).
     pub transfers: [[AtomicU64; 2]; 2],
     sources: Mutex<Option<SourcesNow>>,
@@ -238,6 +242,7 @@ impl Metrics {
             tcp_open: AtomicI64::new(0),
             tcp_closed: Default::default(),
             reloads: Default::default(),
+            tsig_failures: Default::default(),
             transfers: Default::default(),
             sources: Mutex::new(None),
         })
@@ -470,6 +475,16 @@ impl Collector for Scrape {
                     [("type", "IXFR"), ("result", "refused")],
                     load(&m.transfers[1][1]),
                 ),
+            ],
+        )?;
+        counter(
+            &mut e,
+            "authd_tsig_failures",
+            "Signed requests rejected (RFC 8945 §5.2), by what was wrong.",
+            [
+                ([("error", "formerr")], load(&m.tsig_failures[0])),
+                ([("error", "badkey_or_badsig")], load(&m.tsig_failures[1])),
+                ([("error", "badtime")], load(&m.tsig_failures[2])),
             ],
         )?;
         counter(

@@ -135,6 +135,29 @@ fn counters_grow_by_what_was_sent() {
     )));
     let (status, _) = get(metrics, "/nothing");
     assert!(status.contains("404"), "{status}");
+
+    // A request signed with a key authd does not know: BADKEY, counted.
+    let badkey = r#"authd_tsig_failures_total{error="badkey_or_badsig"}"#;
+    let mut q = QueryBuilder::new("www.example.org.", "A").wire();
+    q[11] = 1; // ARCOUNT
+    q.extend_from_slice(b"\x05nokey\x00\x00\xfa\x00\xff\x00\x00\x00\x00");
+    let mut rdata = b"\x0bhmac-sha256\x00".to_vec();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    rdata.extend_from_slice(&now.to_be_bytes()[2..]);
+    rdata.extend_from_slice(&300u16.to_be_bytes());
+    rdata.extend_from_slice(&32u16.to_be_bytes());
+    rdata.extend_from_slice(&[0u8; 32]);
+    rdata.extend_from_slice(&q[..2]);
+    rdata.extend_from_slice(&[0, 0, 0, 0]);
+    q.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+    q.extend_from_slice(&rdata);
+    let reply = query_udp(authd.addr(), &q);
+    assert_eq!(reply[3] & 0x0F, 9, "NOTAUTH");
+    let (_, last) = get(metrics, "/metrics");
+    assert_eq!(value(&last, badkey), 1, "{last}");
 }
 
 /// `promtool check metrics` accepts the exposition.
