@@ -42,3 +42,19 @@ tree() {
         tree "$child"
     done
 }
+
+# query_mixes: makes sure $SHARED holds the query mixes (root/queries-*.txt,
+# smallzone/queries-*.txt); when the shared data is not there, makes them in
+# $WORK/data from the repository's zones with bench/make_queries.py (same
+# seed, same files) and points SHARED there. Needs $ROOT and $WORK.
+query_mixes() {
+    if [ -r "$SHARED/root/queries-real.txt" ] && [ -r "$SHARED/smallzone/queries-success.txt" ]; then
+        return 0
+    fi
+    echo "making the query mixes from the repository's zones (bench/make_queries.py)" >&2
+    SHARED=$WORK/data
+    mkdir -p "$SHARED/root" "$SHARED/smallzone"
+    ln -sf "$ROOT/tests/data/root.zone" "$SHARED/root/root.zone"
+    ln -sf "$ROOT/auth/src/default/example.com.zone" "$SHARED/smallzone/example.com.zone"
+    python3 "$ROOT/bench/make_queries.py" --data "$SHARED" >&2
+}

@@ -62,6 +62,8 @@
 # Environment: CARGO_TARGET_DIR (authd is built there in release);
 # BENCH_AUTHD=path uses that authd binary (and loadzone beside it) instead, no
 # build; SHARED=path to the shared data (default ../shared/data next to the
+# repository; without it the query mixes are made by bench/make_queries.py from
+# the repository's zones, identical to the shared ones);
 # repository). (Not AUTHD_*: authd would take those as configuration keys.)
 #
 # Everything stays on loopback; every server is stopped by PID at the end.
@@ -182,6 +184,8 @@ busy_ticks() {
 # --- data
 ROOT_ZONE=$ROOT/tests/data/root.zone
 SMALL_ZONE=$ROOT/auth/src/default/example.com.zone
+# The query mixes: from the shared data, or made from the repository's zones.
+query_mixes
 for f in "$ROOT_ZONE" "$SMALL_ZONE" "$SHARED/root/queries-real.txt" "$SHARED/smallzone/queries-success.txt"; do
     [ -r "$f" ] || {
         echo "network.sh: missing $f" >&2

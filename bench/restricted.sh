@@ -47,6 +47,7 @@ LOADZONE=$(dirname "$AUTHD")/loadzone
 # dnsperf sends everything from one address: rate limiting off.
 export AUTHD_RRL__ENABLED=false
 bench_workdir authd-restricted
+query_mixes
 "$LOADZONE" --db "$WORK/root.sqlite3" . "$ROOT/tests/data/root.zone" >/dev/null
 printf '[server]\nudp_workers = 1\n[[datasource]]\ntype = "sqlite3"\nfile = "%s"\n' \
     "$WORK/root.sqlite3" >"$WORK/whole.toml"
