@@ -121,13 +121,27 @@ pub enum Error {
         /// The underlying I/O error.
         source: io::Error,
     },
-    /// SQLite could not open or read the file: not an SQLite file, corrupt, I/O error, locked.
+    /// SQLite could not open or read the file: I/O error, locked, … (not
+    /// corruption: [`Error::Corrupt`]).
     #[error("cannot read zone DB {}: {source}", path.display())]
     Unreadable {
         /// The zone DB file.
         path: PathBuf,
         /// The SQLite error.
         source: rusqlite::Error,
+    },
+    /// The file is damaged (truncated, overwritten) or not an SQLite file at
+    /// all: SQLite's SQLITE_CORRUPT or SQLITE_NOTADB, or problems found by
+    /// `PRAGMA integrity_check`.
+    #[error(
+        "zone DB {} is corrupt ({reason}); restore it from a backup (docs/ZONE-ADMIN.md, Backups)",
+        path.display()
+    )]
+    Corrupt {
+        /// The zone DB file.
+        path: PathBuf,
+        /// What SQLite said, or the first problem `integrity_check` found.
+        reason: String,
     },
     /// A readable SQLite file, but not a zone DB: no `schema_version`, `zones` or `records` table.
     #[error("{} is not a zone DB: {reason}", path.display())]
@@ -289,6 +303,7 @@ impl Error {
             Error::Missing { path }
             | Error::Io { path, .. }
             | Error::Unreadable { path, .. }
+            | Error::Corrupt { path, .. }
             | Error::NotZoneDb { path, .. }
             | Error::NoVersion { path }
             | Error::TooManyVersions { path, .. }
@@ -315,6 +330,7 @@ impl Error {
             Error::Missing { .. }
                 | Error::Io { .. }
                 | Error::Unreadable { .. }
+                | Error::Corrupt { .. }
                 | Error::NotZoneDb { .. }
                 | Error::NoVersion { .. }
                 | Error::TooManyVersions { .. }
@@ -444,10 +460,7 @@ fn upgrade_with(path: &Path, original: &mut File) -> Result<UpgradeReport, Error
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
-    .map_err(|source| Error::Unreadable {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    .map_err(|source| unreadable(path, source))?;
     set_busy_timeout(&conn, path)?;
 
     let first = detect_at(&conn, path)?;
@@ -640,20 +653,79 @@ fn open_read_only(path: &Path) -> Result<Connection, Error> {
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
-    .map_err(|source| Error::Unreadable {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    .map_err(|source| unreadable(path, source))?;
     set_busy_timeout(&conn, path)?;
     Ok(conn)
 }
 
-fn set_busy_timeout(conn: &Connection, path: &Path) -> Result<(), Error> {
-    conn.busy_timeout(BUSY_TIMEOUT)
-        .map_err(|source| Error::Unreadable {
+/// The error for an SQLite failure on `path`: [`Error::Corrupt`] when SQLite
+/// says the file is damaged or not a database, else [`Error::Unreadable`].
+pub fn unreadable(path: &Path, source: rusqlite::Error) -> Error {
+    use rusqlite::ErrorCode;
+    match source.sqlite_error_code() {
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => Error::Corrupt {
+            path: path.to_path_buf(),
+            reason: source.to_string(),
+        },
+        _ => Error::Unreadable {
             path: path.to_path_buf(),
             source,
-        })
+        },
+    }
+}
+
+/// Runs SQLite's `PRAGMA integrity_check` on the zone DB at `path` (read
+/// only; the whole file is read, so it takes time on a large DB).
+///
+/// Errors: [`Error::Corrupt`] naming the first problem and their count;
+/// what opening the file gives ([`Error::Missing`], [`Error::Unreadable`]).
+pub fn integrity_check(path: &Path) -> Result<(), Error> {
+    let conn = open_read_only(path)?;
+    let mut stmt = conn
+        .prepare("PRAGMA integrity_check")
+        .map_err(|source| unreadable(path, source))?;
+    let problems: Vec<String> = stmt
+        .query_map([], |row| row.get::<_, String>(0))
+        .and_then(|rows| rows.collect())
+        .map_err(|source| unreadable(path, source))?;
+    match problems.as_slice() {
+        [ok] if ok == "ok" => Ok(()),
+        [] => Ok(()),
+        [first, ..] => Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            reason: format!("integrity_check: {first} ({} problem(s))", problems.len()),
+        }),
+    }
+}
+
+/// Moves a WAL-mode DB's log into the main file and empties it, so that a
+/// plain copy of the quiet file (`cp`) is complete; a no-op for a DB not in
+/// WAL mode. Called by the writing tools when they are done.
+///
+/// Errors: the checkpoint failed (the data is safe in the log all the same).
+pub fn checkpoint(conn: &Connection) -> Result<(), rusqlite::Error> {
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+}
+
+/// Copies the zone DB at `src` to `dst` with SQLite's online backup (a
+/// consistent snapshot even while authd serves it and others write).
+///
+/// Errors: `src` cannot be read ([`Error::Missing`], [`Error::Corrupt`],
+/// [`Error::Unreadable`]) or `dst` cannot be written ([`Error::Unreadable`]
+/// naming `dst`).
+pub fn backup(src: &Path, dst: &Path) -> Result<(), Error> {
+    let from = open_read_only(src)?;
+    let mut to = Connection::open(dst).map_err(|source| unreadable(dst, source))?;
+    let backup =
+        rusqlite::backup::Backup::new(&from, &mut to).map_err(|source| unreadable(dst, source))?;
+    backup
+        .run_to_completion(256, std::time::Duration::from_millis(10), None)
+        .map_err(|source| unreadable(src, source))
+}
+
+fn set_busy_timeout(conn: &Connection, path: &Path) -> Result<(), Error> {
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|source| unreadable(path, source))
 }
 
 fn require_servable(path: &Path, version: SchemaVersion) -> Result<(), Error> {
@@ -674,18 +746,12 @@ fn require_servable(path: &Path, version: SchemaVersion) -> Result<(), Error> {
 fn is_empty_db(conn: &Connection, path: &Path) -> Result<bool, Error> {
     let count: i64 = conn
         .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))
-        .map_err(|source| Error::Unreadable {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        .map_err(|source| unreadable(path, source))?;
     Ok(count == 0)
 }
 
 fn detect_at(conn: &Connection, path: &Path) -> Result<SchemaVersion, Error> {
-    let unreadable = |source| Error::Unreadable {
-        path: path.to_path_buf(),
-        source,
-    };
+    let unreadable = |source| unreadable(path, source);
     let not_zone_db = |reason: String| Error::NotZoneDb {
         path: path.to_path_buf(),
         reason,

@@ -133,12 +133,39 @@ fn main() -> ExitCode {
     }
 }
 
+/// A connection that writes; when dropped, the DB's write-ahead log is
+/// folded into the main file, so a plain `cp` of the quiet DB is whole.
+struct Writer(Connection);
+
+impl std::ops::Deref for Writer {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Writer {
+    fn deref_mut(&mut self) -> &mut Connection {
+        &mut self.0
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if let Err(e) = authd_migrations::checkpoint(&self.0) {
+            eprintln!("zone: warning: checkpoint: {e}");
+        }
+    }
+}
+
 /// Opens an existing zone DB read-write.
-fn open_existing(db: &Path) -> Result<Connection, String> {
+fn open_existing(db: &Path) -> Result<Writer, String> {
     if !db.exists() {
         return Err(format!("zone DB {}: no such file", db.display()));
     }
-    authd_migrations::open_or_create(db).map_err(|e| e.to_string())
+    authd_migrations::open_or_create(db)
+        .map(Writer)
+        .map_err(|e| e.to_string())
 }
 
 fn open_read(db: &Path) -> Result<Connection, String> {
@@ -225,7 +252,9 @@ fn run(command: Command) -> Result<(), String> {
                         .map_err(|e| e.message)?
                 }
             };
-            let mut conn = authd_migrations::open_or_create(&db).map_err(|e| e.to_string())?;
+            let mut conn = authd_migrations::open_or_create(&db)
+                .map(Writer)
+                .map_err(|e| e.to_string())?;
             let report =
                 sqlite_admin::create_zone(&mut conn, &origin, &records).map_err(admin(&db))?;
             println!(

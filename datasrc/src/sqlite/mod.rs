@@ -92,7 +92,15 @@ struct Watch {
 }
 
 fn storage(path: &Path, e: impl std::fmt::Display) -> DataSourceError {
-    DataSourceError::Storage(format!("zone DB {}: {e}", path.display()))
+    let text = e.to_string();
+    // SQLite's words for SQLITE_CORRUPT and SQLITE_NOTADB: say what it means.
+    if text.contains("disk image is malformed") || text.contains("file is not a database") {
+        return DataSourceError::Storage(format!(
+            "zone DB {} is corrupt ({text}); restore it from a backup (docs/ZONE-ADMIN.md, Backups)",
+            path.display()
+        ));
+    }
+    DataSourceError::Storage(format!("zone DB {}: {text}", path.display()))
 }
 
 impl DataSource for SqliteSource {

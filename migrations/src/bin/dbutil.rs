@@ -24,7 +24,8 @@ const EXIT_COMMAND_ERROR: u8 = 3;
 const EXIT_READ_ERROR: u8 = 4;
 const EXIT_UPGRADE_ERROR: u8 = 5;
 
-const USAGE: &str = "usage: dbutil --check DB | dbutil --upgrade [--noconfirm] DB";
+const USAGE: &str =
+    "usage: dbutil --check DB | dbutil --upgrade [--noconfirm] DB | dbutil --backup DEST DB";
 
 /// Check or upgrade the schema of an sqlite3 zone DB.
 #[derive(Debug, Parser)]
@@ -32,12 +33,18 @@ const USAGE: &str = "usage: dbutil --check DB | dbutil --upgrade [--noconfirm] D
     name = "dbutil",
     version,
     about = "Check or upgrade the schema version of an sqlite3 zone DB (BIND 10 compatible)",
-    group(ArgGroup::new("mode").required(true).args(["check", "upgrade"]))
+    group(ArgGroup::new("mode").required(true).args(["check", "upgrade", "backup"]))
 )]
 struct Cli {
-    /// Print the DB's schema version; exit 1 if it needs an upgrade.
+    /// Print the DB's schema version and check it is intact (SQLite's
+    /// integrity_check; exit 4 if corrupt); exit 1 if it needs an upgrade.
     #[arg(short = 'c', long)]
     check: bool,
+    /// Copy the DB to DEST with SQLite's online backup: a consistent copy
+    /// even while authd serves it and others write (a plain `cp` of a live
+    /// DB in WAL mode may miss the newest changes).
+    #[arg(short = 'b', long, value_name = "DEST")]
+    backup: Option<PathBuf>,
     /// Back up the DB to DB.backup[-N] and upgrade it to the newest schema in one transaction.
     #[arg(short = 'u', long)]
     upgrade: bool,
@@ -92,15 +99,50 @@ fn main() -> ExitCode {
     };
     let code = if cli.check {
         check(&cli)
+    } else if let Some(dest) = &cli.backup {
+        backup(&cli, dest)
     } else {
         upgrade(&cli)
     };
     ExitCode::from(code)
 }
 
+fn backup(cli: &Cli, dest: &std::path::Path) -> u8 {
+    if dest.exists() {
+        eprintln!(
+            "dbutil: {} exists; give a new file to back up to",
+            dest.display()
+        );
+        return EXIT_COMMAND_ERROR;
+    }
+    match authd_migrations::backup(&cli.db, dest) {
+        Ok(()) => {
+            if !cli.quiet {
+                println!(
+                    "backed up zone DB {} to {}",
+                    cli.db.display(),
+                    dest.display()
+                );
+            }
+            EXIT_SUCCESS
+        }
+        Err(e) => {
+            eprintln!("dbutil: {e}");
+            EXIT_READ_ERROR
+        }
+    }
+}
+
 fn check(cli: &Cli) -> u8 {
     let path = cli.db.display();
-    match authd_migrations::check(&cli.db) {
+    let version = authd_migrations::check(&cli.db);
+    if version.is_ok()
+        && let Err(e) = authd_migrations::integrity_check(&cli.db)
+    {
+        eprintln!("dbutil: {e}");
+        return EXIT_READ_ERROR;
+    }
+    match version {
         Ok(v) if v == LATEST => {
             if !cli.quiet {
                 println!("zone DB {path} has schema version {v}, the newest; no upgrade needed");
