@@ -520,7 +520,8 @@ fn check_rnames(conn: &Connection, origin: &Name) -> Result<(), AdminError> {
 pub struct UpdateReport {
     /// The SOA serial before.
     pub old_serial: u32,
-    /// The SOA serial after (old + 1, RFC 1982 wrapping).
+    /// The SOA serial after (per the [`SerialPolicy`], or the SOA the change
+    /// gave; equal to the old one when nothing changed).
     pub new_serial: u32,
     /// RRs added.
     pub added: usize,
@@ -550,6 +551,73 @@ fn rdata_text(rec: &Record) -> Result<String, AdminError> {
         .map_err(|e| AdminError::Update(format!("{} {}: {e}", rec.owner, rec.rtype)))
 }
 
+/// How the SOA serial moves when a change is applied (RFC 1982 arithmetic:
+/// the new serial is always greater than the old one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SerialPolicy {
+    /// Old serial + 1 (wrapping).
+    #[default]
+    Increment,
+    /// The current Unix time in seconds, or old + 1 when that is not greater.
+    UnixTime,
+    /// `YYYYMMDDnn` of the current UTC date with `nn` = 00, or old + 1 when
+    /// that is not greater.
+    DateSerial,
+}
+
+impl SerialPolicy {
+    /// The serial after `old` at Unix time `now` (seconds).
+    pub fn next(self, old: u32, now: u64) -> u32 {
+        let candidate = match self {
+            SerialPolicy::Increment => None,
+            SerialPolicy::UnixTime => u32::try_from(now).ok(),
+            SerialPolicy::DateSerial => {
+                let (y, m, d) = civil_date(now / 86_400);
+                u32::try_from(y * 1_000_000 + m * 10_000 + d * 100).ok()
+            }
+        };
+        candidate
+            .filter(|c| serial_gt(*c, old))
+            .unwrap_or_else(|| old.wrapping_add(1))
+    }
+}
+
+/// (year, month, day) of day `days` since 1970-01-01 (proleptic Gregorian;
+/// H. Hinnant's `civil_from_days`).
+fn civil_date(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
+}
+
+/// A change to a zone, worked out by [`update_zone_with`]'s planner from the
+/// zone's content read inside the update's transaction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Change {
+    /// RRs to add (absent from the zone).
+    pub add: Vec<Record>,
+    /// RRs to delete (matched on owner, type and RDATA; TTL ignored).
+    pub delete: Vec<Record>,
+    /// A replacement apex SOA RDATA whose serial is greater than the current
+    /// one (RFC 2136 §3.4.2.2); `None`: the serial moves per the
+    /// [`SerialPolicy`].
+    pub soa: Option<Rdata>,
+}
+
+impl Change {
+    /// True when the change changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.add.is_empty() && self.delete.is_empty() && self.soa.is_none()
+    }
+}
+
 /// Applies one incremental change to zone `origin` in one transaction: deletes
 /// the RRs of `delete` (matched on owner, type and RDATA; TTL ignored), adds
 /// those of `add`, increments the SOA serial by one and appends the change to
@@ -570,23 +638,35 @@ pub fn update_zone(
     if add.is_empty() && delete.is_empty() {
         return Err(AdminError::Update("nothing to add or delete".into()));
     }
-    for rec in add.iter().chain(delete) {
-        if !rec.owner.is_subdomain_of(origin) {
-            return Err(AdminError::Update(format!(
-                "{} is outside the zone {origin}",
-                rec.owner
-            )));
-        }
-        let nsec3 = rec.rtype == RType::NSEC3
-            || (rec.rtype == RType::RRSIG && rec.rdata.rrsig_type_covered() == Some(RType::NSEC3));
-        if rec.rtype == RType::SOA || nsec3 || rec.rtype.is_meta() {
-            return Err(AdminError::Update(format!(
-                "{} {}: cannot be updated here (the SOA serial is bumped automatically; \
-                 NSEC3 chains are replaced with loadzone)",
-                rec.owner, rec.rtype
-            )));
-        }
-    }
+    let change = Change {
+        add: add.to_vec(),
+        delete: delete.to_vec(),
+        soa: None,
+    };
+    update_zone_with(conn, origin, SerialPolicy::Increment, 0, |_| {
+        Ok::<_, AdminError>(change)
+    })?
+}
+
+/// Applies the change `plan` works out from the zone's RRs (the `records`
+/// table, as read inside the transaction) to zone `origin`, in one
+/// `BEGIN IMMEDIATE` transaction: the RRs deleted and added, the SOA serial
+/// moved per `serial` at Unix time `now` (or the SOA replaced by
+/// [`Change::soa`]), the change appended to the `diffs` journal in BIND 10's
+/// layout (see the module doc), the result checked as [`check_stored_zone`]
+/// checks. An empty change writes nothing (the serial stays).
+///
+/// Returns `Ok(Err(e))` when `plan` refused with `e` (nothing written).
+///
+/// Errors: as [`update_zone`]; a busy DB is [`AdminError::Sqlite`] after the
+/// connection's busy timeout.
+pub fn update_zone_with<E>(
+    conn: &mut Connection,
+    origin: &Name,
+    serial: SerialPolicy,
+    now: u64,
+    plan: impl FnOnce(&[Record]) -> Result<Change, E>,
+) -> Result<Result<UpdateReport, E>, AdminError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql("starting the transaction"))?;
@@ -607,9 +687,55 @@ pub fn update_zone(
         .rdata
         .soa_serial()
         .ok_or_else(|| AdminError::Check(format!("zone {origin}: unreadable SOA")))?;
-    let new_serial = old_serial.wrapping_add(1);
-    let new_soa_rdata = with_serial(&soa.record.rdata, new_serial)
-        .ok_or_else(|| AdminError::Check(format!("zone {origin}: unreadable SOA")))?;
+    let stored: Vec<Record> = before
+        .iter()
+        .filter(|r| r.table == "records")
+        .map(|r| r.record.clone())
+        .collect();
+    let change = match plan(&stored) {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(e)),
+    };
+    if change.is_empty() {
+        return Ok(Ok(UpdateReport {
+            old_serial,
+            new_serial: old_serial,
+            added: 0,
+            deleted: 0,
+            journal_rows: 0,
+        }));
+    }
+    let (add, delete) = (&change.add[..], &change.delete[..]);
+    for rec in add.iter().chain(delete) {
+        if !rec.owner.is_subdomain_of(origin) {
+            return Err(AdminError::Update(format!(
+                "{} is outside the zone {origin}",
+                rec.owner
+            )));
+        }
+        let nsec3 = rec.rtype == RType::NSEC3
+            || (rec.rtype == RType::RRSIG && rec.rdata.rrsig_type_covered() == Some(RType::NSEC3));
+        if rec.rtype == RType::SOA || nsec3 || rec.rtype.is_meta() {
+            return Err(AdminError::Update(format!(
+                "{} {}: cannot be updated here (the SOA serial is bumped automatically; \
+                 NSEC3 chains are replaced with loadzone)",
+                rec.owner, rec.rtype
+            )));
+        }
+    }
+    let new_soa_rdata = match &change.soa {
+        Some(rdata) => rdata.clone(),
+        None => with_serial(&soa.record.rdata, serial.next(old_serial, now))
+            .ok_or_else(|| AdminError::Check(format!("zone {origin}: unreadable SOA")))?,
+    };
+    let new_serial = new_soa_rdata
+        .soa_serial()
+        .filter(|s| serial_gt(*s, old_serial))
+        .ok_or_else(|| {
+            AdminError::Update(format!(
+                "zone {origin}: the new SOA serial must be greater than {old_serial}"
+            ))
+        })?;
     let soa_id = soa.id;
     let old_soa = soa.record.clone();
     let new_soa = Record {
@@ -747,7 +873,7 @@ pub fn update_zone(
         drop(del);
         drop(ins);
         tx.commit().map_err(sql("committing"))?;
-        Ok(report)
+        Ok(Ok(report))
     }
 }
 
