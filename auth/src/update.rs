@@ -331,10 +331,14 @@ fn run(
     let now = crate::sys::unix_seconds();
     match sqlite_admin::update_zone_with(&mut conn, zone, policy.serial, now, plan) {
         Ok(Ok(report)) if report.journal_rows == 0 => Ok(None),
-        Ok(Ok(report)) => Ok(Some(format!(
-            "serial {} -> {}, {} RRs added, {} deleted",
-            report.old_serial, report.new_serial, report.added, report.deleted
-        ))),
+        Ok(Ok(report)) => Ok(Some({
+            // Served at once: the sources poll for the new generation.
+            authd_datasrc::sqlite::note_local_write();
+            format!(
+                "serial {} -> {}, {} RRs added, {} deleted",
+                report.old_serial, report.new_serial, report.added, report.deleted
+            )
+        })),
         Ok(Err(refusal)) => Err(refusal),
         Err(e @ (AdminError::Update(_) | AdminError::Check(_))) => {
             Err(refuse(Rcode::REFUSED, format!("{e}; nothing was changed")))
