@@ -670,3 +670,70 @@ fn apply(zone: &Name, updates: &[Rr], permits: &[Permit<'_>], records: &[Record]
         .collect();
     Change { add, delete, soa }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(s: &str) -> Name {
+        s.parse().expect("name")
+    }
+
+    fn grant(kind: GrantMatch, n: &str, types: &[RType]) -> Grant {
+        Grant {
+            key: name("k."),
+            kind,
+            name: name(n),
+            types: types.to_vec(),
+        }
+    }
+
+    /// Each match kind, the default types (no SOA, NS or DNSSEC type) and
+    /// the key.
+    #[test]
+    fn grants_cover_names_types_and_keys() {
+        let k = name("k.");
+        let by_name = grant(GrantMatch::Name, "a.example.", &[RType::TXT]);
+        assert!(by_name.covers(&k, &name("A.example."), RType::TXT));
+        assert!(!by_name.covers(&k, &name("b.a.example."), RType::TXT));
+        assert!(!by_name.covers(&k, &name("a.example."), RType::A));
+        assert!(!by_name.covers(&name("other."), &name("a.example."), RType::TXT));
+        let sub = grant(GrantMatch::Subdomain, "a.example.", &[]);
+        assert!(sub.covers(&k, &name("a.example."), RType::A));
+        assert!(sub.covers(&k, &name("x.y.a.example."), RType::AAAA));
+        assert!(!sub.covers(&k, &name("example."), RType::A));
+        for t in [
+            RType::SOA,
+            RType::NS,
+            RType::DNSKEY,
+            RType::RRSIG,
+            RType::DS,
+            RType::NSEC3,
+        ] {
+            assert!(!sub.covers(&k, &name("a.example."), t), "{t}");
+        }
+        let wild = grant(GrantMatch::Wildcard, "*.dyn.example.", &[]);
+        assert!(wild.covers(&k, &name("h.dyn.example."), RType::A));
+        assert!(wild.covers(&k, &name("x.h.dyn.example."), RType::A));
+        assert!(!wild.covers(&k, &name("dyn.example."), RType::A));
+    }
+
+    /// Compressed names in RDATA are decompressed (MX, SOA); other types are
+    /// taken as they are; a pointer out of the RDATA's bounds is malformed.
+    #[test]
+    fn rdata_names_are_decompressed() {
+        // 12 bytes of header, then "example." at 12.
+        let mut msg = vec![0u8; 12];
+        msg.extend_from_slice(b"\x07example\x00");
+        let at = msg.len();
+        msg.extend_from_slice(&[0, 10, 4, b'm', b'a', b'i', b'l', 0xC0, 12]);
+        let mx = read_rdata(&msg, at, 9, RType::MX).expect("MX");
+        assert_eq!(mx.as_wire(), b"\x00\x0a\x04mail\x07example\x00");
+        let txt = read_rdata(&msg, at, 9, RType::TXT).expect("TXT");
+        assert_eq!(txt.as_wire(), &msg[at..]);
+        // The pointer cut off: malformed.
+        assert!(read_rdata(&msg, at, 8, RType::MX).is_none());
+        // SOA without its 20 bytes of numbers: malformed.
+        assert!(read_rdata(&msg, 12, 9, RType::SOA).is_none());
+    }
+}

@@ -1009,6 +1009,74 @@ mod tests {
         assert!(!serial_gt(0xFFFF_FFF0, 1230));
     }
 
+    /// Increment wraps; unixtime and dateserial take the clock when it is
+    /// ahead of the old serial, else old + 1.
+    #[test]
+    fn serial_policies() {
+        // 2026-12-01T00:00:00Z
+        let now = 1_796_083_200;
+        assert_eq!(SerialPolicy::Increment.next(u32::MAX, now), 0);
+        assert_eq!(SerialPolicy::UnixTime.next(7, now), 1_796_083_200);
+        assert_eq!(
+            SerialPolicy::UnixTime.next(1_796_083_200, now),
+            1_796_083_201
+        );
+        assert_eq!(SerialPolicy::DateSerial.next(2024060101, now), 2026120100);
+        assert_eq!(SerialPolicy::DateSerial.next(2026120100, now), 2026120101);
+        assert_eq!(SerialPolicy::DateSerial.next(2026120199, now), 2026120200);
+        assert_eq!(civil_date(0), (1970, 1, 1));
+        assert_eq!(civil_date(11_016), (2000, 2, 29));
+    }
+
+    /// A planner's refusal and an empty change write nothing; a SOA given by
+    /// the change replaces the serial policy's.
+    #[test]
+    fn update_with_planner() {
+        let mut conn = db();
+        let recs = parse_master_text(ZONE, Path::new("t"), &origin()).expect("zone");
+        create_zone(&mut conn, &origin(), &recs).expect("create");
+        let journal = |conn: &Connection| -> i64 {
+            conn.query_row("SELECT COUNT(*) FROM diffs", [], |r| r.get(0))
+                .expect("count")
+        };
+        let refused = update_zone_with(&mut conn, &origin(), SerialPolicy::Increment, 0, |rs| {
+            assert_eq!(rs.len(), 4, "SOA, NS, two A");
+            Err::<Change, _>("no")
+        })
+        .expect("no SQL error");
+        assert_eq!(refused, Err("no"));
+        let empty = update_zone_with(&mut conn, &origin(), SerialPolicy::Increment, 0, |_| {
+            Ok::<_, ()>(Change::default())
+        })
+        .expect("sql")
+        .expect("planned");
+        assert_eq!((empty.new_serial, empty.journal_rows), (4294967295, 0));
+        assert_eq!(journal(&conn), 0);
+        let soa = rr("@ 300 SOA ns hostmaster 5 3600 900 1209600 300").rdata;
+        let rep = update_zone_with(&mut conn, &origin(), SerialPolicy::Increment, 0, |_| {
+            Ok::<_, ()>(Change {
+                add: vec![rr("new 300 A 192.0.2.9")],
+                delete: vec![],
+                soa: Some(soa.clone()),
+            })
+        })
+        .expect("sql")
+        .expect("planned");
+        assert_eq!(
+            (rep.old_serial, rep.new_serial, rep.journal_rows),
+            (4294967295, 5, 3)
+        );
+        // A SOA whose serial is not greater: refused, nothing written.
+        let stale = update_zone_with(&mut conn, &origin(), SerialPolicy::Increment, 0, |_| {
+            Ok::<_, ()>(Change {
+                soa: Some(soa.clone()),
+                ..Change::default()
+            })
+        });
+        assert!(matches!(stale, Err(AdminError::Update(_))), "{stale:?}");
+        assert_eq!(journal(&conn), 3);
+    }
+
     #[test]
     fn update_journals_in_bind10_layout_and_wraps() {
         let mut conn = db();

@@ -502,3 +502,164 @@ fn busy_db_is_servfail_with_nothing_applied() {
     assert_eq!(rc, "NOERROR");
     assert_eq!(serial(a), 101);
 }
+
+/// `name` (absolute, dotted) in wire form, uncompressed.
+fn wire_name(name: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    for label in name.trim_end_matches('.').split('.') {
+        out.push(label.len() as u8);
+        out.extend_from_slice(label.as_bytes());
+    }
+    out.push(0);
+    out
+}
+
+/// One RR in wire form: owner bytes as given, then type, class, TTL, RDATA.
+fn rr(owner: &[u8], rtype: u16, class: u16, ttl: u32, rdata: &[u8]) -> Vec<u8> {
+    let mut out = owner.to_vec();
+    out.extend_from_slice(&rtype.to_be_bytes());
+    out.extend_from_slice(&class.to_be_bytes());
+    out.extend_from_slice(&ttl.to_be_bytes());
+    out.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+    out.extend_from_slice(rdata);
+    out
+}
+
+/// An UPDATE for example.com. (zone type `ztype`) with these prerequisite
+/// and update RRs; `upcount` overrides the update count when given.
+fn raw_update(
+    ztype: u16,
+    prereqs: &[Vec<u8>],
+    updates: &[Vec<u8>],
+    upcount: Option<u16>,
+) -> Vec<u8> {
+    let mut m = vec![0x12, 0x34, 5 << 3, 0, 0, 1];
+    m.extend_from_slice(&(prereqs.len() as u16).to_be_bytes());
+    m.extend_from_slice(&upcount.unwrap_or(updates.len() as u16).to_be_bytes());
+    m.extend_from_slice(&[0, 0]);
+    m.extend_from_slice(&wire_name("example.com."));
+    m.extend_from_slice(&ztype.to_be_bytes());
+    m.extend_from_slice(&1u16.to_be_bytes());
+    for r in prereqs.iter().chain(updates) {
+        m.extend_from_slice(r);
+    }
+    m
+}
+
+/// Malformed updates, as an attacker could send them over a real socket:
+/// each gets FORMERR (never a panic, nothing changed), and a well-formed one
+/// with a compressed owner and compressed RDATA (MX) then applies.
+#[test]
+fn malformed_updates_get_formerr() {
+    let dir = tempdir();
+    let db = make_db(dir.path());
+    let authd = start(dir.path(), &db, "[update]\nallow = [\"127.0.0.1/32\"]\n");
+    let a = authd.addr();
+    let www = wire_name("www.example.com.");
+    let a_rdata = [192, 0, 2, 1];
+    // A pointer to the zone name at offset 12.
+    let ptr = [0xC0, 12];
+    let forward = [3, b'f', b'o', b'o', 0xC0, 0xFF];
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "zone type A",
+            raw_update(1, &[], &[rr(&www, 1, 1, 300, &a_rdata)], None),
+        ),
+        (
+            "prerequisite TTL",
+            raw_update(6, &[rr(&www, 255, 255, 1, &[])], &[], None),
+        ),
+        (
+            "prerequisite ANY with RDATA",
+            raw_update(6, &[rr(&www, 1, 255, 0, &a_rdata)], &[], None),
+        ),
+        (
+            "prerequisite class CH",
+            raw_update(6, &[rr(&www, 1, 3, 0, &[])], &[], None),
+        ),
+        (
+            "deletion with a TTL",
+            raw_update(6, &[], &[rr(&www, 1, 255, 300, &[])], None),
+        ),
+        (
+            "AXFR added",
+            raw_update(6, &[], &[rr(&www, 252, 1, 300, &a_rdata)], None),
+        ),
+        (
+            "A of 3 bytes",
+            raw_update(6, &[], &[rr(&www, 1, 1, 300, &a_rdata[..3])], None),
+        ),
+        (
+            "forward pointer",
+            raw_update(6, &[], &[rr(&forward, 1, 1, 300, &a_rdata)], None),
+        ),
+        (
+            "count past the end",
+            raw_update(6, &[], &[rr(&www, 1, 1, 300, &a_rdata)], Some(2)),
+        ),
+        ("cut short", {
+            let mut m = raw_update(6, &[], &[rr(&www, 1, 1, 300, &a_rdata)], None);
+            m.truncate(m.len() - 2);
+            m
+        }),
+    ];
+    for (what, msg) in &cases {
+        let reply = parse_reply(&query_udp(a, msg));
+        assert_eq!(
+            reply.metadata.response_code,
+            ResponseCode::FormErr,
+            "{what}"
+        );
+        assert_eq!(reply.metadata.op_code, OpCode::Update, "{what}");
+    }
+    assert_eq!(serial(a), 100);
+    // mx.example.com. (owner: "mx" + pointer to the zone) MX 10 mail + pointer.
+    let owner = [&[2, b'm', b'x'][..], &ptr].concat();
+    let rdata = [&[0, 10, 4, b'm', b'a', b'i', b'l'][..], &ptr].concat();
+    let msg = raw_update(6, &[], &[rr(&owner, 15, 1, 300, &rdata)], None);
+    let reply = parse_reply(&query_udp(a, &msg));
+    assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
+    assert_eq!(
+        rrset(a, "mx.example.com.", "MX"),
+        strings(&["300 10 mail.example.com."])
+    );
+}
+
+/// Concurrent updates from several clients: each applies once, in some
+/// order, and the serial moves by exactly one per update.
+#[test]
+fn concurrent_updates_serialise() {
+    require_tool("nsupdate", "-V", "bind9-dnsutils");
+    let dir = tempdir();
+    let db = make_db(dir.path());
+    let authd = start(dir.path(), &db, POLICY);
+    let a = authd.addr();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            s.spawn(move || {
+                for i in 0..5 {
+                    let (rc, out) = send(
+                        "nsupdate",
+                        a,
+                        Some(DDNS),
+                        "example.com.",
+                        &format!(
+                            "update add c{t}-{i}.example.com. 300 A 192.0.2.{}",
+                            t * 10 + i
+                        ),
+                    );
+                    assert_eq!(rc, "NOERROR", "{out}");
+                }
+            });
+        }
+    });
+    assert_eq!(serial(a), 120);
+    for t in 0..4 {
+        for i in 0..5 {
+            assert_eq!(
+                rrset(a, &format!("c{t}-{i}.example.com."), "A"),
+                vec![format!("300 192.0.2.{}", t * 10 + i)]
+            );
+        }
+    }
+}
