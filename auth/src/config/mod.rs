@@ -46,6 +46,19 @@
 //! origin = "example.org."
 //! allow = ["key transfer-key."]  # this zone: replaces the global allow
 //!
+//! [update]                 # dynamic updates of sqlite3 zones (RFC 2136)
+//! allow = ["key ddns-key."]      # full control; default [] = nobody
+//! serial = "increment"           # or "unixtime", "dateserial"
+//! dnssec = false                 # refuse zones with a DNSKEY at the apex
+//! [[update.grant]]
+//! key = "acme-key."
+//! match = "name"                 # "name", "subdomain" or "wildcard"
+//! name = "_acme-challenge.www.example.com."
+//! types = ["TXT"]                # default: all but SOA, NS and DNSSEC types
+//! [[update.zone]]
+//! origin = "example.org."
+//! allow = ["key other-key."]     # this zone: replaces the global allow
+//!
 //! [notify]                 # NOTIFY when an sqlite3 zone's serial changes (RFC 1996)
 //! targets = ["127.0.0.1:5353"]   # every zone; ADDR without a port = 53
 //! [[notify.zone]]
