@@ -94,7 +94,7 @@ const POLICY: &str = "[update]\nallow = [\"key ddns.\"]\n\
     [[update.grant]]\nkey = \"acme.\"\nmatch = \"name\"\n\
     name = \"_acme-challenge.www.example.com.\"\ntypes = [\"TXT\"]\n";
 
-/// Runs `tool` (`nsupdate` or `knsupdate`), signed with `key` when given, on
+/// Runs `tool` (`nsupdate` or `knsupdate`, maybe with arguments), signed with `key` when given, on
 /// `commands` for zone `zone`; returns the rcode it reports (NOERROR when it
 /// reports none) and its output.
 fn send(
@@ -115,7 +115,10 @@ fn send(
         std::thread::current().id()
     ));
     std::fs::write(&script_file, script).expect("write script");
-    let mut cmd = Command::new(tool);
+    // "nsupdate -v": the program and its own arguments (-v: over TCP).
+    let mut words = tool.split_whitespace();
+    let mut cmd = Command::new(words.next().unwrap_or(tool));
+    cmd.args(words);
     if let Some(k) = key {
         cmd.args(["-y", k]);
     }
@@ -395,8 +398,9 @@ fn acme_challenge_with_a_restricted_key_and_ixfr_after() {
     }
     assert_eq!(rrset(a, name, "TXT"), strings(&["60 tok-123"]));
     assert_eq!(rrset(a, "www.example.com.", "A").len(), 2);
+    // The deletion over TCP (nsupdate -v).
     let (rc, _) = send(
-        "nsupdate",
+        "nsupdate -v",
         a,
         Some(ACME),
         z,
@@ -662,4 +666,41 @@ fn concurrent_updates_serialise() {
             );
         }
     }
+}
+
+/// A pre-signed zone (DNSKEY at the apex) is REFUSED unless the operator
+/// opts in for it (`[[update.zone]] dnssec = true`), which SIGHUP applies;
+/// SIGHUP applies a changed `allow` list too.
+#[test]
+fn signed_zone_refused_unless_opted_in_and_sighup_applies_policy() {
+    require_tool("nsupdate", "-V", "bind9-dnsutils");
+    let dir = tempdir();
+    let db = dir.path().join("zones.sqlite3");
+    load_zone_text(
+        &db,
+        "example.com.",
+        &format!(
+            "{ZONE}@ DNSKEY 257 3 13 mdsswUyr3DPW132mOi8V9xESWE8jTo0dxCjjnopKl+GqJxpVXckHAeF+KkxLbxILfDLUT0rAK9iUzy1L53eKGQ==\n"
+        ),
+    );
+    let authd = start(dir.path(), &db, POLICY);
+    let a = authd.addr();
+    let cmd = "update add s.example.com. 300 A 192.0.2.3";
+    let (rc, _) = send("nsupdate", a, Some(DDNS), "example.com.", cmd);
+    assert_eq!(rc, "REFUSED");
+    assert!(authd.wait_for_log("the zone is signed", Duration::from_secs(5)));
+    // Opted in, and `ddns.` replaced by `other.` for this zone.
+    let text = std::fs::read_to_string(dir.path().join("authd.toml")).expect("config");
+    let text = format!(
+        "{text}[[update.zone]]\norigin = \"example.com.\"\nallow = [\"key other.\"]\ndnssec = true\n"
+    );
+    let tmp = write_file(dir.path(), "authd.toml.new", &text);
+    std::fs::rename(tmp, dir.path().join("authd.toml")).expect("replace config");
+    authd.signal("HUP");
+    assert!(authd.wait_for_log("zones reloaded, ", Duration::from_secs(30)));
+    let (rc, _) = send("nsupdate", a, Some(DDNS), "example.com.", cmd);
+    assert_eq!(rc, "REFUSED", "ddns. no longer has control of example.com.");
+    let (rc, out) = send("nsupdate", a, Some(OTHER), "example.com.", cmd);
+    assert_eq!(rc, "NOERROR", "{out}");
+    assert_eq!(rrset(a, "s.example.com.", "A"), strings(&["300 192.0.2.3"]));
 }
