@@ -61,11 +61,22 @@ fn key_blocks() -> String {
         .collect()
 }
 
-/// A DB in `dir` holding example.com. ([`ZONE`]).
-fn make_db(dir: &Path) -> PathBuf {
-    let db = dir.join("zones.sqlite3");
-    load_zone_text(&db, "example.com.", ZONE);
-    db
+/// A test's authd (stopped first), over its DB of example.com., in its
+/// folder (removed last).
+struct Served {
+    authd: AuthdProcess,
+    db: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+/// Starts authd over a fresh DB holding example.com. from master-file text
+/// `zone`, with `update` as its policy ([`start`]).
+fn serve(zone: &str, update: &str) -> Served {
+    let dir = tempdir();
+    let db = dir.path().join("zones.sqlite3");
+    load_zone_text(&db, "example.com.", zone);
+    let authd = start(dir.path(), &db, update);
+    Served { authd, db, dir }
 }
 
 /// Starts authd serving `db` (and mem.test. from memory) with `update`
@@ -188,10 +199,8 @@ fn strings(v: &[&str]) -> Vec<String> {
 fn nsupdate_and_knsupdate_add_replace_delete_and_prerequisites() {
     require_tool("nsupdate", "-V", "bind9-dnsutils");
     require_tool("knsupdate", "-V", "knot-dnsutils");
-    let dir = tempdir();
-    let db = make_db(dir.path());
-    let authd = start(dir.path(), &db, POLICY);
-    let a = authd.addr();
+    let s = serve(ZONE, POLICY);
+    let a = s.authd.addr();
     let z = "example.com.";
     for (i, tool) in ["nsupdate", "knsupdate"].into_iter().enumerate() {
         let host = format!("h{i}.example.com.");
@@ -322,10 +331,8 @@ fn nsupdate_and_knsupdate_add_replace_delete_and_prerequisites() {
 #[test]
 fn apex_and_cname_rules() {
     require_tool("nsupdate", "-V", "bind9-dnsutils");
-    let dir = tempdir();
-    let db = make_db(dir.path());
-    let authd = start(dir.path(), &db, POLICY);
-    let a = authd.addr();
+    let s = serve(ZONE, POLICY);
+    let a = s.authd.addr();
     let z = "example.com.";
     let ns = || rrset(a, z, "NS");
     let both = strings(&["3600 ns1.example.com.", "3600 ns2.example.com."]);
@@ -371,10 +378,8 @@ fn apex_and_cname_rules() {
 #[test]
 fn acme_challenge_with_a_restricted_key_and_ixfr_after() {
     require_tool("nsupdate", "-V", "bind9-dnsutils");
-    let dir = tempdir();
-    let db = make_db(dir.path());
-    let authd = start(dir.path(), &db, POLICY);
-    let a = authd.addr();
+    let s = serve(ZONE, POLICY);
+    let a = s.authd.addr();
     let z = "example.com.";
     let name = "_acme-challenge.www.example.com.";
     let (rc, out) = send(
@@ -448,14 +453,11 @@ fn ixfr(addr: SocketAddr, zone: &str, serial: u32) -> Message {
 #[test]
 fn memory_zone_notauth_and_address_only_allow() {
     require_tool("nsupdate", "-V", "bind9-dnsutils");
-    let dir = tempdir();
-    let db = make_db(dir.path());
-    let authd = start(
-        dir.path(),
-        &db,
+    let s = serve(
+        ZONE,
         "[update]\nallow = [\"key ddns.\", \"127.0.0.1/32\"]\n",
     );
-    let a = authd.addr();
+    let a = s.authd.addr();
     let (rc, _) = send(
         "nsupdate",
         a,
@@ -464,7 +466,10 @@ fn memory_zone_notauth_and_address_only_allow() {
         "update add x.mem.test. 300 A 192.0.2.1",
     );
     assert_eq!(rc, "NOTAUTH");
-    assert!(authd.wait_for_log("only sqlite3 zones take updates", Duration::from_secs(5)));
+    assert!(
+        s.authd
+            .wait_for_log("only sqlite3 zones take updates", Duration::from_secs(5))
+    );
     let (rc, _) = send(
         "nsupdate",
         a,
@@ -489,12 +494,10 @@ fn memory_zone_notauth_and_address_only_allow() {
 #[test]
 fn busy_db_is_servfail_with_nothing_applied() {
     require_tool("nsupdate", "-V", "bind9-dnsutils");
-    let dir = tempdir();
-    let db = make_db(dir.path());
-    let authd = start(dir.path(), &db, POLICY);
-    let a = authd.addr();
+    let s = serve(ZONE, POLICY);
+    let a = s.authd.addr();
     let cmd = "update add busy.example.com. 300 A 192.0.2.5";
-    let conn = rusqlite::Connection::open(&db).expect("open");
+    let conn = rusqlite::Connection::open(&s.db).expect("open");
     conn.execute_batch("BEGIN IMMEDIATE; UPDATE zones SET dnssec = dnssec;")
         .expect("lock");
     let (rc, out) = send("nsupdate", a, Some(DDNS), "example.com.", cmd);
@@ -555,10 +558,8 @@ fn raw_update(
 /// with a compressed owner and compressed RDATA (MX) then applies.
 #[test]
 fn malformed_updates_get_formerr() {
-    let dir = tempdir();
-    let db = make_db(dir.path());
-    let authd = start(dir.path(), &db, "[update]\nallow = [\"127.0.0.1/32\"]\n");
-    let a = authd.addr();
+    let s = serve(ZONE, "[update]\nallow = [\"127.0.0.1/32\"]\n");
+    let a = s.authd.addr();
     let www = wire_name("www.example.com.");
     let a_rdata = [192, 0, 2, 1];
     // A pointer to the zone name at offset 12.
@@ -634,10 +635,8 @@ fn malformed_updates_get_formerr() {
 #[test]
 fn concurrent_updates_serialise() {
     require_tool("nsupdate", "-V", "bind9-dnsutils");
-    let dir = tempdir();
-    let db = make_db(dir.path());
-    let authd = start(dir.path(), &db, POLICY);
-    let a = authd.addr();
+    let s = serve(ZONE, POLICY);
+    let a = s.authd.addr();
     std::thread::scope(|s| {
         for t in 0..4 {
             s.spawn(move || {
@@ -674,28 +673,25 @@ fn concurrent_updates_serialise() {
 #[test]
 fn signed_zone_refused_unless_opted_in_and_sighup_applies_policy() {
     require_tool("nsupdate", "-V", "bind9-dnsutils");
-    let dir = tempdir();
-    let db = dir.path().join("zones.sqlite3");
-    load_zone_text(
-        &db,
-        "example.com.",
+    let s = serve(
         &format!(
             "{ZONE}@ DNSKEY 257 3 13 mdsswUyr3DPW132mOi8V9xESWE8jTo0dxCjjnopKl+GqJxpVXckHAeF+KkxLbxILfDLUT0rAK9iUzy1L53eKGQ==\n"
         ),
+        POLICY,
     );
-    let authd = start(dir.path(), &db, POLICY);
+    let (authd, dir) = (&s.authd, s.dir.path());
     let a = authd.addr();
     let cmd = "update add s.example.com. 300 A 192.0.2.3";
     let (rc, _) = send("nsupdate", a, Some(DDNS), "example.com.", cmd);
     assert_eq!(rc, "REFUSED");
     assert!(authd.wait_for_log("the zone is signed", Duration::from_secs(5)));
     // Opted in, and `ddns.` replaced by `other.` for this zone.
-    let text = std::fs::read_to_string(dir.path().join("authd.toml")).expect("config");
+    let text = std::fs::read_to_string(dir.join("authd.toml")).expect("config");
     let text = format!(
         "{text}[[update.zone]]\norigin = \"example.com.\"\nallow = [\"key other.\"]\ndnssec = true\n"
     );
-    let tmp = write_file(dir.path(), "authd.toml.new", &text);
-    std::fs::rename(tmp, dir.path().join("authd.toml")).expect("replace config");
+    let tmp = write_file(dir, "authd.toml.new", &text);
+    std::fs::rename(tmp, dir.join("authd.toml")).expect("replace config");
     authd.signal("HUP");
     assert!(authd.wait_for_log("zones reloaded, ", Duration::from_secs(30)));
     let (rc, _) = send("nsupdate", a, Some(DDNS), "example.com.", cmd);
