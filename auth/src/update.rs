@@ -42,6 +42,7 @@
 //! The reply is the header and the zone section (§3.8), NOERROR or the rcode
 //! of the first failing check.
 
+use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -655,17 +656,21 @@ fn apply(zone: &Name, updates: &[Rr], permits: &[Permit<'_>], records: &[Record]
             _ => {}
         }
     }
-    let same = |a: &Record, b: &Record| {
-        a.owner.eq_case(&b.owner) && a.rtype == b.rtype && a.ttl == b.ttl && a.rdata == b.rdata
-    };
+    // The difference, by (owner, type, TTL, RDATA); hashed, as a zone may
+    // hold the whole root zone.
+    fn key(r: &Record) -> (&Name, RType, u32, &Rdata) {
+        (&r.owner, r.rtype, r.ttl, &r.rdata)
+    }
+    let before: HashSet<_> = records.iter().map(key).collect();
+    let after: HashSet<_> = work.iter().map(key).collect();
     let delete = records
         .iter()
-        .filter(|r| !work.iter().any(|w| same(w, r)))
+        .filter(|r| !after.contains(&key(r)))
         .cloned()
         .collect();
     let add = work
         .iter()
-        .filter(|w| !records.iter().any(|r| same(w, r)))
+        .filter(|w| !before.contains(&key(w)))
         .cloned()
         .collect();
     Change { add, delete, soa }
