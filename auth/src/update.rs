@@ -32,6 +32,8 @@
 //!    are ignored), RRset deletions, name deletions (at the apex the SOA and
 //!    NS are kept), RR deletions (never the SOA nor the last apex NS).
 //!
+//! Only the apex and the names of the prerequisite and update sections are
+//! read, so an update costs the same in a small zone and in the root zone.
 //! The result is written in one SQLite transaction
 //! ([`sqlite_admin::update_zone_with`]): the RRs, the SOA serial moved per
 //! `[update] serial` (or the SOA the update gave), the `diffs` journal rows in
@@ -47,7 +49,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use authd_datasrc::sqlite_admin::{self, AdminError, Change, SerialPolicy, serial_gt};
+use authd_datasrc::sqlite_admin::{self, AdminError, Change, Scope, SerialPolicy, serial_gt};
 use authd_datasrc::{Class, Name, RType, Rdata, Record, SourceList};
 
 use crate::acl::Acl;
@@ -330,7 +332,15 @@ fn run(
         Ok(apply(zone, &updates, &permits, records))
     };
     let now = crate::sys::unix_seconds();
-    match sqlite_admin::update_zone_with(&mut conn, zone, policy.serial, now, plan) {
+    // Only the names the update speaks of are read (the apex is added):
+    // nothing else can change or decide anything.
+    let names: Vec<Name> = prereqs
+        .iter()
+        .chain(&updates)
+        .map(|rr| rr.owner.clone())
+        .collect();
+    let scope = Scope::Names(&names);
+    match sqlite_admin::update_zone_with(&mut conn, zone, scope, policy.serial, now, plan) {
         Ok(Ok(report)) if report.journal_rows == 0 => Ok(None),
         Ok(Ok(report)) => Ok(Some({
             // Served at once: the sources poll for the new generation.

@@ -274,7 +274,6 @@ fn zone_records_by_id(
     origin: &Name,
     zone_id: i64,
 ) -> Result<Vec<StoredRecord>, AdminError> {
-    let action = "reading the zone";
     let mut out = Vec::new();
     for (table, query) in [
         (
@@ -286,40 +285,74 @@ fn zone_records_by_id(
             "SELECT id, owner, rdtype, ttl, rdata FROM nsec3 WHERE zone_id=?1 ORDER BY hash, rdtype, id",
         ),
     ] {
-        let mut stmt = conn.prepare(query).map_err(sql(action))?;
-        let mut rows = stmt.query([zone_id]).map_err(sql(action))?;
-        while let Some(row) = rows.next().map_err(sql(action))? {
-            let id = row.get_ref(0).ok().and_then(int).unwrap_or(-1);
-            let name = row.get_ref(1).ok().and_then(text);
-            let bad = |column: &str| AdminError::BadRow {
-                table,
-                id,
-                name: name.clone().unwrap_or_default(),
-                reason: format!("{column} is NULL or unreadable"),
-            };
-            let Some(name) = name.clone() else {
-                return Err(bad("the name"));
-            };
-            let rdtype = row
-                .get_ref(2)
-                .ok()
-                .and_then(text)
-                .ok_or_else(|| bad("the type"))?;
-            let ttl = row
-                .get_ref(3)
-                .ok()
-                .and_then(int)
-                .ok_or_else(|| bad("the TTL (not a whole number)"))?;
-            let rdata = row
-                .get_ref(4)
-                .ok()
-                .and_then(text)
-                .ok_or_else(|| bad("the rdata"))?;
-            let record = parse_row(table, id, origin, &name, &rdtype, ttl, &rdata)?;
-            out.push(StoredRecord { table, id, record });
+        read_rows(conn, origin, table, query, [zone_id], &mut out)?;
+    }
+    Ok(out)
+}
+
+/// The `records` rows of zone `zone_id` owned by `names` (each once).
+fn records_at(
+    conn: &Connection,
+    origin: &Name,
+    zone_id: i64,
+    names: &[Name],
+) -> Result<Vec<StoredRecord>, AdminError> {
+    let mut out = Vec::new();
+    let query = "SELECT id, name, rdtype, ttl, rdata FROM records WHERE zone_id=?1 AND name=?2 \
+                 ORDER BY rdtype, id";
+    for (i, name) in names.iter().enumerate() {
+        if !names[..i].contains(name) {
+            let params = params![zone_id, name.to_string()];
+            read_rows(conn, origin, "records", query, params, &mut out)?;
         }
     }
     Ok(out)
+}
+
+/// Appends the rows `query` (columns id, name, rdtype, ttl, rdata of
+/// `table`) selects with `params`, parsed, to `out`.
+fn read_rows(
+    conn: &Connection,
+    origin: &Name,
+    table: &'static str,
+    query: &str,
+    params: impl rusqlite::Params,
+    out: &mut Vec<StoredRecord>,
+) -> Result<(), AdminError> {
+    let action = "reading the zone";
+    let mut stmt = conn.prepare_cached(query).map_err(sql(action))?;
+    let mut rows = stmt.query(params).map_err(sql(action))?;
+    while let Some(row) = rows.next().map_err(sql(action))? {
+        let id = row.get_ref(0).ok().and_then(int).unwrap_or(-1);
+        let name = row.get_ref(1).ok().and_then(text);
+        let bad = |column: &str| AdminError::BadRow {
+            table,
+            id,
+            name: name.clone().unwrap_or_default(),
+            reason: format!("{column} is NULL or unreadable"),
+        };
+        let Some(name) = name.clone() else {
+            return Err(bad("the name"));
+        };
+        let rdtype = row
+            .get_ref(2)
+            .ok()
+            .and_then(text)
+            .ok_or_else(|| bad("the type"))?;
+        let ttl = row
+            .get_ref(3)
+            .ok()
+            .and_then(int)
+            .ok_or_else(|| bad("the TTL (not a whole number)"))?;
+        let rdata = row
+            .get_ref(4)
+            .ok()
+            .and_then(text)
+            .ok_or_else(|| bad("the rdata"))?;
+        let record = parse_row(table, id, origin, &name, &rdtype, ttl, &rdata)?;
+        out.push(StoredRecord { table, id, record });
+    }
+    Ok(())
 }
 
 /// Every RR of zone `origin`: `records` rows in `rname, rdtype` order (BIND 10's
@@ -604,6 +637,19 @@ impl Change {
     }
 }
 
+/// What [`update_zone_with`] reads, gives its planner and checks after.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope<'a> {
+    /// The whole zone (`records` and `nsec3`): the result gets every check
+    /// of [`check_stored_zone`].
+    Zone,
+    /// The RRs at these owner names and at the apex only (a dynamic update
+    /// into a large zone): the change must touch no other name, and the
+    /// zone checks (one SOA, apex NS, CNAME exclusivity, names in the zone)
+    /// run over those names, which is where a change can break them.
+    Names(&'a [Name]),
+}
+
 /// Applies one incremental change to zone `origin` in one transaction: deletes
 /// the RRs of `delete` (matched on owner, type and RDATA; TTL ignored), adds
 /// those of `add`, increments the SOA serial by one and appends the change to
@@ -629,13 +675,18 @@ pub fn update_zone(
         delete: delete.to_vec(),
         soa: None,
     };
-    update_zone_with(conn, origin, SerialPolicy::Increment, 0, |_| {
-        Ok::<_, AdminError>(change)
-    })?
+    update_zone_with(
+        conn,
+        origin,
+        Scope::Zone,
+        SerialPolicy::Increment,
+        0,
+        |_| Ok::<_, AdminError>(change),
+    )?
 }
 
 /// Applies the change `plan` works out from the zone's RRs (the `records`
-/// table, as read inside the transaction) to zone `origin`, in one
+/// table in `scope`, as read inside the transaction) to zone `origin`, in one
 /// `BEGIN IMMEDIATE` transaction: the RRs deleted and added, the SOA serial
 /// moved per `serial` at Unix time `now` (or the SOA replaced by
 /// [`Change::soa`]), the change appended to the `diffs` journal in BIND 10's
@@ -649,6 +700,7 @@ pub fn update_zone(
 pub fn update_zone_with<E>(
     conn: &mut Connection,
     origin: &Name,
+    scope: Scope<'_>,
     serial: SerialPolicy,
     now: u64,
     plan: impl FnOnce(&[Record]) -> Result<Change, E>,
@@ -657,7 +709,15 @@ pub fn update_zone_with<E>(
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql("starting the transaction"))?;
     let zone_id = require_zone(&tx, origin)?;
-    let before = zone_records_by_id(&tx, origin, zone_id)?;
+    let read = |tx: &Connection| match scope {
+        Scope::Zone => zone_records_by_id(tx, origin, zone_id),
+        Scope::Names(names) => {
+            let mut all = vec![origin.clone()];
+            all.extend_from_slice(names);
+            records_at(tx, origin, zone_id, &all)
+        }
+    };
+    let before = read(&tx)?;
     let soas: Vec<&StoredRecord> = before
         .iter()
         .filter(|r| r.record.rtype == RType::SOA && r.record.owner == *origin)
@@ -829,7 +889,7 @@ pub fn update_zone_with<E>(
         for rec in add {
             put(new_serial, DIFF_ADD, rec)?;
         }
-        let after = zone_records_by_id(&tx, origin, zone_id)?;
+        let after = read(&tx)?;
         // A row this update inserted is rolled back with it: name the problem,
         // not that row's id.
         check_zone(origin, &sourced("zone", &after)).map_err(|e| {
@@ -847,7 +907,9 @@ pub fn update_zone_with<E>(
                 loaded_error(e)
             }
         })?;
-        check_rnames(&tx, origin)?;
+        if let Scope::Zone = scope {
+            check_rnames(&tx, origin)?;
+        }
         drop(journal);
         let report = UpdateReport {
             old_serial,
@@ -1023,27 +1085,46 @@ mod tests {
             conn.query_row("SELECT COUNT(*) FROM diffs", [], |r| r.get(0))
                 .expect("count")
         };
-        let refused = update_zone_with(&mut conn, &origin(), SerialPolicy::Increment, 0, |rs| {
-            assert_eq!(rs.len(), 4, "SOA, NS, two A");
-            Err::<Change, _>("no")
-        })
+        let refused = update_zone_with(
+            &mut conn,
+            &origin(),
+            Scope::Zone,
+            SerialPolicy::Increment,
+            0,
+            |rs| {
+                assert_eq!(rs.len(), 4, "SOA, NS, two A");
+                Err::<Change, _>("no")
+            },
+        )
         .expect("no SQL error");
         assert_eq!(refused, Err("no"));
-        let empty = update_zone_with(&mut conn, &origin(), SerialPolicy::Increment, 0, |_| {
-            Ok::<_, ()>(Change::default())
-        })
+        let empty = update_zone_with(
+            &mut conn,
+            &origin(),
+            Scope::Zone,
+            SerialPolicy::Increment,
+            0,
+            |_| Ok::<_, ()>(Change::default()),
+        )
         .expect("sql")
         .expect("planned");
         assert_eq!((empty.new_serial, empty.journal_rows), (4294967295, 0));
         assert_eq!(journal(&conn), 0);
         let soa = rr("@ 300 SOA ns hostmaster 5 3600 900 1209600 300").rdata;
-        let rep = update_zone_with(&mut conn, &origin(), SerialPolicy::Increment, 0, |_| {
-            Ok::<_, ()>(Change {
-                add: vec![rr("new 300 A 192.0.2.9")],
-                delete: vec![],
-                soa: Some(soa.clone()),
-            })
-        })
+        let rep = update_zone_with(
+            &mut conn,
+            &origin(),
+            Scope::Zone,
+            SerialPolicy::Increment,
+            0,
+            |_| {
+                Ok::<_, ()>(Change {
+                    add: vec![rr("new 300 A 192.0.2.9")],
+                    delete: vec![],
+                    soa: Some(soa.clone()),
+                })
+            },
+        )
         .expect("sql")
         .expect("planned");
         assert_eq!(
@@ -1051,14 +1132,58 @@ mod tests {
             (4294967295, 5, 3)
         );
         // A SOA whose serial is not greater: refused, nothing written.
-        let stale = update_zone_with(&mut conn, &origin(), SerialPolicy::Increment, 0, |_| {
-            Ok::<_, ()>(Change {
-                soa: Some(soa.clone()),
-                ..Change::default()
-            })
-        });
+        let stale = update_zone_with(
+            &mut conn,
+            &origin(),
+            Scope::Zone,
+            SerialPolicy::Increment,
+            0,
+            |_| {
+                Ok::<_, ()>(Change {
+                    soa: Some(soa.clone()),
+                    ..Change::default()
+                })
+            },
+        );
         assert!(matches!(stale, Err(AdminError::Update(_))), "{stale:?}");
         assert_eq!(journal(&conn), 3);
+    }
+
+    /// `Scope::Names`: the planner sees the apex and those names only (any
+    /// case), and the result is still checked there.
+    #[test]
+    fn update_with_names_scope() {
+        let mut conn = db();
+        let recs = parse_master_text(ZONE, Path::new("t"), &origin()).expect("zone");
+        create_zone(&mut conn, &origin(), &recs).expect("create");
+        let names = ["WWW.example.org.".parse().expect("name")];
+        let seen = update_zone_with(
+            &mut conn,
+            &origin(),
+            Scope::Names(&names),
+            SerialPolicy::Increment,
+            0,
+            |rs| {
+                let types: Vec<RType> = rs.iter().map(|r| r.rtype).collect();
+                Err::<Change, _>(types)
+            },
+        )
+        .expect("sql");
+        assert_eq!(seen, Err(vec![RType::NS, RType::SOA, RType::A]));
+        let broken = update_zone_with(
+            &mut conn,
+            &origin(),
+            Scope::Names(&names),
+            SerialPolicy::Increment,
+            0,
+            |_| {
+                Ok::<_, ()>(Change {
+                    add: vec![rr("www 300 CNAME ns")],
+                    ..Change::default()
+                })
+            },
+        );
+        assert!(matches!(broken, Err(AdminError::Update(_))), "{broken:?}");
     }
 
     #[test]
