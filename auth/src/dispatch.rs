@@ -10,8 +10,8 @@
 //! with (for ACLs), and every reply to it is signed (§5.3): the one reply, or
 //! each message of a transfer (§5.3.1). A signed reply over the size limit is
 //! cut to the question and the TSIG, with TC set (§5.3). Signed requests are
-//! verified whatever their opcode, so a signed NOTIFY or UPDATE gets a signed
-//! NOTIMP.
+//! verified whatever their opcode: a signed UPDATE reaches [`crate::update`] with
+//! its key, a signed NOTIFY gets a signed NOTIMP.
 //!
 //! | opcode | class | qtype | handler |
 //! |---|---|---|---|
