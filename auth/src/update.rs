@@ -141,6 +141,8 @@ pub struct ZoneUpdate {
     pub allow: Option<Acl>,
     /// Updates of a signed zone allowed (replaces `[update] dnssec`), when given.
     pub dnssec: Option<bool>,
+    /// How its serial moves (replaces `[update] serial`), when given.
+    pub serial: Option<SerialPolicy>,
 }
 
 /// Who may update what, and where the zones are written.
@@ -172,6 +174,12 @@ impl UpdatePolicy {
         self.zone(origin)
             .and_then(|z| z.allow.as_ref())
             .unwrap_or(&self.allow)
+    }
+
+    fn serial_for(&self, origin: &Name) -> SerialPolicy {
+        self.zone(origin)
+            .and_then(|z| z.serial)
+            .unwrap_or(self.serial)
     }
 
     fn dnssec_for(&self, origin: &Name) -> bool {
@@ -340,7 +348,8 @@ fn run(
         .map(|rr| rr.owner.clone())
         .collect();
     let scope = Scope::Names(&names);
-    match sqlite_admin::update_zone_with(&mut conn, zone, scope, policy.serial, now, plan) {
+    match sqlite_admin::update_zone_with(&mut conn, zone, scope, policy.serial_for(zone), now, plan)
+    {
         Ok(Ok(report)) if report.journal_rows == 0 => Ok(None),
         Ok(Ok(report)) => Ok(Some({
             // Served at once: the sources poll for the new generation.

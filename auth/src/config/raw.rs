@@ -269,6 +269,7 @@ pub(super) struct RawUpdateZone {
     #[serde(default, deserialize_with = "string_or_list")]
     pub(super) allow: Option<Vec<String>>,
     pub(super) dnssec: Option<bool>,
+    pub(super) serial: Option<String>,
 }
 
 /// One `[[key]]` table (a TSIG key). Its `Debug` leaves the secret out.

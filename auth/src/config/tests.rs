@@ -460,6 +460,7 @@ fn update_section() {
         origin = "example.org."
         allow = []
         dnssec = true
+        serial = "unixtime"
         "#,
     )
     .expect("valid");
@@ -474,6 +475,10 @@ fn update_section() {
     assert!(u.grants[0].types.is_empty());
     assert_eq!(u.zones[0].allow.as_ref().map(Acl::len), Some(0));
     assert_eq!(u.zones[0].dnssec, Some(true));
+    assert_eq!(
+        u.zones[0].serial,
+        Some(authd_datasrc::sqlite_admin::SerialPolicy::UnixTime)
+    );
     let p = c.update_policy();
     assert_eq!(
         p.dbs,
@@ -527,6 +532,11 @@ fn update_section_errors() {
             "[[update.zone]]\norigin = \"a.\"\n[[update.zone]]\norigin = \"a.\"",
             "update.zone[1].origin",
             "listed twice",
+        ),
+        (
+            "[[update.zone]]\norigin = \"a.\"\nserial = \"daily\"",
+            "update.zone[0].serial",
+            "\"daily\" is not",
         ),
     ];
     for (text, want_key, want) in cases {

@@ -591,6 +591,24 @@ fn transfer_config(
     Ok(TransferConfig { allow, zones })
 }
 
+/// The serial policy `text` of key `key` (`None` when unset).
+fn serial_policy(
+    key: &str,
+    text: Option<String>,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<Option<SerialPolicy>, ConfigError> {
+    match text.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None => Ok(None),
+        Some("increment") => Ok(Some(SerialPolicy::Increment)),
+        Some("unixtime") => Ok(Some(SerialPolicy::UnixTime)),
+        Some("dateserial") => Ok(Some(SerialPolicy::DateSerial)),
+        Some(other) => Err(invalid(
+            key,
+            format!("{other:?} is not \"increment\", \"unixtime\" or \"dateserial\""),
+        )),
+    }
+}
+
 /// `[update]`: the global `allow` list, the serial policy, the grants and
 /// the per-zone settings.
 fn update_config(
@@ -599,22 +617,7 @@ fn update_config(
     invalid: &impl Fn(&str, String) -> ConfigError,
 ) -> Result<UpdateConfig, ConfigError> {
     let allow = acl("update.allow", raw.allow, keys, invalid)?;
-    let serial = match raw
-        .serial
-        .as_deref()
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        None | Some("increment") => SerialPolicy::Increment,
-        Some("unixtime") => SerialPolicy::UnixTime,
-        Some("dateserial") => SerialPolicy::DateSerial,
-        Some(other) => {
-            return Err(invalid(
-                "update.serial",
-                format!("{other:?} is not \"increment\", \"unixtime\" or \"dateserial\""),
-            ));
-        }
-    };
+    let serial = serial_policy("update.serial", raw.serial, invalid)?.unwrap_or_default();
     let mut grants = Vec::new();
     for (i, g) in raw.grant.into_iter().enumerate() {
         let at = format!("update.grant[{i}]");
@@ -688,6 +691,7 @@ fn update_config(
             origin,
             allow,
             dnssec: z.dnssec,
+            serial: serial_policy(&format!("{at}.serial"), z.serial, invalid)?,
         });
     }
     Ok(UpdateConfig {
