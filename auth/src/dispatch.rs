@@ -10,8 +10,8 @@
 //! with (for ACLs), and every reply to it is signed (§5.3): the one reply, or
 //! each message of a transfer (§5.3.1). A signed reply over the size limit is
 //! cut to the question and the TSIG, with TC set (§5.3). Signed requests are
-//! verified whatever their opcode, so a signed NOTIFY or UPDATE gets a signed
-//! NOTIMP.
+//! verified whatever their opcode: a signed UPDATE reaches [`crate::update`] with
+//! its key, a signed NOTIFY gets a signed NOTIMP.
 //!
 //! | opcode | class | qtype | handler |
 //! |---|---|---|---|
@@ -25,7 +25,7 @@
 //! | QUERY | CH | any | [`crate::chaos`] (`version.bind`, `hostname.bind`) |
 //! | QUERY | other | any | REFUSED |
 //! | NOTIFY | | | NOTIMP (the secondary role will answer it) |
-//! | UPDATE | | | NOTIMP (dynamic update will answer it) |
+//! | UPDATE | | | [`crate::update::update`] (`[update]`: RFC 2136) |
 //! | others | | | NOTIMP |
 //!
 //! A message shorter than a header, or a response (QR=1), gets nothing; a
@@ -44,7 +44,7 @@
 //! policy, the TSIG keys, the cookie secrets and rate limits — swapped whole
 //! by [`crate::server::DispatcherHandle::store`], so a message is handled
 //! entirely under the old configuration or entirely under the new one.
-//! Later policy (update grants) joins it here.
+//! The update policy ([`crate::update::UpdatePolicy`]) is part of it.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -62,6 +62,7 @@ use crate::query::{
 };
 use crate::rrl::{Action, RateLimiter};
 use crate::tsig::{self, Rejection, Signer};
+use crate::update::{self, UpdatePolicy};
 use crate::wire::{self, Flags, Header, MessageWriter, Opcode, ParseError, Rcode, Request};
 use crate::xfr::{self, TransferPolicy};
 
@@ -90,6 +91,7 @@ pub struct Dispatcher {
     query: QueryProcessor,
     chaos: ChaosOptions,
     transfer: TransferPolicy,
+    update: UpdatePolicy,
     keys: KeyRing,
     /// DNS cookies (RFC 7873), when on.
     cookies: Option<Cookies>,
@@ -126,6 +128,7 @@ impl Dispatcher {
             query: QueryProcessor::new(sources),
             chaos: ChaosOptions::default(),
             transfer: TransferPolicy::default(),
+            update: UpdatePolicy::default(),
             keys: KeyRing::default(),
             cookies: None,
             rrl: None,
@@ -141,6 +144,11 @@ impl Dispatcher {
     /// The same, transferring zones per `transfer`.
     pub fn with_transfer(self, transfer: TransferPolicy) -> Dispatcher {
         Dispatcher { transfer, ..self }
+    }
+
+    /// The same, taking dynamic updates per `update` (RFC 2136).
+    pub fn with_update(self, update: UpdatePolicy) -> Dispatcher {
+        Dispatcher { update, ..self }
     }
 
     /// The same, verifying signed requests and signing replies with `keys`
@@ -252,8 +260,8 @@ impl Dispatcher {
         let parsed = wire::parse_query(msg);
         // Other opcodes than QUERY are parsed only to find a TSIG to verify.
         let signed = parsed.as_ref().is_ok_and(|r| r.tsig.is_some());
-        if head.opcode != Opcode::QUERY && !signed {
-            // NOTIFY (RFC 1996) and UPDATE (RFC 2136) plug in here.
+        if !matches!(head.opcode, Opcode::QUERY | Opcode::UPDATE) && !signed {
+            // NOTIFY (RFC 1996) plugs in here.
             let header = Header::reply(
                 head.id,
                 head.opcode,
@@ -373,6 +381,14 @@ impl Dispatcher {
         out: &mut Vec<u8>,
         signer: Option<&Signer<'_>>,
     ) -> Handled {
+        if req.opcode == Opcode::UPDATE {
+            let client = update::Client {
+                addr: peer,
+                key: signer.map(|s| &s.key().name),
+            };
+            update::update(self.sources(), &self.update, msg, req, &client, out);
+            return Handled::Message(ERROR);
+        }
         if req.opcode != Opcode::QUERY {
             // Only a signed request of another opcode gets here.
             let header = Header::reply_to(req, Flags::empty(), Rcode::NOTIMP);
@@ -737,8 +753,9 @@ mod tests {
     fn each_row_of_the_table() {
         let d = dispatcher(&[]);
         let udp = Transport::Udp;
-        // Opcodes other than QUERY: NOTIMP, opcode and RD echoed, no question.
-        for opcode in [1u8, 2, 3, 4, 5, 15] {
+        // Opcodes other than QUERY and UPDATE: NOTIMP, opcode and RD echoed,
+        // no question.
+        for opcode in [1u8, 2, 3, 4, 15] {
             let byte2 = (opcode << 3) | RD;
             assert_eq!(
                 one(&d, &message(byte2, 6, IN, None), udp),
@@ -746,6 +763,13 @@ mod tests {
                 "opcode {opcode}"
             );
         }
+        // UPDATE goes to its handler: www.example.com. is no zone (and
+        // example.com. is in memory), NOTAUTH with the zone section echoed.
+        let byte2 = 5 << 3;
+        assert_eq!(
+            one(&d, &message(byte2, 6, IN, None), udp),
+            (9, QR | byte2, 1, 0)
+        );
         // A plain query: NOERROR, AA, the answer (www has two A records).
         assert_eq!(
             one(&d, &message(RD, 1, IN, None), udp),

@@ -21,5 +21,6 @@ pub mod rrl;
 pub mod server;
 pub mod sys;
 pub mod tsig;
+pub mod update;
 pub mod wire;
 pub mod xfr;

@@ -116,7 +116,7 @@ impl Record<'_> {
 /// Reads a possibly compressed name at `at`: the name and the offset after it
 /// (after the first pointer, if any). `None` for a malformed name, a pointer
 /// loop or a name over 255 bytes.
-fn read_name(msg: &[u8], at: usize) -> Option<(Name, usize)> {
+pub(crate) fn read_name(msg: &[u8], at: usize) -> Option<(Name, usize)> {
     let mut wire = [0u8; MAX_NAME_LEN];
     let mut len = 0;
     let mut pos = at;

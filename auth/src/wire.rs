@@ -140,6 +140,13 @@ impl Rcode {
     pub const YXDOMAIN: Rcode = Rcode(6);
     /// Not authoritative for the zone (RFC 2136 §2.2).
     pub const NOTAUTH: Rcode = Rcode(9);
+    /// An RRset that should not exist does (RFC 2136 §2.2).
+    pub const YXRRSET: Rcode = Rcode(7);
+    /// An RRset that should exist does not (RFC 2136 §2.2).
+    pub const NXRRSET: Rcode = Rcode(8);
+    /// A name of the prerequisite or update section is outside the zone
+    /// (RFC 2136 §2.2).
+    pub const NOTZONE: Rcode = Rcode(10);
     /// Unsupported EDNS version (RFC 6891 §9): an extended code.
     pub const BADVERS: Rcode = Rcode(16);
     /// Bad or missing server cookie (RFC 7873 §8): an extended code.

@@ -274,7 +274,8 @@ fn db_errors_name_the_file() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stderr(&out),
-        "loadzone: cannot read zone DB notdb: file is not a database\n"
+        "loadzone: zone DB notdb is corrupt (file is not a database); \
+         restore it from a backup (docs/ZONE-ADMIN.md, Backups)\n"
     );
     let out = loadzone(d, "no/such/dir/z.db", "example.org", "example.org.zone");
     assert_eq!(out.status.code(), Some(1));

@@ -274,7 +274,6 @@ fn zone_records_by_id(
     origin: &Name,
     zone_id: i64,
 ) -> Result<Vec<StoredRecord>, AdminError> {
-    let action = "reading the zone";
     let mut out = Vec::new();
     for (table, query) in [
         (
@@ -286,40 +285,74 @@ fn zone_records_by_id(
             "SELECT id, owner, rdtype, ttl, rdata FROM nsec3 WHERE zone_id=?1 ORDER BY hash, rdtype, id",
         ),
     ] {
-        let mut stmt = conn.prepare(query).map_err(sql(action))?;
-        let mut rows = stmt.query([zone_id]).map_err(sql(action))?;
-        while let Some(row) = rows.next().map_err(sql(action))? {
-            let id = row.get_ref(0).ok().and_then(int).unwrap_or(-1);
-            let name = row.get_ref(1).ok().and_then(text);
-            let bad = |column: &str| AdminError::BadRow {
-                table,
-                id,
-                name: name.clone().unwrap_or_default(),
-                reason: format!("{column} is NULL or unreadable"),
-            };
-            let Some(name) = name.clone() else {
-                return Err(bad("the name"));
-            };
-            let rdtype = row
-                .get_ref(2)
-                .ok()
-                .and_then(text)
-                .ok_or_else(|| bad("the type"))?;
-            let ttl = row
-                .get_ref(3)
-                .ok()
-                .and_then(int)
-                .ok_or_else(|| bad("the TTL (not a whole number)"))?;
-            let rdata = row
-                .get_ref(4)
-                .ok()
-                .and_then(text)
-                .ok_or_else(|| bad("the rdata"))?;
-            let record = parse_row(table, id, origin, &name, &rdtype, ttl, &rdata)?;
-            out.push(StoredRecord { table, id, record });
+        read_rows(conn, origin, table, query, [zone_id], &mut out)?;
+    }
+    Ok(out)
+}
+
+/// The `records` rows of zone `zone_id` owned by `names` (each once).
+fn records_at(
+    conn: &Connection,
+    origin: &Name,
+    zone_id: i64,
+    names: &[Name],
+) -> Result<Vec<StoredRecord>, AdminError> {
+    let mut out = Vec::new();
+    let query = "SELECT id, name, rdtype, ttl, rdata FROM records WHERE zone_id=?1 AND name=?2 \
+                 ORDER BY rdtype, id";
+    for (i, name) in names.iter().enumerate() {
+        if !names[..i].contains(name) {
+            let params = params![zone_id, name.to_string()];
+            read_rows(conn, origin, "records", query, params, &mut out)?;
         }
     }
     Ok(out)
+}
+
+/// Appends the rows `query` (columns id, name, rdtype, ttl, rdata of
+/// `table`) selects with `params`, parsed, to `out`.
+fn read_rows(
+    conn: &Connection,
+    origin: &Name,
+    table: &'static str,
+    query: &str,
+    params: impl rusqlite::Params,
+    out: &mut Vec<StoredRecord>,
+) -> Result<(), AdminError> {
+    let action = "reading the zone";
+    let mut stmt = conn.prepare_cached(query).map_err(sql(action))?;
+    let mut rows = stmt.query(params).map_err(sql(action))?;
+    while let Some(row) = rows.next().map_err(sql(action))? {
+        let id = row.get_ref(0).ok().and_then(int).unwrap_or(-1);
+        let name = row.get_ref(1).ok().and_then(text);
+        let bad = |column: &str| AdminError::BadRow {
+            table,
+            id,
+            name: name.clone().unwrap_or_default(),
+            reason: format!("{column} is NULL or unreadable"),
+        };
+        let Some(name) = name.clone() else {
+            return Err(bad("the name"));
+        };
+        let rdtype = row
+            .get_ref(2)
+            .ok()
+            .and_then(text)
+            .ok_or_else(|| bad("the type"))?;
+        let ttl = row
+            .get_ref(3)
+            .ok()
+            .and_then(int)
+            .ok_or_else(|| bad("the TTL (not a whole number)"))?;
+        let rdata = row
+            .get_ref(4)
+            .ok()
+            .and_then(text)
+            .ok_or_else(|| bad("the rdata"))?;
+        let record = parse_row(table, id, origin, &name, &rdtype, ttl, &rdata)?;
+        out.push(StoredRecord { table, id, record });
+    }
+    Ok(())
 }
 
 /// Every RR of zone `origin`: `records` rows in `rname, rdtype` order (BIND 10's
@@ -520,7 +553,8 @@ fn check_rnames(conn: &Connection, origin: &Name) -> Result<(), AdminError> {
 pub struct UpdateReport {
     /// The SOA serial before.
     pub old_serial: u32,
-    /// The SOA serial after (old + 1, RFC 1982 wrapping).
+    /// The SOA serial after (per the [`SerialPolicy`], or the SOA the change
+    /// gave; equal to the old one when nothing changed).
     pub new_serial: u32,
     /// RRs added.
     pub added: usize,
@@ -550,6 +584,72 @@ fn rdata_text(rec: &Record) -> Result<String, AdminError> {
         .map_err(|e| AdminError::Update(format!("{} {}: {e}", rec.owner, rec.rtype)))
 }
 
+/// How the SOA serial moves when a change is applied (RFC 1982 arithmetic:
+/// the new serial is always greater than the old one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SerialPolicy {
+    /// Old serial + 1 (wrapping).
+    #[default]
+    Increment,
+    /// The current Unix time in seconds, or old + 1 when that is not greater.
+    UnixTime,
+    /// `YYYYMMDDnn` of the current UTC date with `nn` = 00, or old + 1 when
+    /// that is not greater.
+    DateSerial,
+}
+
+impl SerialPolicy {
+    /// The serial after `old` at Unix time `now` (seconds).
+    pub fn next(self, old: u32, now: u64) -> u32 {
+        let candidate = match self {
+            SerialPolicy::Increment => None,
+            SerialPolicy::UnixTime => u32::try_from(now).ok(),
+            SerialPolicy::DateSerial => {
+                let days = i64::try_from(now / 86_400).unwrap_or(0);
+                let (y, m, d) = crate::rdata_text::types::civil_from_days(days);
+                u32::try_from(y * 1_000_000 + m * 10_000 + d * 100).ok()
+            }
+        };
+        candidate
+            .filter(|c| serial_gt(*c, old))
+            .unwrap_or_else(|| old.wrapping_add(1))
+    }
+}
+
+/// A change to a zone, worked out by [`update_zone_with`]'s planner from the
+/// zone's content read inside the update's transaction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Change {
+    /// RRs to add (absent from the zone).
+    pub add: Vec<Record>,
+    /// RRs to delete (matched on owner, type and RDATA; TTL ignored).
+    pub delete: Vec<Record>,
+    /// A replacement apex SOA RDATA whose serial is greater than the current
+    /// one (RFC 2136 §3.4.2.2); `None`: the serial moves per the
+    /// [`SerialPolicy`].
+    pub soa: Option<Rdata>,
+}
+
+impl Change {
+    /// True when the change changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.add.is_empty() && self.delete.is_empty() && self.soa.is_none()
+    }
+}
+
+/// What [`update_zone_with`] reads, gives its planner and checks after.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope<'a> {
+    /// The whole zone (`records` and `nsec3`): the result gets every check
+    /// of [`check_stored_zone`].
+    Zone,
+    /// The RRs at these owner names and at the apex only (a dynamic update
+    /// into a large zone): the change must touch no other name, and the
+    /// zone checks (one SOA, apex NS, CNAME exclusivity, names in the zone)
+    /// run over those names, which is where a change can break them.
+    Names(&'a [Name]),
+}
+
 /// Applies one incremental change to zone `origin` in one transaction: deletes
 /// the RRs of `delete` (matched on owner, type and RDATA; TTL ignored), adds
 /// those of `add`, increments the SOA serial by one and appends the change to
@@ -570,6 +670,88 @@ pub fn update_zone(
     if add.is_empty() && delete.is_empty() {
         return Err(AdminError::Update("nothing to add or delete".into()));
     }
+    let change = Change {
+        add: add.to_vec(),
+        delete: delete.to_vec(),
+        soa: None,
+    };
+    update_zone_with(
+        conn,
+        origin,
+        Scope::Zone,
+        SerialPolicy::Increment,
+        0,
+        |_| Ok::<_, AdminError>(change),
+    )?
+}
+
+/// Applies the change `plan` works out from the zone's RRs (the `records`
+/// table in `scope`, as read inside the transaction) to zone `origin`, in one
+/// `BEGIN IMMEDIATE` transaction: the RRs deleted and added, the SOA serial
+/// moved per `serial` at Unix time `now` (or the SOA replaced by
+/// [`Change::soa`]), the change appended to the `diffs` journal in BIND 10's
+/// layout (see the module doc), the result checked as [`check_stored_zone`]
+/// checks. An empty change writes nothing (the serial stays).
+///
+/// Returns `Ok(Err(e))` when `plan` refused with `e` (nothing written).
+///
+/// Errors: as [`update_zone`]; a busy DB is [`AdminError::Sqlite`] after the
+/// connection's busy timeout.
+pub fn update_zone_with<E>(
+    conn: &mut Connection,
+    origin: &Name,
+    scope: Scope<'_>,
+    serial: SerialPolicy,
+    now: u64,
+    plan: impl FnOnce(&[Record]) -> Result<Change, E>,
+) -> Result<Result<UpdateReport, E>, AdminError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql("starting the transaction"))?;
+    let zone_id = require_zone(&tx, origin)?;
+    let read = |tx: &Connection| match scope {
+        Scope::Zone => zone_records_by_id(tx, origin, zone_id),
+        Scope::Names(names) => {
+            let mut all = vec![origin.clone()];
+            all.extend_from_slice(names);
+            records_at(tx, origin, zone_id, &all)
+        }
+    };
+    let before = read(&tx)?;
+    let soas: Vec<&StoredRecord> = before
+        .iter()
+        .filter(|r| r.record.rtype == RType::SOA && r.record.owner == *origin)
+        .collect();
+    let [soa] = soas[..] else {
+        return Err(AdminError::Check(format!(
+            "zone {origin} has {} SOA records; exactly one is needed",
+            soas.len()
+        )));
+    };
+    let old_serial = soa
+        .record
+        .rdata
+        .soa_serial()
+        .ok_or_else(|| AdminError::Check(format!("zone {origin}: unreadable SOA")))?;
+    let stored: Vec<Record> = before
+        .iter()
+        .filter(|r| r.table == "records")
+        .map(|r| r.record.clone())
+        .collect();
+    let change = match plan(&stored) {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(e)),
+    };
+    if change.is_empty() {
+        return Ok(Ok(UpdateReport {
+            old_serial,
+            new_serial: old_serial,
+            added: 0,
+            deleted: 0,
+            journal_rows: 0,
+        }));
+    }
+    let (add, delete) = (&change.add[..], &change.delete[..]);
     for rec in add.iter().chain(delete) {
         if !rec.owner.is_subdomain_of(origin) {
             return Err(AdminError::Update(format!(
@@ -587,29 +769,19 @@ pub fn update_zone(
             )));
         }
     }
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(sql("starting the transaction"))?;
-    let zone_id = require_zone(&tx, origin)?;
-    let before = zone_records_by_id(&tx, origin, zone_id)?;
-    let soas: Vec<&StoredRecord> = before
-        .iter()
-        .filter(|r| r.record.rtype == RType::SOA && r.record.owner == *origin)
-        .collect();
-    let [soa] = soas[..] else {
-        return Err(AdminError::Check(format!(
-            "zone {origin} has {} SOA records; exactly one is needed",
-            soas.len()
-        )));
+    let new_soa_rdata = match &change.soa {
+        Some(rdata) => rdata.clone(),
+        None => with_serial(&soa.record.rdata, serial.next(old_serial, now))
+            .ok_or_else(|| AdminError::Check(format!("zone {origin}: unreadable SOA")))?,
     };
-    let old_serial = soa
-        .record
-        .rdata
+    let new_serial = new_soa_rdata
         .soa_serial()
-        .ok_or_else(|| AdminError::Check(format!("zone {origin}: unreadable SOA")))?;
-    let new_serial = old_serial.wrapping_add(1);
-    let new_soa_rdata = with_serial(&soa.record.rdata, new_serial)
-        .ok_or_else(|| AdminError::Check(format!("zone {origin}: unreadable SOA")))?;
+        .filter(|s| serial_gt(*s, old_serial))
+        .ok_or_else(|| {
+            AdminError::Update(format!(
+                "zone {origin}: the new SOA serial must be greater than {old_serial}"
+            ))
+        })?;
     let soa_id = soa.id;
     let old_soa = soa.record.clone();
     let new_soa = Record {
@@ -717,7 +889,7 @@ pub fn update_zone(
         for rec in add {
             put(new_serial, DIFF_ADD, rec)?;
         }
-        let after = zone_records_by_id(&tx, origin, zone_id)?;
+        let after = read(&tx)?;
         // A row this update inserted is rolled back with it: name the problem,
         // not that row's id.
         check_zone(origin, &sourced("zone", &after)).map_err(|e| {
@@ -735,7 +907,9 @@ pub fn update_zone(
                 loaded_error(e)
             }
         })?;
-        check_rnames(&tx, origin)?;
+        if let Scope::Zone = scope {
+            check_rnames(&tx, origin)?;
+        }
         drop(journal);
         let report = UpdateReport {
             old_serial,
@@ -747,7 +921,7 @@ pub fn update_zone(
         drop(del);
         drop(ins);
         tx.commit().map_err(sql("committing"))?;
-        Ok(report)
+        Ok(Ok(report))
     }
 }
 
@@ -881,6 +1055,135 @@ mod tests {
         assert!(serial_gt(0, 0xFFFF_FFFF));
         assert!(!serial_gt(5, 5));
         assert!(!serial_gt(0xFFFF_FFF0, 1230));
+    }
+
+    /// Increment wraps; unixtime and dateserial take the clock when it is
+    /// ahead of the old serial, else old + 1.
+    #[test]
+    fn serial_policies() {
+        // 2026-12-01T00:00:00Z
+        let now = 1_796_083_200;
+        assert_eq!(SerialPolicy::Increment.next(u32::MAX, now), 0);
+        assert_eq!(SerialPolicy::UnixTime.next(7, now), 1_796_083_200);
+        assert_eq!(
+            SerialPolicy::UnixTime.next(1_796_083_200, now),
+            1_796_083_201
+        );
+        assert_eq!(SerialPolicy::DateSerial.next(2024060101, now), 2026120100);
+        assert_eq!(SerialPolicy::DateSerial.next(2026120100, now), 2026120101);
+        assert_eq!(SerialPolicy::DateSerial.next(2026120199, now), 2026120200);
+    }
+
+    /// A planner's refusal and an empty change write nothing; a SOA given by
+    /// the change replaces the serial policy's.
+    #[test]
+    fn update_with_planner() {
+        let mut conn = db();
+        let recs = parse_master_text(ZONE, Path::new("t"), &origin()).expect("zone");
+        create_zone(&mut conn, &origin(), &recs).expect("create");
+        let journal = |conn: &Connection| -> i64 {
+            conn.query_row("SELECT COUNT(*) FROM diffs", [], |r| r.get(0))
+                .expect("count")
+        };
+        let refused = update_zone_with(
+            &mut conn,
+            &origin(),
+            Scope::Zone,
+            SerialPolicy::Increment,
+            0,
+            |rs| {
+                assert_eq!(rs.len(), 4, "SOA, NS, two A");
+                Err::<Change, _>("no")
+            },
+        )
+        .expect("no SQL error");
+        assert_eq!(refused, Err("no"));
+        let empty = update_zone_with(
+            &mut conn,
+            &origin(),
+            Scope::Zone,
+            SerialPolicy::Increment,
+            0,
+            |_| Ok::<_, ()>(Change::default()),
+        )
+        .expect("sql")
+        .expect("planned");
+        assert_eq!((empty.new_serial, empty.journal_rows), (4294967295, 0));
+        assert_eq!(journal(&conn), 0);
+        let soa = rr("@ 300 SOA ns hostmaster 5 3600 900 1209600 300").rdata;
+        let rep = update_zone_with(
+            &mut conn,
+            &origin(),
+            Scope::Zone,
+            SerialPolicy::Increment,
+            0,
+            |_| {
+                Ok::<_, ()>(Change {
+                    add: vec![rr("new 300 A 192.0.2.9")],
+                    delete: vec![],
+                    soa: Some(soa.clone()),
+                })
+            },
+        )
+        .expect("sql")
+        .expect("planned");
+        assert_eq!(
+            (rep.old_serial, rep.new_serial, rep.journal_rows),
+            (4294967295, 5, 3)
+        );
+        // A SOA whose serial is not greater: refused, nothing written.
+        let stale = update_zone_with(
+            &mut conn,
+            &origin(),
+            Scope::Zone,
+            SerialPolicy::Increment,
+            0,
+            |_| {
+                Ok::<_, ()>(Change {
+                    soa: Some(soa.clone()),
+                    ..Change::default()
+                })
+            },
+        );
+        assert!(matches!(stale, Err(AdminError::Update(_))), "{stale:?}");
+        assert_eq!(journal(&conn), 3);
+    }
+
+    /// `Scope::Names`: the planner sees the apex and those names only (any
+    /// case), and the result is still checked there.
+    #[test]
+    fn update_with_names_scope() {
+        let mut conn = db();
+        let recs = parse_master_text(ZONE, Path::new("t"), &origin()).expect("zone");
+        create_zone(&mut conn, &origin(), &recs).expect("create");
+        let names = ["WWW.example.org.".parse().expect("name")];
+        let seen = update_zone_with(
+            &mut conn,
+            &origin(),
+            Scope::Names(&names),
+            SerialPolicy::Increment,
+            0,
+            |rs| {
+                let types: Vec<RType> = rs.iter().map(|r| r.rtype).collect();
+                Err::<Change, _>(types)
+            },
+        )
+        .expect("sql");
+        assert_eq!(seen, Err(vec![RType::NS, RType::SOA, RType::A]));
+        let broken = update_zone_with(
+            &mut conn,
+            &origin(),
+            Scope::Names(&names),
+            SerialPolicy::Increment,
+            0,
+            |_| {
+                Ok::<_, ()>(Change {
+                    add: vec![rr("www 300 CNAME ns")],
+                    ..Change::default()
+                })
+            },
+        );
+        assert!(matches!(broken, Err(AdminError::Update(_))), "{broken:?}");
     }
 
     #[test]

@@ -213,15 +213,15 @@ fn not_sqlite_and_empty_files() {
     let text = dir.path().join("text.sqlite3");
     fs::write(&text, "This is not an sqlite3 database\n").expect("write");
     let err = check(&text).expect_err("text file");
-    assert!(matches!(err, Error::Unreadable { .. }), "{err:?}");
+    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
     assert!(err.is_read_error());
-    assert!(
-        err.to_string()
-            .starts_with(&format!("cannot read zone DB {}: ", text.display()))
-    );
+    assert!(err.to_string().starts_with(&format!(
+        "zone DB {} is corrupt (file is not a database)",
+        text.display()
+    )));
     assert!(matches!(
         open_for_serving(&text),
-        Err(Error::Unreadable { .. })
+        Err(Error::Corrupt { .. })
     ));
 
     let empty = dir.path().join("empty.sqlite3");

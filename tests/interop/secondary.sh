@@ -8,7 +8,8 @@
 #      docs/ZONE-ADMIN.md says; authd notices the new serial and sends NOTIFY;
 #   4. Knot catches up by IXFR (its log must say so), and answers the changed
 #      name exactly as authd does (dig both, compare);
-#   5. once more with `zone update`.
+#   5. once more with `zone update`;
+#   6. once more with a dynamic update (`nsupdate`, RFC 2136).
 #
 # Everything runs on 127.0.0.1 with unprivileged ports (AUTHD_PORT, KNOT_PORT)
 # and a temporary folder; processes are stopped by PID; every wait is bounded
@@ -22,7 +23,7 @@ KNOT_PORT="${KNOT_PORT:-25353}"
 ZONE=example.org
 
 . tests/interop/common.sh
-install_missing knotd=knot dig=dnsutils sqlite3=sqlite3
+install_missing knotd=knot dig=dnsutils sqlite3=sqlite3 nsupdate=dnsutils
 
 # 1. The zone and authd.
 DB="$TMP/zones.sqlite3"
@@ -35,6 +36,8 @@ listen = ["127.0.0.1:$AUTHD_PORT"]
 type = "sqlite3"
 file = "$DB"
 [transfer]
+allow = ["127.0.0.1"]
+[update]
 allow = ["127.0.0.1"]
 [notify]
 targets = ["127.0.0.1:$KNOT_PORT"]
@@ -104,8 +107,23 @@ compare "$KNOT_PORT" ftp.$ZONE AAAA
 compare "$KNOT_PORT" $ZONE SOA
 [ -z "$(dig +short +norec @127.0.0.1 -p "$KNOT_PORT" mail.$ZONE A)" ] || fail "Knot still has mail.$ZONE"
 
+# 6. A dynamic update: add an ACME-style TXT, replace www (serial 4 -> 5).
+nsupdate <<EOF
+server 127.0.0.1 $AUTHD_PORT
+zone $ZONE.
+update add _acme-challenge.$ZONE. 60 TXT "token-1"
+update delete www.$ZONE. A
+update add www.$ZONE. 300 A 192.0.2.3
+send
+EOF
+wait_for 5 "authd serves serial 5" has_serial "$AUTHD_PORT" "$ZONE" 5
+wait_for 20 "Knot has serial 5" has_serial "$KNOT_PORT" "$ZONE" 5
+wait_for 10 "Knot logs a third IXFR" test "$(grep -c "IXFR, incoming.*finished" "$TMP/knot.log")" -ge 3
+compare "$KNOT_PORT" www.$ZONE A
+compare "$KNOT_PORT" _acme-challenge.$ZONE TXT
+
 echo "--- Knot log (transfers)"
 grep -E "AXFR|IXFR|notify" "$TMP/knot.log"
 echo "--- authd log (transfers and NOTIFY)"
 grep -E "xfr|notify" "$TMP/authd.log"
-echo "OK: Knot followed authd by AXFR, then IXFR after NOTIFY"
+echo "OK: Knot followed authd by AXFR, then IXFR after NOTIFY (SQL, zone update, UPDATE)"

@@ -710,7 +710,10 @@ fn corrupt_db_is_one_line() {
     ]);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.starts_with(&format!("authd: cannot read zone DB {}: ", db.display())),
+        err.starts_with(&format!(
+            "authd: zone DB {} is corrupt (file is not a database); restore it from a backup",
+            db.display()
+        )),
         "{err}"
     );
 }

@@ -429,6 +429,7 @@ fn dispatcher(
     Ok(Dispatcher::new(sources)
         .with_chaos(config.chaos.options())
         .with_transfer(config.transfer_policy())
+        .with_update(config.update_policy())
         .with_keys(config.key_ring())
         .with_cookies(cookies)
         .with_rrl(rrl)

@@ -52,6 +52,19 @@
 //! origin = "example.org."
 //! allow = ["key transfer-key."]  # this zone: replaces the global allow
 //!
+//! [update]                 # dynamic updates of sqlite3 zones (RFC 2136)
+//! allow = ["key ddns-key."]      # full control; default [] = nobody
+//! serial = "increment"           # or "unixtime", "dateserial"
+//! dnssec = false                 # refuse zones with a DNSKEY at the apex
+//! [[update.grant]]
+//! key = "acme-key."
+//! match = "name"                 # "name", "subdomain" or "wildcard"
+//! name = "_acme-challenge.www.example.com."
+//! types = ["TXT"]                # default: all but SOA, NS and DNSSEC types
+//! [[update.zone]]
+//! origin = "example.org."
+//! allow = ["key other-key."]     # this zone: replaces the global allow
+//!
 //! [notify]                 # NOTIFY when an sqlite3 zone's serial changes (RFC 1996)
 //! targets = ["127.0.0.1:5353"]   # every zone; ADDR without a port = 53
 //! [[notify.zone]]
@@ -451,6 +464,8 @@ pub struct Config {
     pub transfer: TransferConfig,
     /// NOTIFY to secondaries (`[notify]`).
     pub notify: NotifyConfig,
+    /// Dynamic updates (`[update]`, RFC 2136).
+    pub update: UpdateConfig,
     /// UDP response rate limiting (`[rrl]`).
     pub rrl: RrlConfig,
     /// DNS cookies (`[cookies]`).
@@ -479,6 +494,7 @@ impl Default for Config {
             datasources: Vec::new(),
             transfer: TransferConfig::default(),
             notify: NotifyConfig::default(),
+            update: UpdateConfig::default(),
             rrl: RrlConfig::default(),
             cookies: CookiesConfig::default(),
             metrics_listen: None,
@@ -549,6 +565,26 @@ impl Config {
         }
     }
 
+    /// Who may update which zones (RFC 2136), and the sqlite3 file of each
+    /// data source in order (`None` for memory sources: not updated).
+    pub fn update_policy(&self) -> crate::update::UpdatePolicy {
+        crate::update::UpdatePolicy {
+            allow: self.update.allow.clone(),
+            grants: self.update.grants.clone(),
+            zones: self.update.zones.clone(),
+            serial: self.update.serial,
+            dnssec: self.update.dnssec,
+            dbs: self
+                .datasources
+                .iter()
+                .map(|ds| match &ds.kind {
+                    DataSourceKind::Sqlite3 { file, .. } => Some(file.clone()),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
     /// The TSIG keys, for verifying requests and signing what is sent.
     pub fn key_ring(&self) -> KeyRing {
         KeyRing::new(self.keys.clone())
@@ -610,6 +646,36 @@ pub struct TransferConfig {
     pub allow: Acl,
     /// Per-zone lists, each replacing [`Self::allow`] for its zone.
     pub zones: Vec<TransferZone>,
+}
+
+/// Dynamic updates (`[update]`, RFC 2136) of zones in sqlite3 sources.
+///
+/// ```toml
+/// [update]
+/// allow = ["key ddns-key."]      # full control; an address-only entry must be written out
+/// serial = "increment"           # or "unixtime", "dateserial"
+/// dnssec = false                 # refuse zones with a DNSKEY at the apex
+/// [[update.grant]]
+/// key = "acme-key."
+/// match = "name"                 # "name", "subdomain" or "wildcard"
+/// name = "_acme-challenge.www.example.com."
+/// types = ["TXT"]                # default: all but SOA, NS and DNSSEC types
+/// [[update.zone]]
+/// origin = "example.org."
+/// allow = ["key other-key."]     # replaces the global list for this zone
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpdateConfig {
+    /// Who has full control of every zone without its own list; empty: nobody.
+    pub allow: Acl,
+    /// Finer grants by key.
+    pub grants: Vec<crate::update::Grant>,
+    /// Per-zone settings.
+    pub zones: Vec<crate::update::ZoneUpdate>,
+    /// How the SOA serial moves.
+    pub serial: authd_datasrc::sqlite_admin::SerialPolicy,
+    /// Updates of signed zones (DNSKEY at the apex) allowed.
+    pub dnssec: bool,
 }
 
 /// One `[[transfer.zone]]`: who may transfer one zone.

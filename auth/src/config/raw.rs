@@ -124,6 +124,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) transfer: RawTransfer,
     #[serde(default)]
+    pub(super) update: RawUpdate,
+    #[serde(default)]
     pub(super) notify: RawNotify,
     #[serde(default)]
     pub(super) rrl: RawRrl,
@@ -248,6 +250,44 @@ pub(super) struct RawTransferZone {
     pub(super) origin: Option<String>,
     #[serde(default, deserialize_with = "string_or_list")]
     pub(super) allow: Option<Vec<String>>,
+}
+
+/// `[update]` (dynamic updates, RFC 2136).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUpdate {
+    #[serde(default, deserialize_with = "string_or_list")]
+    pub(super) allow: Option<Vec<String>>,
+    pub(super) serial: Option<String>,
+    pub(super) dnssec: Option<bool>,
+    #[serde(default)]
+    pub(super) grant: Vec<RawGrant>,
+    #[serde(default)]
+    pub(super) zone: Vec<RawUpdateZone>,
+}
+
+/// One `[[update.grant]]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGrant {
+    pub(super) key: Option<String>,
+    #[serde(rename = "match")]
+    pub(super) kind: Option<String>,
+    pub(super) name: Option<String>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    pub(super) types: Option<Vec<String>>,
+}
+
+/// One `[[update.zone]]` table: settings replacing the global ones for one
+/// zone.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUpdateZone {
+    pub(super) origin: Option<String>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    pub(super) allow: Option<Vec<String>>,
+    pub(super) dnssec: Option<bool>,
+    pub(super) serial: Option<String>,
 }
 
 /// One `[[key]]` table (a TSIG key). Its `Debug` leaves the secret out.

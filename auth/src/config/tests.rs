@@ -450,3 +450,120 @@ fn cookie_secret_never_shows_in_errors() {
     let c = from_toml(&format!("[cookies]\nsecret = \"{secret}\"\n")).expect("valid");
     assert!(!format!("{c:?}").contains(&secret[..30]));
 }
+
+/// `[update]`: the ACL, serial policy, grants and per-zone settings; the
+/// policy carries the sqlite3 file of each data source in order.
+#[test]
+fn update_section() {
+    let c = from_toml(
+        r#"
+        [[key]]
+        name = "acme-key."
+        algorithm = "hmac-sha256"
+        secret = "c2VjcmV0"
+        [[datasource]]
+        type = "memory"
+        zones = [{ origin = "example.net.", file = "n.zone" }]
+        [[datasource]]
+        type = "sqlite3"
+        file = "z.sqlite3"
+        [update]
+        allow = ["key acme-key.", "127.0.0.1"]
+        serial = "dateserial"
+        [[update.grant]]
+        key = "acme-key."
+        match = "wildcard"
+        name = "*.dyn.example.com."
+        [[update.zone]]
+        origin = "example.org."
+        allow = []
+        dnssec = true
+        serial = "unixtime"
+        "#,
+    )
+    .expect("valid");
+    let u = &c.update;
+    assert_eq!(u.allow.len(), 2);
+    assert_eq!(
+        u.serial,
+        authd_datasrc::sqlite_admin::SerialPolicy::DateSerial
+    );
+    assert_eq!(u.grants.len(), 1);
+    assert_eq!(u.grants[0].kind, crate::update::GrantMatch::Wildcard);
+    assert!(u.grants[0].types.is_empty());
+    assert_eq!(u.zones[0].allow.as_ref().map(Acl::len), Some(0));
+    assert_eq!(u.zones[0].dnssec, Some(true));
+    assert_eq!(
+        u.zones[0].serial,
+        Some(authd_datasrc::sqlite_admin::SerialPolicy::UnixTime)
+    );
+    let p = c.update_policy();
+    assert_eq!(
+        p.dbs,
+        vec![None, Some(PathBuf::from("/etc/authd/z.sqlite3"))]
+    );
+    assert!(p.acl_for(&"example.org.".parse().expect("name")).is_empty());
+    assert_eq!(p.acl_for(&"example.com.".parse().expect("name")).len(), 2);
+}
+
+/// Every bad `[update]` value names its key and what is wrong.
+#[test]
+fn update_section_errors() {
+    let key = "[[key]]\nname = \"k.\"\nalgorithm = \"hmac-sha256\"\nsecret = \"c2VjcmV0\"\n";
+    let cases = [
+        (
+            "[update]\nallow = [\"key nokey.\"]",
+            "update.allow[0]",
+            "no [[key]] named nokey.",
+        ),
+        (
+            "[update]\nserial = \"weekly\"",
+            "update.serial",
+            "\"weekly\" is not",
+        ),
+        (
+            "[[update.grant]]\nmatch = \"name\"\nname = \"a.\"",
+            "update.grant[0].key",
+            "missing",
+        ),
+        (
+            "[[update.grant]]\nkey = \"other.\"\nmatch = \"name\"\nname = \"a.\"",
+            "update.grant[0].key",
+            "no [[key]] named other.",
+        ),
+        (
+            "[[update.grant]]\nkey = \"k.\"\nmatch = \"exact\"\nname = \"a.\"",
+            "update.grant[0].match",
+            "\"exact\" is not",
+        ),
+        (
+            "[[update.grant]]\nkey = \"k.\"\nmatch = \"wildcard\"\nname = \"a.\"",
+            "update.grant[0].name",
+            "not a wildcard",
+        ),
+        (
+            "[[update.grant]]\nkey = \"k.\"\nmatch = \"name\"\nname = \"a.\"\ntypes = [\"ANY\"]",
+            "update.grant[0].types[0]",
+            "not a data type",
+        ),
+        (
+            "[[update.zone]]\norigin = \"a.\"\n[[update.zone]]\norigin = \"a.\"",
+            "update.zone[1].origin",
+            "listed twice",
+        ),
+        (
+            "[[update.zone]]\norigin = \"a.\"\nserial = \"daily\"",
+            "update.zone[0].serial",
+            "\"daily\" is not",
+        ),
+    ];
+    for (text, want_key, want) in cases {
+        match from_toml(&format!("{key}{text}")) {
+            Err(ConfigError::Invalid { key, reason, .. }) => {
+                assert_eq!(key, want_key, "{text}");
+                assert!(reason.contains(want), "{text}: {reason}");
+            }
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+}

@@ -8,20 +8,23 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use authd_datasrc::Name;
+use authd_datasrc::sqlite_admin::SerialPolicy;
+use authd_datasrc::{Name, RType};
 
 use crate::acl::{Acl, AclEntry, Cidr};
 use crate::keys::{Algorithm, Key, Secret};
+use crate::update::{Grant, GrantMatch, ZoneUpdate};
 
 use super::raw::{
     RawConfig, RawCookies, RawDataSource, RawKey, RawNotify, RawRrl, RawSlots, RawTcp, RawTransfer,
+    RawUpdate,
 };
 use super::{
     CacheConfig, ChaosConfig, Config, ConfigError, CookiesConfig, DEFAULT_TCP_IDLE_TIMEOUT_SECS,
     DEFAULT_TCP_MAX_CONNECTIONS, DataSourceConfig, DataSourceKind, MAX_TCP_IDLE_TIMEOUT_SECS,
     MAX_TCP_MAX_CONNECTIONS, MAX_UDP_WORKERS, MemoryZoneConfig, NotifyConfig, NotifyTarget,
-    RrlConfig, ServerConfig, TcpConfig, TransferConfig, TransferZone, parse_listen, parse_origin,
-    source_label,
+    RrlConfig, ServerConfig, TcpConfig, TransferConfig, TransferZone, UpdateConfig, parse_listen,
+    parse_origin, source_label,
 };
 
 /// The typed configuration of `raw`. `origin` names the file (or
@@ -99,6 +102,7 @@ pub(super) fn config(
         datasources,
         transfer: transfer_config(raw.transfer, &keys, &invalid)?,
         notify: notify_config(raw.notify, &keys, &invalid)?,
+        update: update_config(raw.update, &keys, &invalid)?,
         keys,
         rrl: rrl_config(raw.rrl, &invalid)?,
         control_socket: match raw.control.socket {
@@ -597,6 +601,118 @@ fn transfer_config(
         zones.push(TransferZone { origin, allow });
     }
     Ok(TransferConfig { allow, zones })
+}
+
+/// The serial policy `text` of key `key` (`None` when unset).
+fn serial_policy(
+    key: &str,
+    text: Option<String>,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<Option<SerialPolicy>, ConfigError> {
+    match text.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None => Ok(None),
+        Some("increment") => Ok(Some(SerialPolicy::Increment)),
+        Some("unixtime") => Ok(Some(SerialPolicy::UnixTime)),
+        Some("dateserial") => Ok(Some(SerialPolicy::DateSerial)),
+        Some(other) => Err(invalid(
+            key,
+            format!("{other:?} is not \"increment\", \"unixtime\" or \"dateserial\""),
+        )),
+    }
+}
+
+/// `[update]`: the global `allow` list, the serial policy, the grants and
+/// the per-zone settings.
+fn update_config(
+    raw: RawUpdate,
+    keys: &[Key],
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<UpdateConfig, ConfigError> {
+    let allow = acl("update.allow", raw.allow, keys, invalid)?;
+    let serial = serial_policy("update.serial", raw.serial, invalid)?.unwrap_or_default();
+    let mut grants = Vec::new();
+    for (i, g) in raw.grant.into_iter().enumerate() {
+        let at = format!("update.grant[{i}]");
+        let Some(key_text) = g.key else {
+            return Err(invalid(&format!("{at}.key"), "missing".into()));
+        };
+        let key = Name::parse(&key_text, Some(&Name::root())).map_err(|e| {
+            invalid(
+                &format!("{at}.key"),
+                format!("bad key name {key_text:?}: {e}"),
+            )
+        })?;
+        known_key(&format!("{at}.key"), &key, keys, invalid)?;
+        let kind = match g.kind.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            Some("name") => GrantMatch::Name,
+            Some("subdomain") => GrantMatch::Subdomain,
+            Some("wildcard") => GrantMatch::Wildcard,
+            None => return Err(invalid(&format!("{at}.match"), "missing".into())),
+            Some(other) => {
+                return Err(invalid(
+                    &format!("{at}.match"),
+                    format!("{other:?} is not \"name\", \"subdomain\" or \"wildcard\""),
+                ));
+            }
+        };
+        let Some(name_text) = g.name else {
+            return Err(invalid(&format!("{at}.name"), "missing".into()));
+        };
+        let name = parse_origin(&name_text).map_err(|r| invalid(&format!("{at}.name"), r))?;
+        if kind == GrantMatch::Wildcard && !name.is_wildcard() {
+            return Err(invalid(
+                &format!("{at}.name"),
+                format!("{name} is not a wildcard (*.NAME) as match = \"wildcard\" needs"),
+            ));
+        }
+        let mut types = Vec::new();
+        for (j, t) in g.types.unwrap_or_default().iter().enumerate() {
+            let rtype: RType = t
+                .parse()
+                .map_err(|e| invalid(&format!("{at}.types[{j}]"), format!("{t:?}: {e}")))?;
+            if rtype.is_meta() {
+                return Err(invalid(
+                    &format!("{at}.types[{j}]"),
+                    format!("{t:?} is not a data type"),
+                ));
+            }
+            types.push(rtype);
+        }
+        grants.push(Grant {
+            key,
+            kind,
+            name,
+            types,
+        });
+    }
+    let mut zones: Vec<ZoneUpdate> = Vec::new();
+    for (i, z) in raw.zone.into_iter().enumerate() {
+        let at = format!("update.zone[{i}]");
+        let origin = zone_origin(&at, z.origin, invalid)?;
+        if zones.iter().any(|u| u.origin == origin) {
+            return Err(invalid(
+                &format!("{at}.origin"),
+                format!("zone {origin} is listed twice in [[update.zone]]"),
+            ));
+        }
+        let allow = match z.allow {
+            Some(list) => Some(acl(&format!("{at}.allow"), Some(list), keys, invalid)?),
+            None => None,
+        };
+        zones.push(ZoneUpdate {
+            origin,
+            allow,
+            dnssec: z.dnssec,
+            serial: serial_policy(&format!("{at}.serial"), z.serial, invalid)?,
+        });
+    }
+    Ok(UpdateConfig {
+        allow,
+        grants,
+        zones,
+        serial,
+        dnssec: raw.dnssec.unwrap_or(false),
+    })
 }
 
 /// Parses a NOTIFY target: `ADDR:PORT` or a bare address (port 53),

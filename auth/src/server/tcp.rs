@@ -18,6 +18,7 @@ use crate::dispatch::Reply;
 use crate::log_limit::LogLimit;
 use crate::metrics::Metrics;
 use crate::query::Transport;
+use crate::wire::Opcode;
 
 /// Per-connection settings.
 #[derive(Debug, Clone)]
@@ -213,7 +214,19 @@ async fn connection(
         slot.busy();
         // The current dispatcher for this message: a long-lived connection
         // sees reloaded data and policy from its next message on.
-        let reply = handle_guarded(&dispatcher.load(), &msg, Transport::Tcp, peer, &mut out);
+        let mut handle =
+            || handle_guarded(&dispatcher.load(), &msg, Transport::Tcp, peer, &mut out);
+        // An UPDATE may wait up to `update::BUSY_WAIT` for the DB: off the
+        // runtime's worker, so other connections are served meanwhile.
+        let update = crate::wire::peek_head(&msg).is_some_and(|h| h.opcode == Opcode::UPDATE);
+        let reply = if update
+            && tokio::runtime::Handle::current().runtime_flavor()
+                == tokio::runtime::RuntimeFlavor::MultiThread
+        {
+            tokio::task::block_in_place(handle)
+        } else {
+            handle()
+        };
         slot.idle();
         let write = async {
             match &reply {

@@ -24,6 +24,7 @@ use tokio::sync::oneshot;
 use super::{DispatcherHandle, MAX_UDP_MESSAGE, ServerError, handle_guarded};
 use crate::dispatch::Reply;
 use crate::query::Transport;
+use crate::wire::Opcode;
 
 /// Longest a worker blocks in one receive before it looks at the stop flag again.
 pub(super) const RECV_TIMEOUT: Duration = Duration::from_millis(500);
@@ -164,7 +165,7 @@ fn serve(sock: &UdpSocket, local: SocketAddr, dispatcher: &DispatcherHandle, sto
         let dispatcher = dispatcher.load();
         // One batch for the data sources too: sqlite3 answers it from one read
         // transaction, ended before the replies go out.
-        let batch = dispatcher.sources().batch();
+        let mut batch = Some(dispatcher.sources().batch());
         let mut replies = 0;
         for (i, &(len, addr)) in received.iter().take(n).enumerate() {
             let start = i * MAX_UDP_MESSAGE;
@@ -177,8 +178,19 @@ fn serve(sock: &UdpSocket, local: SocketAddr, dispatcher: &DispatcherHandle, sto
             let (Some(out), Some(to)) = (outs.get_mut(replies), reply_to.get_mut(replies)) else {
                 break;
             };
+            // An UPDATE writes the DB: the batch's read snapshot would block
+            // its commit (rollback journal) and hide it from later queries,
+            // so the batch ends before it and a new one starts after.
+            let update = crate::wire::peek_head(msg).is_some_and(|h| h.opcode == Opcode::UPDATE);
+            if update {
+                drop(batch.take());
+            }
             // Over UDP the dispatcher answers with one message or nothing.
-            if handle_guarded(&dispatcher, msg, Transport::Udp, peer, out) == Reply::Message {
+            let reply = handle_guarded(&dispatcher, msg, Transport::Udp, peer, out);
+            if update {
+                batch = Some(dispatcher.sources().batch());
+            }
+            if reply == Reply::Message {
                 *to = Some(addr);
                 replies += 1;
             }

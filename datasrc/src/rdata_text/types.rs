@@ -1390,12 +1390,9 @@ fn write_gateway(w: &mut Wire<'_>, kind: u8, s: &mut String) -> Option<()> {
     Some(())
 }
 
-/// A signature time as `YYYYMMDDHHmmSS` (RFC 4034 §3.2).
-fn time_text(t: u32) -> String {
-    let secs = i64::from(t);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (proleptic Gregorian calendar).
+/// (year, month 1-12, day 1-31) of day `days` since 1970-01-01, proleptic
+/// Gregorian calendar (H. Hinnant's `civil_from_days`).
+pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -1405,6 +1402,14 @@ fn time_text(t: u32) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// A signature time as `YYYYMMDDHHmmSS` (RFC 4034 §3.2).
+fn time_text(t: u32) -> String {
+    let secs = i64::from(t);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
     format!(
         "{y:04}{m:02}{d:02}{:02}{:02}{:02}",
         rem / 3600,

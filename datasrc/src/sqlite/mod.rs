@@ -89,6 +89,20 @@ struct Watch {
     conn: Connection,
     data_version: i64,
     checked: Instant,
+    /// [`LOCAL_WRITES`] when `data_version` was last read.
+    local_writes: u64,
+}
+
+/// Commits made by this process to some zone DB ([`note_local_write`]): a
+/// source seeing it change polls `PRAGMA data_version` at once instead of
+/// after [`CHANGE_POLL`], so what a dynamic update wrote is served at once.
+static LOCAL_WRITES: AtomicU64 = AtomicU64::new(0);
+
+/// Tells every sqlite3 source of this process that a zone DB was written to
+/// (a dynamic update committed): each checks for a new generation at its next
+/// [`DataSource::generation`] call.
+pub fn note_local_write() {
+    LOCAL_WRITES.fetch_add(1, Ordering::AcqRel);
 }
 
 fn storage(path: &Path, e: impl std::fmt::Display) -> DataSourceError {
@@ -349,10 +363,15 @@ impl DataSource for SqliteSource {
     fn generation(&self) -> u64 {
         // Poll PRAGMA data_version at most every CHANGE_POLL: it changes when any
         // other connection (loadzone, an sqlite3 shell) commits to the file.
+        // A commit by this process (an UPDATE) is polled for at once. (A poll
+        // in progress on another thread may have read the version just
+        // before that commit: then the next poll, within CHANGE_POLL, sees it.)
+        let writes = LOCAL_WRITES.load(Ordering::Acquire);
         if let Ok(mut w) = self.watch.try_lock()
-            && w.checked.elapsed() >= CHANGE_POLL
+            && (w.checked.elapsed() >= CHANGE_POLL || w.local_writes != writes)
         {
             w.checked = Instant::now();
+            w.local_writes = writes;
             if let Ok(v) = data_version(&w.conn)
                 && v != w.data_version
             {

@@ -65,6 +65,7 @@ impl SqliteSource {
             watch: Mutex::new(Watch {
                 conn: watch_conn,
                 data_version,
+                local_writes: super::LOCAL_WRITES.load(std::sync::atomic::Ordering::Acquire),
                 checked: Instant::now(),
             }),
             generation: AtomicU64::new(1),
