@@ -116,7 +116,7 @@ impl Record<'_> {
 /// Reads a possibly compressed name at `at`: the name and the offset after it
 /// (after the first pointer, if any). `None` for a malformed name, a pointer
 /// loop or a name over 255 bytes.
-fn read_name(msg: &[u8], at: usize) -> Option<(Name, usize)> {
+pub(crate) fn read_name(msg: &[u8], at: usize) -> Option<(Name, usize)> {
     let mut wire = [0u8; MAX_NAME_LEN];
     let mut len = 0;
     let mut pos = at;
@@ -570,14 +570,25 @@ pub fn verify_reply(
     ReplyVerifier::new(key, request_mac).verify(reply, now)
 }
 
+/// Most unsigned messages allowed in a row between two signed ones of a
+/// transfer (RFC 8945 §5.3.1: at least every 100th message is signed).
+pub const MAX_UNSIGNED_RUN: usize = 99;
+
 /// Verifies the messages of a reply to a signed request in order: the first
-/// over the request MAC, each later one over the previous MAC and its timers
-/// (RFC 8945 §5.3.1, every message signed, as authd signs them).
+/// over the request MAC, each later one over the previous MAC, the unsigned
+/// messages since it and its timers (RFC 8945 §5.3.1). [`Self::verify`]
+/// wants every message signed (as authd signs them); [`Self::verify_next`]
+/// also takes unsigned messages within a transfer, as other primaries may
+/// send them.
 pub struct ReplyVerifier<'k> {
     key: &'k Key,
     prior: [u8; MAX_MAC_LEN],
     prior_len: usize,
     verified: usize,
+    /// Unsigned messages since the last signed one, whole and in order.
+    pending: Vec<u8>,
+    /// How many messages `pending` holds.
+    unsigned_run: usize,
 }
 
 impl<'k> ReplyVerifier<'k> {
@@ -589,7 +600,29 @@ impl<'k> ReplyVerifier<'k> {
             prior: request_mac.mac,
             prior_len: request_mac.len,
             verified: 0,
+            pending: Vec::new(),
+            unsigned_run: 0,
         }
+    }
+
+    /// Checks the next message `reply` of a transfer at time `now`: `Ok(true)`
+    /// when it is signed and verifies (over the unsigned messages before it),
+    /// `Ok(false)` when it is an unsigned message after the first, kept for
+    /// the next signed one (RFC 8945 §5.3.1). The caller must see `Ok(true)`
+    /// for the last message of the transfer.
+    ///
+    /// Errors: as [`Self::verify`]; [`ReplyProblem::Unsigned`] for an
+    /// unsigned first message or more than [`MAX_UNSIGNED_RUN`] in a row.
+    pub fn verify_next(&mut self, reply: &[u8], now: u64) -> Result<bool, ReplyProblem> {
+        if self.verified > 0 && find(reply).is_none() {
+            if self.unsigned_run >= MAX_UNSIGNED_RUN {
+                return Err(ReplyProblem::Unsigned);
+            }
+            self.pending.extend_from_slice(reply);
+            self.unsigned_run += 1;
+            return Ok(false);
+        }
+        self.verify(reply, now).map(|()| true)
     }
 
     /// Checks the next message `reply` at time `now`.
@@ -621,6 +654,7 @@ impl<'k> ReplyVerifier<'k> {
         let mut mac = key.mac();
         mac.update(&(self.prior_len as u16).to_be_bytes());
         mac.update(&self.prior[..self.prior_len]);
+        mac.update(&self.pending);
         digest_unsigned(&mut mac, reply, at, rec.original_id);
         if self.verified == 0 {
             rec.fields().digest(&mut mac);
@@ -633,6 +667,8 @@ impl<'k> ReplyVerifier<'k> {
         self.prior[..n].copy_from_slice(rec.mac);
         self.prior_len = n;
         self.verified += 1;
+        self.pending.clear();
+        self.unsigned_run = 0;
         if rec.error != TsigError::NOERROR {
             return Err(ReplyProblem::Error(rec.error));
         }
