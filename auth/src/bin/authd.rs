@@ -23,7 +23,7 @@
 //! query path, then swapped in atomically; a zone that fails keeps its previous
 //! version; one line `reload: N zones reloaded, M unchanged, K failed` follows.
 //! Everything else the configuration says applies at once too (`[transfer]`,
-//! `[notify]`, `[chaos]`, the TSIG `[[key]]`s, the data sources); only listen-address, `[server]`
+//! `[notify]`, `[chaos]`, the TSIG `[[key]]`s, the data sources, the `[[secondary]]` zones); only listen-address, `[server]`
 //! and `[tcp]` changes need a restart (a warning says so). A
 //! start-up error (including a zone that fails to load) prints one line
 //! `authd: <message>` and exits 1.
@@ -51,6 +51,7 @@ use authd::dispatch::Dispatcher;
 use authd::keys::{self, Algorithm};
 use authd::notify::{Notifier, NotifySettings};
 use authd::rrl::RateLimiter;
+use authd::secondary::{Refresher, SecondarySettings};
 use authd::server::reload::{self, LoadState};
 use authd::server::{DispatcherHandle, Server, ServerSettings};
 use authd_datasrc::sqlite::SqliteSource;
@@ -257,6 +258,8 @@ fn effective_config(cli: &Cli) -> anyhow::Result<Config> {
             datasources.push(DataSourceConfig::memory(zones, None));
         }
         datasources.extend(cli.db.iter().map(DataSourceConfig::sqlite3));
+        // The secondary zones stay served from their DBs.
+        datasources.extend(config.secondary_datasources());
         if let Some(slots) = cli.cache_slots {
             for ds in &mut datasources {
                 ds.cache.enabled = slots != authd_cache::Slots::Disabled;
@@ -282,9 +285,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 
     let load_config = config.clone();
-    let loaded = tokio::task::spawn_blocking(move || reload::load(&load_config, None))
-        .await
-        .map_err(|e| anyhow!("loading zones failed: {e}"))??;
+    let loaded = tokio::task::spawn_blocking(move || {
+        authd::secondary::prepare_dbs(&load_config.secondary).map_err(|e| anyhow!("{e}"))?;
+        reload::load(&load_config, None).map_err(anyhow::Error::from)
+    })
+    .await
+    .map_err(|e| anyhow!("loading zones failed: {e}"))??;
     if let Some(first) = loaded.report.failed.first() {
         for f in loaded.report.failed.iter().skip(1) {
             tracing::error!("zone {} ({}): {}", f.zone, f.source, f.error);
@@ -317,7 +323,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         );
     }
 
-    let handle = DispatcherHandle::new(Arc::new(dispatcher(&config, sources, None)?));
+    // Follow the secondary zones' primaries (RFC 1035 §4.3.5, RFC 1996).
+    let refresher = Refresher::spawn(secondary_settings(&config));
+    let handle = DispatcherHandle::new(Arc::new(dispatcher(&config, sources, None, &refresher)?));
     // NOTIFY secondaries when a served sqlite3 zone's serial changes (RFC 1996).
     let notifier =
         Notifier::spawn(notify_settings(&config)).context("cannot start the NOTIFY poller")?;
@@ -327,6 +335,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         loaded.state,
         handle.clone(),
         notifier,
+        refresher,
         hup,
     ));
     let served = server.serve(handle, shutdown).await;
@@ -346,6 +355,7 @@ fn dispatcher(
     config: &Config,
     sources: authd_datasrc::SourceList,
     previous: Option<&Dispatcher>,
+    refresher: &Refresher,
 ) -> anyhow::Result<Dispatcher> {
     let cookies = if config.cookies.enabled {
         let fresh = match config.cookies.secret {
@@ -374,7 +384,16 @@ fn dispatcher(
         .with_transfer(config.transfer_policy())
         .with_keys(config.key_ring())
         .with_cookies(cookies)
-        .with_rrl(rrl))
+        .with_rrl(rrl)
+        .with_secondary(refresher.policy(&config.secondary, &config.notify.allow)))
+}
+
+/// The secondary zones of `config` and the keys their primaries use.
+fn secondary_settings(config: &Config) -> SecondarySettings {
+    SecondarySettings {
+        zones: config.secondary.clone(),
+        keys: config.key_ring(),
+    }
 }
 
 /// Seconds since the Unix epoch.
@@ -405,6 +424,7 @@ async fn reload_loop(
     state: LoadState,
     handle: DispatcherHandle,
     notifier: Notifier,
+    refresher: Refresher,
     mut hup: Signal,
 ) {
     let cli = Arc::new(cli);
@@ -415,6 +435,7 @@ async fn reload_loop(
         let cli2 = Arc::clone(&cli);
         let joined = tokio::task::spawn_blocking(move || {
             let result = effective_config(&cli2).and_then(|config| {
+                authd::secondary::prepare_dbs(&config.secondary).map_err(|e| anyhow!("{e}"))?;
                 let loaded = reload::load(&config, Some(&prev))?;
                 Ok((config, loaded))
             });
@@ -440,7 +461,13 @@ async fn reload_loop(
                 for f in &loaded.report.failed {
                     tracing::error!("reload: {f}");
                 }
-                let next = match dispatcher(&config, loaded.sources, Some(&handle.load())) {
+                refresher.update(secondary_settings(&config));
+                let next = match dispatcher(
+                    &config,
+                    loaded.sources,
+                    Some(&handle.load()),
+                    &refresher,
+                ) {
                     Ok(d) => d,
                     Err(e) => {
                         tracing::error!(

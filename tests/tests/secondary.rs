@@ -1,0 +1,193 @@
+//! End to end: authd as a secondary of another authd (auth/src/secondary.rs,
+//! auth/src/xfrin.rs), over real sockets on 127.0.0.1.
+//!
+//! - the first start transfers the zone by AXFR and serves it from the
+//!   secondary DB; a change on the primary arrives by NOTIFY (the SOA REFRESH
+//!   is an hour); the secondary re-serves the zone by AXFR; a restart does
+//!   not transfer a fresh zone again;
+//! - with no NOTIFY, the refresh timer catches up; with the primary stopped
+//!   the zone expires (SERVFAIL), and recovers when the primary returns.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use authd_tests::hickory_proto::op::{Message, ResponseCode};
+use authd_tests::hickory_proto::rr::RData;
+use authd_tests::{
+    AuthdProcess, QueryBuilder, binary, free_port, load_zone_text, parse_reply, tempdir,
+    try_query_udp, write_file,
+};
+
+/// The zone at `serial` (www's address ends in the serial), with SOA
+/// REFRESH `refresh`, RETRY 1 and EXPIRE `expire` seconds.
+fn zone(serial: u32, refresh: u32, expire: u32) -> String {
+    format!(
+        "$TTL 300\n@ SOA ns1 hostmaster {serial} {refresh} 1 {expire} 60\n@ NS ns1\n\
+         ns1 A 192.0.2.1\nwww A 192.0.2.{serial}\nmail MX 10 ns1\n"
+    )
+}
+
+/// Starts authd with config `text` (written to `dir/name`) on 127.0.0.1:`port`.
+fn start(dir: &Path, name: &str, text: &str, port: u16) -> AuthdProcess {
+    let config = write_file(dir, name, text);
+    let mut cmd = Command::new(binary("authd"));
+    cmd.arg("--config")
+        .arg(&config)
+        .args(["--listen", &format!("127.0.0.1:{port}")]);
+    AuthdProcess::start_command(cmd, 1)
+}
+
+/// A primary serving `db` with transfers allowed from loopback, notifying
+/// `notify` (if any).
+fn primary(dir: &Path, db: &Path, port: u16, notify: Option<u16>) -> AuthdProcess {
+    let mut text = format!(
+        "[[datasource]]\ntype = \"sqlite3\"\nfile = \"{}\"\n[transfer]\nallow = [\"127.0.0.1\"]\n",
+        db.display()
+    );
+    if let Some(n) = notify {
+        text.push_str(&format!("[notify]\ntargets = [\"127.0.0.1:{n}\"]\n"));
+    }
+    start(dir, "primary.toml", &text, port)
+}
+
+/// A secondary of example.com. from the primary at `primary_port`, into `db`.
+fn secondary(dir: &Path, db: &Path, primary_port: u16, port: u16) -> AuthdProcess {
+    let text = format!(
+        "[[secondary]]\nzone = \"example.com.\"\nprimaries = [\"127.0.0.1:{primary_port}\"]\n\
+         file = \"{}\"\nmin_refresh = 1\n[transfer]\nallow = [\"127.0.0.1\"]\n",
+        db.display()
+    );
+    start(dir, "secondary.toml", &text, port)
+}
+
+fn ask(addr: SocketAddr, qname: &str, qtype: &str) -> Option<Message> {
+    let wire = QueryBuilder::new(qname, qtype).wire();
+    try_query_udp(addr, &wire, 3).map(|r| parse_reply(&r))
+}
+
+/// www.example.com.'s address as served at `addr` (`None`: no answer).
+fn www(addr: SocketAddr) -> Option<String> {
+    let reply = ask(addr, "www.example.com.", "A")?;
+    reply.answers.iter().find_map(|r| match &r.data {
+        RData::A(a) => Some(a.to_string()),
+        _ => None,
+    })
+}
+
+/// Waits up to `secs` for `check` to hold.
+fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    check()
+}
+
+fn dbs(dir: &Path) -> (PathBuf, PathBuf) {
+    (dir.join("primary.sqlite3"), dir.join("secondary.sqlite3"))
+}
+
+#[test]
+fn follows_an_authd_primary_by_axfr_and_notify() {
+    let dir = tempdir();
+    let (pdb, sdb) = dbs(dir.path());
+    load_zone_text(&pdb, "example.com.", &zone(1, 3600, 86400));
+    let sport = free_port();
+    let p = primary(dir.path(), &pdb, free_port(), Some(sport));
+    let mut s = secondary(dir.path(), &sdb, p.addr().port(), sport);
+    assert!(
+        eventually(10, || www(s.addr()).as_deref() == Some("192.0.2.1")),
+        "secondary never served the zone:\n{}",
+        s.stderr()
+    );
+    assert!(s.stderr().contains("AXFR from 127.0.0.1"), "{}", s.stderr());
+    // MX target (compressed on the wire) survives the transfer.
+    let mx = ask(s.addr(), "mail.example.com.", "MX").expect("MX reply");
+    assert_eq!(mx.answers.len(), 1, "{mx:?}");
+
+    // A change on the primary: NOTIFY (the REFRESH is an hour) brings it.
+    load_zone_text(&pdb, "example.com.", &zone(2, 3600, 86400));
+    assert!(
+        eventually(15, || www(s.addr()).as_deref() == Some("192.0.2.2")),
+        "the change never arrived:\nsecondary:\n{}\nprimary:\n{}",
+        s.stderr(),
+        p.stderr()
+    );
+    assert!(s.stderr().contains("NOTIFY received"), "{}", s.stderr());
+
+    // Re-serving: the secondary answers AXFR from its own DB.
+    let out = Command::new("dig")
+        .args([
+            "+tcp",
+            "+time=5",
+            "-p",
+            &sport.to_string(),
+            "@127.0.0.1",
+            "example.com.",
+            "AXFR",
+        ])
+        .output()
+        .expect("dig");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.lines().filter(|l| l.contains("\tSOA\t")).count(),
+        2,
+        "{text}"
+    );
+    assert!(text.contains("192.0.2.2"), "{text}");
+
+    // A restart neither re-transfers the fresh zone nor stops serving it.
+    s.terminate();
+    let s = secondary(dir.path(), &sdb, p.addr().port(), sport);
+    assert_eq!(www(s.addr()).as_deref(), Some("192.0.2.2"));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!s.stderr().contains("AXFR from"), "{}", s.stderr());
+    assert!(
+        s.stderr().contains("serial 2, not expired"),
+        "{}",
+        s.stderr()
+    );
+}
+
+#[test]
+fn refresh_timer_expire_and_recovery() {
+    let dir = tempdir();
+    let (pdb, sdb) = dbs(dir.path());
+    load_zone_text(&pdb, "example.com.", &zone(1, 1, 4));
+    let pport = free_port();
+    let mut p = primary(dir.path(), &pdb, pport, None);
+    let s = secondary(dir.path(), &sdb, pport, free_port());
+    assert!(
+        eventually(10, || www(s.addr()).as_deref() == Some("192.0.2.1")),
+        "{}",
+        s.stderr()
+    );
+    // No NOTIFY: the refresh timer (1 s) finds the new serial.
+    load_zone_text(&pdb, "example.com.", &zone(2, 1, 4));
+    assert!(
+        eventually(10, || www(s.addr()).as_deref() == Some("192.0.2.2")),
+        "{}",
+        s.stderr()
+    );
+    // The primary goes away: served until EXPIRE (4 s), then SERVFAIL.
+    p.terminate();
+    let servfail = || {
+        ask(s.addr(), "www.example.com.", "A")
+            .is_some_and(|m| m.metadata.response_code == ResponseCode::ServFail)
+    };
+    assert!(eventually(20, servfail), "{}", s.stderr());
+    assert!(s.stderr().contains("has expired"), "{}", s.stderr());
+    // It comes back: served again.
+    let _p = primary(dir.path(), &pdb, pport, None);
+    assert!(
+        eventually(15, || www(s.addr()).as_deref() == Some("192.0.2.2")),
+        "{}",
+        s.stderr()
+    );
+    assert!(s.stderr().contains("serving it again"), "{}", s.stderr());
+}
