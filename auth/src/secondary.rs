@@ -3,8 +3,12 @@
 //! A [`Refresher`] task keeps each secondary zone's timers (RFC 1035 §4.3.5):
 //! at each refresh it asks the primaries, in order, for the zone's SOA; when
 //! a primary's serial is greater than ours (RFC 1982, [`serial_gt`]) or we
-//! have no copy, the zone is transferred by AXFR ([`crate::xfrin`]) and
-//! written into its DB in one transaction, which the served sqlite3 source
+//! have no copy, the zone is transferred ([`crate::xfrin`]): by IXFR (RFC
+//! 1995) when we have a copy — differences applied and appended to the
+//! `diffs` journal, so downstream secondaries get IXFR from us, or the whole
+//! zone when the primary answers AXFR-style — and by AXFR (RFC 5936) when we
+//! have none or the IXFR fails; each transfer is written into its DB in one
+//! transaction, which the served sqlite3 source
 //! sees at once (and the NOTIFY poller announces downstream). Success sets
 //! the next refresh after the SOA REFRESH, failure of every primary after
 //! the SOA RETRY, both bounded by `min_refresh`/`max_refresh`. When no
@@ -494,7 +498,65 @@ async fn refresh_from(t: &mut ZoneTimers, primary: &Primary) -> Result<(), XfrEr
         return Ok(());
     }
     let started = std::time::Instant::now();
+    if let Some(ours) = t.serial {
+        match ixfr_from(t, primary, ours).await {
+            Ok(()) => return Ok(()),
+            Err(e) => tracing::warn!(
+                "secondary zone {origin}: IXFR from {primary} failed: {e}; trying AXFR"
+            ),
+        }
+    }
     let zone = xfrin::axfr(primary, &origin).await?;
+    store_full(t, primary, zone, "AXFR", started).await
+}
+
+/// Catches up from serial `ours` by IXFR: differences applied and journaled,
+/// or a whole zone when the primary sends one (AXFR-style).
+async fn ixfr_from(t: &mut ZoneTimers, primary: &Primary, ours: u32) -> Result<(), XfrError> {
+    let origin = t.config.origin.clone();
+    let started = std::time::Instant::now();
+    match xfrin::ixfr(primary, &origin, ours).await? {
+        xfrin::Ixfr::UpToDate(theirs) => {
+            tracing::info!(
+                "secondary zone {origin}: IXFR from {primary}: serial {theirs}, ours {ours}: up to date"
+            );
+            Ok(())
+        }
+        xfrin::Ixfr::Full(zone) => store_full(t, primary, zone, "IXFR (AXFR-style)", started).await,
+        xfrin::Ixfr::Incremental {
+            diffs,
+            serial,
+            messages,
+        } => {
+            let soa = diffs
+                .last()
+                .and_then(|d| soa_timers(d.new_soa.rdata.as_wire()));
+            let n = diffs.len();
+            let (file, o) = (t.config.file.clone(), origin.clone());
+            let rows = tokio::task::spawn_blocking(move || xfrin::store_ixfr(&file, &o, &diffs))
+                .await
+                .map_err(|e| XfrError::Store(e.to_string()))??;
+            tracing::info!(
+                "secondary zone {origin}: IXFR from {primary}: serial {ours} -> {serial}, \
+                 {n} difference(s), {rows} journal rows, {messages} message(s), {} ms",
+                started.elapsed().as_millis()
+            );
+            t.serial = Some(serial);
+            t.soa_timers = soa.or(t.soa_timers);
+            Ok(())
+        }
+    }
+}
+
+/// Stores a whole zone received by `how` from `primary` as the zone's content.
+async fn store_full(
+    t: &mut ZoneTimers,
+    primary: &Primary,
+    zone: xfrin::Transferred,
+    how: &str,
+    started: std::time::Instant,
+) -> Result<(), XfrError> {
+    let origin = t.config.origin.clone();
     let serial = zone.serial;
     let (file, o, p) = (t.config.file.clone(), origin.clone(), primary.clone());
     let zone = Arc::new(zone);
@@ -508,7 +570,7 @@ async fn refresh_from(t: &mut ZoneTimers, primary: &Primary) -> Result<(), XfrEr
         .filter(|r| r.rtype == RType::SOA)
         .and_then(|r| soa_timers(r.rdata.as_wire()));
     tracing::info!(
-        "secondary zone {origin}: AXFR from {primary}: serial {} -> {serial}, {written} RRs in {} message(s), {} ms",
+        "secondary zone {origin}: {how} from {primary}: serial {} -> {serial}, {written} RRs in {} message(s), {} ms",
         t.serial.map_or("none".into(), |s| s.to_string()),
         zone.messages,
         started.elapsed().as_millis()

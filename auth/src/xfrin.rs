@@ -32,7 +32,10 @@ use tokio::net::TcpStream;
 
 use crate::keys::Key;
 use crate::tsig::{self, ReplyProblem, ReplyVerifier};
-use crate::wire::{Flags, HEADER_LEN, Header, MAX_TCP_MESSAGE, MessageWriter, Opcode, Rcode};
+use crate::wire::{
+    Flags, HEADER_LEN, Header, MAX_TCP_MESSAGE, MessageWriter, Opcode, Rcode, RecordMeta, Section,
+};
+use authd_datasrc::sqlite_admin::{self, Difference, serial_gt};
 
 /// Bound on connecting, sending the request and reading each message.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
@@ -80,8 +83,11 @@ pub enum XfrError {
     Store(String),
 }
 
-/// A request for `origin` of type `qtype`, with message id `id`.
-pub fn request(id: u16, origin: &Name, qtype: RType) -> Vec<u8> {
+/// A request for `origin` of type `qtype`, with message id `id`; an IXFR
+/// carries a SOA with our serial `ixfr_from` in the authority section (RFC
+/// 1995 §3; primaries read only its serial, so its names are the root and
+/// its timers 0).
+pub fn request(id: u16, origin: &Name, qtype: RType, ixfr_from: Option<u32>) -> Vec<u8> {
     let mut buf = Vec::new();
     let header = Header {
         id,
@@ -94,6 +100,22 @@ pub fn request(id: u16, origin: &Name, qtype: RType) -> Vec<u8> {
     question.extend_from_slice(&qtype.0.to_be_bytes());
     question.extend_from_slice(&Class::IN.0.to_be_bytes());
     w.push_question(&question);
+    if let Some(serial) = ixfr_from {
+        let mut soa = vec![0u8, 0];
+        soa.extend_from_slice(&serial.to_be_bytes());
+        soa.extend_from_slice(&[0; 16]);
+        w.push_record(
+            Section::Authority,
+            origin,
+            RecordMeta {
+                rtype: RType::SOA,
+                class: Class::IN,
+                ttl: 0,
+            },
+            &soa,
+            std::iter::empty(),
+        );
+    }
     w.finish();
     buf
 }
@@ -116,9 +138,14 @@ pub struct Exchange {
 /// when the primary has a key).
 ///
 /// Errors: [`XfrError::Io`] for a failed or timed-out connect or write.
-pub async fn connect(primary: &Primary, origin: &Name, qtype: RType) -> Result<Exchange, XfrError> {
+pub async fn connect(
+    primary: &Primary,
+    origin: &Name,
+    qtype: RType,
+    ixfr_from: Option<u32>,
+) -> Result<Exchange, XfrError> {
     let id = crate::notify::random_id();
-    let mut msg = request(id, origin, qtype);
+    let mut msg = request(id, origin, qtype, ixfr_from);
     let mac = primary
         .key
         .as_ref()
@@ -304,7 +331,7 @@ fn soa_len(d: &[u8]) -> Option<usize> {
 /// Errors: as [`Exchange::next`]; [`XfrError::Inconsistent`] when the answer
 /// holds no SOA of the zone.
 pub async fn query_soa(primary: &Primary, origin: &Name) -> Result<u32, XfrError> {
-    let mut ex = connect(primary, origin, RType::SOA).await?;
+    let mut ex = connect(primary, origin, RType::SOA, None).await?;
     let key = ex.key.clone();
     let records = ex.next(&mut verifier(&key, ex.mac)).await?;
     if !ex.last_signed {
@@ -335,7 +362,7 @@ pub struct Transferred {
 /// record is not the zone's SOA, the stream ends (closes) before the closing
 /// SOA, the closing SOA differs from the first, or records follow it.
 pub async fn axfr(primary: &Primary, origin: &Name) -> Result<Transferred, XfrError> {
-    let mut ex = connect(primary, origin, RType::AXFR).await?;
+    let mut ex = connect(primary, origin, RType::AXFR, None).await?;
     let key = ex.key.clone();
     let mut verifier = verifier(&key, ex.mac);
     let mut records: Vec<Record> = Vec::new();
@@ -386,6 +413,197 @@ fn finish(ex: Exchange, records: Vec<Record>) -> Result<Transferred, XfrError> {
         records,
         serial,
         messages: ex.messages,
+    })
+}
+
+/// What an IXFR (RFC 1995) brought.
+#[derive(Debug, Clone)]
+pub enum Ixfr {
+    /// The reply was one SOA whose serial is not newer than ours (§4).
+    UpToDate(u32),
+    /// An AXFR-style reply: the whole zone (§4).
+    Full(Transferred),
+    /// Difference sequences from our serial to `serial`, in order.
+    Incremental {
+        /// The differences.
+        diffs: Vec<Difference>,
+        /// The serial they end at.
+        serial: u32,
+        /// Messages read.
+        messages: usize,
+    },
+}
+
+/// Where an IXFR reply's record stream is.
+enum IxfrState {
+    /// Only the first (newest) SOA seen.
+    First,
+    /// The whole zone, after the first SOA.
+    Full(Vec<Record>),
+    /// In a difference: deletions (`adding` false) or additions.
+    Diff { current: Difference, adding: bool },
+}
+
+/// Asks `primary` for the changes to `origin` since serial `ours` by IXFR
+/// (RFC 1995) over TCP.
+///
+/// Errors: as [`Exchange::next`]; [`XfrError::Inconsistent`] for a reply
+/// that breaks §4's shape (the SOA sequence, differences not starting at
+/// our serial nor ending at the first SOA, records after the end), or a
+/// single SOA newer than ours (which only UDP may send).
+pub async fn ixfr(primary: &Primary, origin: &Name, ours: u32) -> Result<Ixfr, XfrError> {
+    let mut ex = connect(primary, origin, RType::IXFR, Some(ours)).await?;
+    let key = ex.key.clone();
+    let mut verifier = verifier(&key, ex.mac);
+    let inconsistent = |what: String| XfrError::Inconsistent(what);
+    let is_soa = |r: &Record| r.rtype == RType::SOA && r.owner == *origin;
+    let mut newest: Option<Record> = None;
+    let mut state = IxfrState::First;
+    let mut diffs: Vec<Difference> = Vec::new();
+    loop {
+        let batch = ex.next(&mut verifier).await?;
+        let n = batch.len();
+        for (i, rec) in batch.into_iter().enumerate() {
+            let Some(first) = &newest else {
+                if !is_soa(&rec) {
+                    return Err(inconsistent(format!(
+                        "the reply starts with {} {}, not the SOA of {origin}",
+                        rec.owner, rec.rtype
+                    )));
+                }
+                newest = Some(rec);
+                continue;
+            };
+            let ends = is_soa(&rec) && rec.rdata == first.rdata;
+            state = match state {
+                IxfrState::First if !is_soa(&rec) => IxfrState::Full(vec![first.clone(), rec]),
+                IxfrState::First => {
+                    if rec.rdata.soa_serial() != Some(ours) {
+                        return Err(inconsistent(format!(
+                            "the differences start at serial {}, ours is {ours}",
+                            rec.rdata.soa_serial().unwrap_or_default()
+                        )));
+                    }
+                    IxfrState::Diff {
+                        current: Difference {
+                            old_soa: rec,
+                            deleted: Vec::new(),
+                            new_soa: first.clone(),
+                            added: Vec::new(),
+                        },
+                        adding: false,
+                    }
+                }
+                IxfrState::Full(mut records) => {
+                    if ends {
+                        if i + 1 != n {
+                            return Err(inconsistent("records follow the closing SOA".into()));
+                        }
+                        let mut t = finish(ex, records)?;
+                        t.records.shrink_to_fit();
+                        return Ok(Ixfr::Full(t));
+                    }
+                    if is_soa(&rec) {
+                        return Err(inconsistent("a second SOA inside the zone".into()));
+                    }
+                    records.push(rec);
+                    IxfrState::Full(records)
+                }
+                IxfrState::Diff {
+                    mut current,
+                    adding: false,
+                } => {
+                    if is_soa(&rec) {
+                        current.new_soa = rec;
+                        IxfrState::Diff {
+                            current,
+                            adding: true,
+                        }
+                    } else {
+                        current.deleted.push(rec);
+                        IxfrState::Diff {
+                            current,
+                            adding: false,
+                        }
+                    }
+                }
+                IxfrState::Diff {
+                    mut current,
+                    adding: true,
+                } => {
+                    if !is_soa(&rec) {
+                        current.added.push(rec);
+                        IxfrState::Diff {
+                            current,
+                            adding: true,
+                        }
+                    } else {
+                        let from = current.new_soa.rdata.soa_serial();
+                        if rec.rdata.soa_serial() != from && !ends {
+                            return Err(inconsistent(format!(
+                                "a difference from serial {:?} follows one ending at {from:?}",
+                                rec.rdata.soa_serial()
+                            )));
+                        }
+                        diffs.push(current);
+                        if ends {
+                            if i + 1 != n {
+                                return Err(inconsistent("records follow the closing SOA".into()));
+                            }
+                            if !ex.last_signed {
+                                return Err(XfrError::Tsig(ReplyProblem::Unsigned));
+                            }
+                            let serial = first.rdata.soa_serial().unwrap_or_default();
+                            return Ok(Ixfr::Incremental {
+                                diffs,
+                                serial,
+                                messages: ex.messages,
+                            });
+                        }
+                        IxfrState::Diff {
+                            current: Difference {
+                                old_soa: rec,
+                                deleted: Vec::new(),
+                                new_soa: first.clone(),
+                                added: Vec::new(),
+                            },
+                            adding: false,
+                        }
+                    }
+                }
+            };
+        }
+        // A message holding the first SOA alone: "up to date" (§4).
+        if let (IxfrState::First, Some(first)) = (&state, &newest) {
+            let theirs = first.rdata.soa_serial().unwrap_or_default();
+            if !ex.last_signed {
+                return Err(XfrError::Tsig(ReplyProblem::Unsigned));
+            }
+            if serial_gt(theirs, ours) {
+                return Err(inconsistent(format!(
+                    "a single SOA with the newer serial {theirs} (over TCP)"
+                )));
+            }
+            return Ok(Ixfr::UpToDate(theirs));
+        }
+    }
+}
+
+/// Applies IXFR differences to `origin` in the zone DB `file` in one
+/// transaction, appending them to its `diffs` journal. Returns the journal
+/// rows written.
+///
+/// Errors: [`XfrError::Inconsistent`] when a difference does not apply (an
+/// RR to delete that is absent, …) or the result fails the zone checks;
+/// [`XfrError::Store`] when the DB cannot be opened or written. The previous
+/// content stays in both cases.
+pub fn store_ixfr(file: &Path, origin: &Name, diffs: &[Difference]) -> Result<usize, XfrError> {
+    let mut conn =
+        authd_migrations::open_or_create(file).map_err(|e| XfrError::Store(e.to_string()))?;
+    let _ = conn.busy_timeout(Duration::from_secs(5));
+    sqlite_admin::apply_differences(&mut conn, origin, diffs).map_err(|e| match e {
+        sqlite_admin::AdminError::Sqlite { .. } => XfrError::Store(e.to_string()),
+        other => XfrError::Inconsistent(other.to_string()),
     })
 }
 
@@ -448,7 +666,7 @@ mod tests {
     #[test]
     fn compressed_soa_and_mx_are_decompressed() {
         let origin = name("example.com.");
-        let req = request(7, &origin, RType::AXFR);
+        let req = request(7, &origin, RType::AXFR, None);
         // SOA: owner pointer to the question (offset 12), mname ns1+ptr, rname ptr.
         let mut soa = vec![0xC0, 12, 0, 6, 0, 1, 0, 0, 0x0E, 0x10];
         let mut rd = vec![3, b'n', b's', b'1', 0xC0, 12, 0xC0, 12];

@@ -3,8 +3,9 @@
 //!
 //! - the first start transfers the zone by AXFR and serves it from the
 //!   secondary DB; a change on the primary arrives by NOTIFY (the SOA REFRESH
-//!   is an hour); the secondary re-serves the zone by AXFR; a restart does
-//!   not transfer a fresh zone again;
+//!   is an hour), by an AXFR-style IXFR reply, then a journaled change by
+//!   incremental IXFR; the secondary re-serves the zone by AXFR and by IXFR
+//!   from its own journal; a restart does not transfer a fresh zone again;
 //! - with no NOTIFY, the refresh timer catches up; with the primary stopped
 //!   the zone expires (SERVFAIL), and recovers when the primary returns.
 
@@ -119,6 +120,62 @@ fn follows_an_authd_primary_by_axfr_and_notify() {
         p.stderr()
     );
     assert!(s.stderr().contains("NOTIFY received"), "{}", s.stderr());
+    // The primary has no journal for that change: an AXFR-style IXFR reply.
+    assert!(
+        s.stderr().contains("IXFR (AXFR-style) from"),
+        "{}",
+        s.stderr()
+    );
+
+    // An incremental change on the primary (journaled by `zone update`):
+    // IXFR brings the difference, appended to the secondary's journal.
+    let out = Command::new(binary("zone"))
+        .args(["update", "--db"])
+        .arg(&pdb)
+        .args([
+            "example.com",
+            "--delete",
+            "www A 192.0.2.2",
+            "--add",
+            "www A 192.0.2.3",
+        ])
+        .output()
+        .expect("zone update");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        eventually(15, || www(s.addr()).as_deref() == Some("192.0.2.3")),
+        "the difference never arrived:\n{}",
+        s.stderr()
+    );
+    assert!(
+        s.stderr().contains("serial 2 -> 3, 1 difference(s)"),
+        "{}",
+        s.stderr()
+    );
+    // Downstream: IXFR from the secondary answers the difference from its
+    // own journal (SOA 3, SOA 2, the deletion, SOA 3, the addition, SOA 3).
+    let out = Command::new("dig")
+        .args([
+            "+tcp",
+            "+time=5",
+            "-p",
+            &sport.to_string(),
+            "@127.0.0.1",
+            "example.com.",
+            "IXFR=2",
+        ])
+        .output()
+        .expect("dig");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.lines().filter(|l| l.contains("\tSOA\t")).count(),
+        4,
+        "{text}"
+    );
 
     // Re-serving: the secondary answers AXFR from its own DB.
     let out = Command::new("dig")
@@ -139,16 +196,16 @@ fn follows_an_authd_primary_by_axfr_and_notify() {
         2,
         "{text}"
     );
-    assert!(text.contains("192.0.2.2"), "{text}");
+    assert!(text.contains("192.0.2.3"), "{text}");
 
     // A restart neither re-transfers the fresh zone nor stops serving it.
     s.terminate();
     let s = secondary(dir.path(), &sdb, p.addr().port(), sport);
-    assert_eq!(www(s.addr()).as_deref(), Some("192.0.2.2"));
+    assert_eq!(www(s.addr()).as_deref(), Some("192.0.2.3"));
     std::thread::sleep(Duration::from_secs(2));
-    assert!(!s.stderr().contains("AXFR from"), "{}", s.stderr());
+    assert!(!s.stderr().contains("XFR"), "{}", s.stderr());
     assert!(
-        s.stderr().contains("serial 2, not expired"),
+        s.stderr().contains("serial 3, not expired"),
         "{}",
         s.stderr()
     );
