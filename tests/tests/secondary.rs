@@ -248,3 +248,153 @@ fn refresh_timer_expire_and_recovery() {
     );
     assert!(s.stderr().contains("serving it again"), "{}", s.stderr());
 }
+
+/// What the broken test primary sends for AXFR.
+#[derive(Clone, Copy, Debug)]
+enum Feed {
+    /// The zone at this serial, whole.
+    Good(u32),
+    /// Serial 2, the connection closed before the closing SOA.
+    Truncated,
+    /// Serial 2, closed by a SOA of serial 3.
+    BadClosing,
+    /// Serial 2 with a record outside the zone.
+    Outside,
+}
+
+impl Feed {
+    fn serial(self) -> u32 {
+        match self {
+            Feed::Good(s) => s,
+            _ => 2,
+        }
+    }
+}
+
+fn wire_name(name: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    for label in name.trim_end_matches('.').split('.') {
+        out.push(label.len() as u8);
+        out.extend_from_slice(label.as_bytes());
+    }
+    out.push(0);
+    out
+}
+
+fn rr(owner: &str, rtype: u16, rdata: &[u8]) -> Vec<u8> {
+    let mut out = wire_name(owner);
+    out.extend_from_slice(&rtype.to_be_bytes());
+    out.extend_from_slice(&[0, 1, 0, 0, 1, 44]);
+    out.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+    out.extend_from_slice(rdata);
+    out
+}
+
+fn soa_rr(serial: u32) -> Vec<u8> {
+    let mut rd = wire_name("ns1.example.com.");
+    rd.extend(wire_name("hostmaster.example.com."));
+    for v in [serial, 1, 1, 3600, 60] {
+        rd.extend_from_slice(&v.to_be_bytes());
+    }
+    rr("example.com.", 6, &rd)
+}
+
+/// A reply to `query` (rcode `rcode`) carrying `records` in the answer.
+fn reply_to(query: &[u8], rcode: u8, records: &[Vec<u8>]) -> Vec<u8> {
+    let mut end = 12;
+    while query[end] != 0 {
+        end += 1 + usize::from(query[end]);
+    }
+    end += 5;
+    let mut out = vec![query[0], query[1], 0x84, rcode, 0, 1];
+    out.extend_from_slice(&(records.len() as u16).to_be_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    out.extend_from_slice(&query[12..end]);
+    for r in records {
+        out.extend_from_slice(r);
+    }
+    out
+}
+
+/// A test primary on 127.0.0.1 answering SOA with the feed's serial, IXFR
+/// with NOTIMP and AXFR per the current feed.
+fn broken_primary(feed: std::sync::Arc<std::sync::Mutex<Feed>>) -> SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut len = [0u8; 2];
+            if stream.read_exact(&mut len).is_err() {
+                continue;
+            }
+            let mut query = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            if stream.read_exact(&mut query).is_err() {
+                continue;
+            }
+            let mut end = 12;
+            while query[end] != 0 {
+                end += 1 + usize::from(query[end]);
+            }
+            let qtype = u16::from_be_bytes([query[end + 1], query[end + 2]]);
+            let f = *feed.lock().expect("feed");
+            let s = f.serial();
+            let ns = rr("example.com.", 2, &wire_name("ns1.example.com."));
+            let ns1 = rr("ns1.example.com.", 1, &[192, 0, 2, 1]);
+            let www = rr("www.example.com.", 1, &[192, 0, 2, s as u8]);
+            let msg = match (qtype, f) {
+                (6, _) => reply_to(&query, 0, &[soa_rr(s)]),
+                (251, _) => reply_to(&query, 4, &[]),
+                (_, Feed::Good(_)) => reply_to(&query, 0, &[soa_rr(s), ns, ns1, www, soa_rr(s)]),
+                (_, Feed::Truncated) => reply_to(&query, 0, &[soa_rr(s), ns, ns1, www]),
+                (_, Feed::BadClosing) => reply_to(&query, 0, &[soa_rr(s), ns, ns1, www, soa_rr(3)]),
+                (_, Feed::Outside) => {
+                    let evil = rr("www.example.net.", 1, &[192, 0, 2, 66]);
+                    reply_to(&query, 0, &[soa_rr(s), ns, ns1, www, evil, soa_rr(s)])
+                }
+            };
+            let mut framed = (msg.len() as u16).to_be_bytes().to_vec();
+            framed.extend_from_slice(&msg);
+            let _ = stream.write_all(&framed);
+        }
+    });
+    addr
+}
+
+/// A broken primary (truncated stream, mismatched closing SOA, a record
+/// outside the zone) never replaces the good copy; a good transfer then does.
+#[test]
+fn a_broken_transfer_never_replaces_good_data() {
+    let dir = tempdir();
+    let (_, sdb) = dbs(dir.path());
+    let feed = std::sync::Arc::new(std::sync::Mutex::new(Feed::Good(1)));
+    let primary = broken_primary(std::sync::Arc::clone(&feed));
+    let s = secondary(dir.path(), &sdb, primary.port(), free_port());
+    assert!(
+        eventually(10, || www(s.addr()).as_deref() == Some("192.0.2.1")),
+        "{}",
+        s.stderr()
+    );
+    for (f, log) in [
+        (Feed::Truncated, "reading the reply"),
+        (Feed::BadClosing, "the closing SOA (serial 3) differs"),
+        (Feed::Outside, "www.example.net."),
+    ] {
+        *feed.lock().expect("feed") = f;
+        assert!(
+            eventually(10, || s.stderr().contains(log)),
+            "{f:?}: no {log:?} in the log:\n{}",
+            s.stderr()
+        );
+        assert_eq!(www(s.addr()).as_deref(), Some("192.0.2.1"), "{f:?}");
+        let soa = ask(s.addr(), "example.com.", "SOA").expect("SOA");
+        assert!(format!("{soa:?}").contains("serial: 1"), "{f:?}: {soa:?}");
+    }
+    *feed.lock().expect("feed") = Feed::Good(3);
+    assert!(
+        eventually(10, || www(s.addr()).as_deref() == Some("192.0.2.3")),
+        "{}",
+        s.stderr()
+    );
+}
