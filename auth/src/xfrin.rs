@@ -444,6 +444,22 @@ enum IxfrState {
     Diff { current: Difference, adding: bool },
 }
 
+impl IxfrState {
+    /// The deletions of a difference from `old_soa`, in a reply ending at
+    /// `newest` (its SOA after is set when the deletions end).
+    fn starting(old_soa: Record, newest: &Record) -> IxfrState {
+        IxfrState::Diff {
+            current: Difference {
+                old_soa,
+                deleted: Vec::new(),
+                new_soa: newest.clone(),
+                added: Vec::new(),
+            },
+            adding: false,
+        }
+    }
+}
+
 /// Asks `primary` for the changes to `origin` since serial `ours` by IXFR
 /// (RFC 1995) over TCP.
 ///
@@ -484,15 +500,7 @@ pub async fn ixfr(primary: &Primary, origin: &Name, ours: u32) -> Result<Ixfr, X
                             rec.rdata.soa_serial().unwrap_or_default()
                         )));
                     }
-                    IxfrState::Diff {
-                        current: Difference {
-                            old_soa: rec,
-                            deleted: Vec::new(),
-                            new_soa: first.clone(),
-                            added: Vec::new(),
-                        },
-                        adding: false,
-                    }
+                    IxfrState::starting(rec, first)
                 }
                 IxfrState::Full(mut records) => {
                     if ends {
@@ -560,15 +568,7 @@ pub async fn ixfr(primary: &Primary, origin: &Name, ours: u32) -> Result<Ixfr, X
                                 messages: ex.messages,
                             });
                         }
-                        IxfrState::Diff {
-                            current: Difference {
-                                old_soa: rec,
-                                deleted: Vec::new(),
-                                new_soa: first.clone(),
-                                added: Vec::new(),
-                            },
-                            adding: false,
-                        }
+                        IxfrState::starting(rec, first)
                     }
                 }
             };

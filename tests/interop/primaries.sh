@@ -28,9 +28,7 @@ NAMED_PORT="${NAMED_PORT:-25374}"
 install_missing knotd=knot named=bind9 dig=dnsutils nsupdate=dnsutils sqlite3=sqlite3
 NAMED="$(command -v named)"
 
-"$BIN/authd" keygen xfr-key. > "$TMP/key.toml"
-SECRET="$(sed -n 's/^secret = "\(.*\)"$/\1/p' "$TMP/key.toml")"
-[ -n "$SECRET" ] || fail "authd keygen printed no secret"
+tsig_key xfr-key.
 
 # 1. The primaries.
 cat > "$TMP/example.org.zone" <<EOF
@@ -82,24 +80,8 @@ cat > "$TMP/named/example.net.db" <<EOF
 ns1 A 192.0.2.1
 www A 192.0.2.1
 EOF
-cat > "$TMP/named.conf" <<EOF
-options {
-    directory "$TMP/named";
-    pid-file "$TMP/named/named.pid";
-    session-keyfile "$TMP/named/session.key";
-    managed-keys-directory "$TMP/named";
-    listen-on port $NAMED_PORT { 127.0.0.1; };
-    listen-on-v6 { none; };
-    recursion no;
-    dnssec-validation no;
-};
-controls { };
-logging {
-    channel to_file { file "$TMP/named.log"; severity info; print-category yes; };
-    category default { to_file; };
-    category xfer-out { to_file; };
-    category notify { to_file; };
-};
+named_conf_head "$NAMED_PORT" xfer-out > "$TMP/named.conf"
+cat >> "$TMP/named.conf" <<EOF
 key "xfr-key." { algorithm hmac-sha256; secret "$SECRET"; };
 zone "example.net" {
     type primary;

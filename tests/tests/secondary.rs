@@ -89,6 +89,16 @@ fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
     check()
 }
 
+/// dig's output for `example.com. QTYPE` over TCP to 127.0.0.1:`port`.
+fn dig_tcp(port: u16, qtype: &str) -> String {
+    let out = Command::new("dig")
+        .args(["+tcp", "+time=5", "-p", &port.to_string(), "@127.0.0.1"])
+        .args(["example.com.", qtype])
+        .output()
+        .expect("dig");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn dbs(dir: &Path) -> (PathBuf, PathBuf) {
     (dir.join("primary.sqlite3"), dir.join("secondary.sqlite3"))
 }
@@ -158,19 +168,7 @@ fn follows_an_authd_primary_by_axfr_and_notify() {
     );
     // Downstream: IXFR from the secondary answers the difference from its
     // own journal (SOA 3, SOA 2, the deletion, SOA 3, the addition, SOA 3).
-    let out = Command::new("dig")
-        .args([
-            "+tcp",
-            "+time=5",
-            "-p",
-            &sport.to_string(),
-            "@127.0.0.1",
-            "example.com.",
-            "IXFR=2",
-        ])
-        .output()
-        .expect("dig");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = dig_tcp(sport, "IXFR=2");
     assert_eq!(
         text.lines().filter(|l| l.contains("\tSOA\t")).count(),
         4,
@@ -178,19 +176,7 @@ fn follows_an_authd_primary_by_axfr_and_notify() {
     );
 
     // Re-serving: the secondary answers AXFR from its own DB.
-    let out = Command::new("dig")
-        .args([
-            "+tcp",
-            "+time=5",
-            "-p",
-            &sport.to_string(),
-            "@127.0.0.1",
-            "example.com.",
-            "AXFR",
-        ])
-        .output()
-        .expect("dig");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = dig_tcp(sport, "AXFR");
     assert_eq!(
         text.lines().filter(|l| l.contains("\tSOA\t")).count(),
         2,
