@@ -10,6 +10,8 @@
 #   3. a change on each primary (knotc zone transaction; nsupdate on named):
 #      NOTIFY, then authd catches up by incremental IXFR (its log says so)
 #      and answers the changed name as the primary does;
+#      named, secondary of authd for example.org, follows it by IXFR from
+#      authd's journal (the chain Knot -> authd -> BIND 9);
 #   4. Knot stopped: authd keeps serving example.org until EXPIRE, then
 #      SERVFAIL; Knot back: served again.
 #
@@ -30,7 +32,7 @@ NAMED="$(command -v named)"
 
 tsig_key xfr-key.
 
-# 1. The primaries.
+# 1. The primaries (named is also the downstream secondary of example.org).
 cat > "$TMP/example.org.zone" <<EOF
 \$ORIGIN example.org.
 \$TTL 300
@@ -80,7 +82,7 @@ cat > "$TMP/named/example.net.db" <<EOF
 ns1 A 192.0.2.1
 www A 192.0.2.1
 EOF
-named_conf_head "$NAMED_PORT" xfer-out > "$TMP/named.conf"
+named_conf_head "$NAMED_PORT" xfer-out xfer-in > "$TMP/named.conf"
 cat >> "$TMP/named.conf" <<EOF
 key "xfr-key." { algorithm hmac-sha256; secret "$SECRET"; };
 zone "example.net" {
@@ -92,10 +94,13 @@ zone "example.net" {
     max-ixfr-ratio unlimited;
     also-notify { 127.0.0.1 port $AUTHD_PORT key "xfr-key."; };
 };
+zone "example.org" {
+    type secondary;
+    file "example.org.db";
+    primaries { 127.0.0.1 port $AUTHD_PORT key "xfr-key."; };
+    allow-notify { key "xfr-key."; };
+};
 EOF
-"$NAMED" -f -n 1 -c "$TMP/named.conf" >"$TMP/named.out" 2>&1 &
-PIDS+=($!)
-wait_for 20 "named serves example.net" has_serial "$NAMED_PORT" example.net 1
 
 # 2. authd, secondary of both, with the key.
 echo "listen = [\"127.0.0.1:$AUTHD_PORT\"]" > "$TMP/authd.toml"
@@ -111,9 +116,19 @@ zone = "example.net."
 primaries = ["127.0.0.1:$NAMED_PORT key xfr-key."]
 file = "$TMP/secondary.sqlite3"
 min_refresh = 1
+[transfer]
+allow = ["key xfr-key."]
+[[notify.zone]]
+origin = "example.org."
+targets = ["127.0.0.1:$NAMED_PORT key xfr-key."]
 EOF
 start_authd
 wait_for 20 "authd has example.org serial 1" has_serial "$AUTHD_PORT" example.org 1
+# named after authd, so its first refresh of example.org finds authd serving it.
+"$NAMED" -f -n 1 -c "$TMP/named.conf" >"$TMP/named.out" 2>&1 &
+PIDS+=($!)
+wait_for 20 "named serves example.net" has_serial "$NAMED_PORT" example.net 1
+wait_for 20 "named (secondary of authd) has example.org serial 1" has_serial "$NAMED_PORT" example.org 1
 wait_for 20 "authd has example.net serial 1" has_serial "$AUTHD_PORT" example.net 1
 grep -q "example.org.: AXFR from 127.0.0.1:$KNOT_PORT key xfr-key." "$TMP/authd.log" ||
   fail "authd did not log the AXFR from Knot"
@@ -125,7 +140,10 @@ compare "$KNOT_PORT" example.org SOA
 compare "$NAMED_PORT" www.example.net A
 compare "$NAMED_PORT" example.net SOA
 
-# 3. Changes: NOTIFY (signed), then incremental IXFR.
+# 3. Changes: NOTIFY (signed), then incremental IXFR. authd's NOTIFY poller
+# learns the serials on its first look (1 s after start) and announces only
+# later changes: let it look first.
+sleep 2
 knotc -c "$TMP/knot.conf" zone-begin example.org >/dev/null
 knotc -c "$TMP/knot.conf" zone-unset example.org www A 192.0.2.1 >/dev/null
 knotc -c "$TMP/knot.conf" zone-set example.org www 300 A 192.0.2.2 >/dev/null
@@ -142,6 +160,12 @@ grep -q "example.net.: IXFR from 127.0.0.1:$NAMED_PORT key xfr-key.: serial 1 ->
 compare "$KNOT_PORT" www.example.org A
 compare "$NAMED_PORT" www.example.net A
 grep -q "TSIG" "$TMP/authd.log" && fail "authd logged a TSIG problem"
+# The chain Knot -> authd -> named: authd's NOTIFY, then named's IXFR from
+# authd's own journal.
+wait_for 20 "named (secondary of authd) has example.org serial 2" has_serial "$NAMED_PORT" example.org 2
+wait_for 10 "authd served named IXFR 1 -> 2" grep -q "IXFR of example.org. for 127.0.0.1: serial 1 -> 2" "$TMP/authd.log"
+wait_for 10 "named logs the IXFR" grep -q "example.org/IN.*transferred serial 2: TSIG 'xfr-key'" "$TMP/named.log"
+compare "$NAMED_PORT" www.example.org A
 
 # 4. Knot stopped: served until EXPIRE (8 s), then SERVFAIL; back: served.
 kill "$KNOT_PID"
@@ -157,4 +181,4 @@ compare "$KNOT_PORT" www.example.org A
 
 echo "--- authd log (secondary)"
 grep -E "secondary zone|NOTIFY" "$TMP/authd.log"
-echo "OK: authd followed Knot and BIND 9 with TSIG (AXFR, NOTIFY, incremental IXFR), expired without its primary and recovered"
+echo "OK: authd followed Knot and BIND 9 with TSIG (AXFR, NOTIFY, incremental IXFR), fed named by IXFR, expired without its primary and recovered"
