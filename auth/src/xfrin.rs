@@ -609,7 +609,8 @@ pub fn store_ixfr(file: &Path, origin: &Name, diffs: &[Difference]) -> Result<us
 
 /// Writes `zone` (transferred from `from`) as the content of `origin` in the
 /// zone DB `file` (created with the 2.2 schema if missing), in one
-/// transaction. Returns the number of RRs written.
+/// transaction, after clearing the zone's `diffs` journal (which no longer
+/// leads to this content). Returns the number of RRs written.
 ///
 /// Errors: [`XfrError::Inconsistent`] when the zone fails the zone checks
 /// (records outside the zone, …); [`XfrError::Store`] when the DB cannot be
@@ -623,6 +624,16 @@ pub fn store_axfr(
     let mut conn =
         authd_migrations::open_or_create(file).map_err(|e| XfrError::Store(e.to_string()))?;
     let _ = conn.busy_timeout(Duration::from_secs(5));
+    // The journal no longer leads to the new content: a difference kept from
+    // before would be chained to later ones across the gap. Cleared first,
+    // so a failed load loses at most the journal (IXFR out falls back to
+    // AXFR), never leaves it wrong.
+    conn.execute(
+        "DELETE FROM diffs WHERE zone_id IN \
+         (SELECT id FROM zones WHERE name = ?1 AND rdclass = 'IN')",
+        [origin.to_string()],
+    )
+    .map_err(|e| XfrError::Store(format!("clearing the journal: {e}")))?;
     let source = Arc::new(PathBuf::from(format!(
         "AXFR of {origin} from {}",
         from.addr

@@ -89,6 +89,21 @@ fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
     check()
 }
 
+/// `zone update` of example.com. in `db`: `delete` out, `add` in.
+fn zone_update(db: &Path, delete: &str, add: &str) {
+    let out = Command::new(binary("zone"))
+        .args(["update", "--db"])
+        .arg(db)
+        .args(["example.com", "--delete", delete, "--add", add])
+        .output()
+        .expect("zone update");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// dig's output for `example.com. QTYPE` over TCP to 127.0.0.1:`port`.
 fn dig_tcp(port: u16, qtype: &str) -> String {
     let out = Command::new("dig")
@@ -139,23 +154,7 @@ fn follows_an_authd_primary_by_axfr_and_notify() {
 
     // An incremental change on the primary (journaled by `zone update`):
     // IXFR brings the difference, appended to the secondary's journal.
-    let out = Command::new(binary("zone"))
-        .args(["update", "--db"])
-        .arg(&pdb)
-        .args([
-            "example.com",
-            "--delete",
-            "www A 192.0.2.2",
-            "--add",
-            "www A 192.0.2.3",
-        ])
-        .output()
-        .expect("zone update");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    zone_update(&pdb, "www A 192.0.2.2", "www A 192.0.2.3");
     assert!(
         eventually(15, || www(s.addr()).as_deref() == Some("192.0.2.3")),
         "the difference never arrived:\n{}",
@@ -175,6 +174,34 @@ fn follows_an_authd_primary_by_axfr_and_notify() {
         "{text}"
     );
 
+    // A whole-zone change (serial 4, no journal on the primary) clears the
+    // secondary's journal; a journaled change 4 -> 5 follows. IXFR from 2
+    // cannot be bridged any more: the whole zone, not 2 -> 3 then 4 -> 5.
+    load_zone_text(&pdb, "example.com.", &zone(4, 3600, 86400));
+    assert!(
+        eventually(15, || www(s.addr()).as_deref() == Some("192.0.2.4")),
+        "{}",
+        s.stderr()
+    );
+    zone_update(&pdb, "www A 192.0.2.4", "www A 192.0.2.5");
+    assert!(
+        eventually(15, || www(s.addr()).as_deref() == Some("192.0.2.5")),
+        "{}",
+        s.stderr()
+    );
+    let text = dig_tcp(sport, "IXFR=2");
+    assert_eq!(
+        text.lines().filter(|l| l.contains("\tSOA\t")).count(),
+        2,
+        "{text}"
+    );
+    let text = dig_tcp(sport, "IXFR=4");
+    assert_eq!(
+        text.lines().filter(|l| l.contains("\tSOA\t")).count(),
+        4,
+        "{text}"
+    );
+
     // Re-serving: the secondary answers AXFR from its own DB.
     let text = dig_tcp(sport, "AXFR");
     assert_eq!(
@@ -182,16 +209,16 @@ fn follows_an_authd_primary_by_axfr_and_notify() {
         2,
         "{text}"
     );
-    assert!(text.contains("192.0.2.3"), "{text}");
+    assert!(text.contains("192.0.2.5"), "{text}");
 
     // A restart neither re-transfers the fresh zone nor stops serving it.
     s.terminate();
     let s = secondary(dir.path(), &sdb, p.addr().port(), sport);
-    assert_eq!(www(s.addr()).as_deref(), Some("192.0.2.3"));
+    assert_eq!(www(s.addr()).as_deref(), Some("192.0.2.5"));
     std::thread::sleep(Duration::from_secs(2));
     assert!(!s.stderr().contains("XFR"), "{}", s.stderr());
     assert!(
-        s.stderr().contains("serial 3, not expired"),
+        s.stderr().contains("serial 5, not expired"),
         "{}",
         s.stderr()
     );
