@@ -411,3 +411,84 @@ fn a_broken_transfer_never_replaces_good_data() {
         s.stderr()
     );
 }
+
+const KEY: &str = "[[key]]\nname = \"tk.\"\nalgorithm = \"hmac-sha256\"\n";
+
+/// TSIG per primary (RFC 8945): with the primary's key, the SOA query, the
+/// transfers and the primary's NOTIFY are signed and verified; with a wrong
+/// secret, nothing is stored and the failure is logged.
+#[test]
+fn transfers_and_notify_signed_with_the_primarys_key() {
+    let dir = tempdir();
+    let (pdb, sdb) = dbs(dir.path());
+    load_zone_text(&pdb, "example.com.", &zone(1, 3600, 86400));
+    let sport = free_port();
+    let p = start(
+        dir.path(),
+        "primary.toml",
+        &format!(
+            "{KEY}secret = \"c2VjcmV0c2VjcmV0c2VjcmV0\"\n\
+             [[datasource]]\ntype = \"sqlite3\"\nfile = \"{}\"\n\
+             [transfer]\nallow = [\"key tk.\"]\n\
+             [notify]\ntargets = [\"127.0.0.1:{sport} key tk.\"]\n",
+            pdb.display()
+        ),
+        free_port(),
+    );
+    let secondary_with = |secret: &str, db: &Path, port: u16| {
+        start(
+            dir.path(),
+            "secondary.toml",
+            &format!(
+                "{KEY}secret = \"{secret}\"\n[[secondary]]\nzone = \"example.com.\"\n\
+                 primaries = [\"127.0.0.1:{} key tk.\"]\nfile = \"{}\"\nmin_refresh = 1\n",
+                p.addr().port(),
+                db.display()
+            ),
+            port,
+        )
+    };
+    // A wrong secret: the primary answers NOTAUTH/BADSIG, nothing is stored.
+    let bad = secondary_with(
+        "d3JvbmdzZWNyZXQ=",
+        &dir.path().join("bad.sqlite3"),
+        free_port(),
+    );
+    assert!(
+        eventually(10, || bad.stderr().contains("TSIG")),
+        "{}",
+        bad.stderr()
+    );
+    let reply = ask(bad.addr(), "www.example.com.", "A").expect("reply");
+    assert_eq!(
+        reply.metadata.response_code,
+        ResponseCode::Refused,
+        "{reply:?}"
+    );
+    drop(bad);
+    // The right one: transferred, and a change arrives by a signed NOTIFY.
+    let s = secondary_with("c2VjcmV0c2VjcmV0c2VjcmV0", &sdb, sport);
+    assert!(
+        eventually(10, || www(s.addr()).as_deref() == Some("192.0.2.1")),
+        "{}",
+        s.stderr()
+    );
+    assert!(
+        s.stderr().contains("key tk.: serial none -> 1"),
+        "{}",
+        s.stderr()
+    );
+    load_zone_text(&pdb, "example.com.", &zone(2, 3600, 86400));
+    assert!(
+        eventually(15, || www(s.addr()).as_deref() == Some("192.0.2.2")),
+        "{}\nprimary:\n{}",
+        s.stderr(),
+        p.stderr()
+    );
+    assert!(s.stderr().contains("NOTIFY received"), "{}", s.stderr());
+    assert!(
+        p.stderr().contains("signed with key tk."),
+        "the NOTIFY reply was not signed:\n{}",
+        p.stderr()
+    );
+}
