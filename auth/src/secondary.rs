@@ -17,12 +17,17 @@
 //! succeeds again. A NOTIFY from a primary ([`SecondaryPolicy::notify`],
 //! RFC 1996 §3.11) makes the refresh due at once.
 //!
+//! Zones are refreshed one at a time by one task; NOTIFYs that arrive
+//! meanwhile are merged into one refresh per zone. The SOA query goes over
+//! TCP, like the transfers.
+//!
 //! Timer state survives a restart: the time of the last successful refresh
 //! and whether the zone expired are kept in the table `authd_secondary` of
 //! the zone's DB (ignored by BIND 10 and by authd's schema checks). At start
 //! a zone refreshed less than REFRESH ago waits for its timer instead of
 //! being transferred again, and an expired one stays unserved until a
-//! refresh succeeds.
+//! refresh succeeds. A copy with no refresh on record (written by another
+//! tool) is refreshed at once, and its expire clock starts at start-up.
 //!
 //! Every step is logged with the zone, the primary, the serials and the
 //! outcome; the next event is logged after each refresh.
@@ -339,6 +344,11 @@ fn timers_for(config: SecondaryZone, expired_zones: &ExpiredZones) -> ZoneTimers
         let since = Duration::from_secs(unix_now().saturating_sub(last));
         t.next = now + t.refresh_interval().saturating_sub(since);
     }
+    if t.serial.is_some() && t.last_ok.is_none() {
+        // A copy with no refresh on record (put there by another writer):
+        // its expire clock starts now.
+        t.last_ok = Some(unix_now());
+    }
     expired_zones.set(&t.config.origin, t.expired);
     tracing::info!(
         "secondary zone {}: serial {}, {}, refresh in {}s",
@@ -400,9 +410,18 @@ async fn run(
                 reread = true;
             }
             Some(origin) = wake.recv() => {
-                if let Some(t) = zones.get_mut(&origin) {
-                    tracing::info!("secondary zone {origin}: NOTIFY received, refreshing now");
-                    t.next = Instant::now();
+                // NOTIFYs queued during a refresh make one refresh each zone.
+                let mut woken = vec![origin];
+                while let Ok(more) = wake.try_recv() {
+                    if !woken.contains(&more) {
+                        woken.push(more);
+                    }
+                }
+                for origin in woken {
+                    if let Some(t) = zones.get_mut(&origin) {
+                        tracing::info!("secondary zone {origin}: NOTIFY received, refreshing now");
+                        t.next = Instant::now();
+                    }
                 }
             }
             () = sleep => {
