@@ -492,3 +492,56 @@ fn transfers_and_notify_signed_with_the_primarys_key() {
         p.stderr()
     );
 }
+
+/// SIGHUP applies `[[secondary]]` changes: a zone added is transferred and
+/// served (its DB created), a zone removed stops being served.
+#[test]
+fn sighup_adds_and_removes_secondary_zones() {
+    let dir = tempdir();
+    let (pdb, sdb) = dbs(dir.path());
+    load_zone_text(&pdb, "example.com.", &zone(1, 3600, 86400));
+    load_zone_text(
+        &pdb,
+        "example.org.",
+        "$TTL 300\n@ SOA ns1 hostmaster 7 3600 1 86400 60\n@ NS ns1\nns1 A 192.0.2.7\n",
+    );
+    let p = primary(dir.path(), &pdb, free_port(), None);
+    let s = secondary(dir.path(), &sdb, p.addr().port(), free_port());
+    assert!(
+        eventually(10, || www(s.addr()).as_deref() == Some("192.0.2.1")),
+        "{}",
+        s.stderr()
+    );
+    let org = |addr| {
+        ask(addr, "ns1.example.org.", "A").map(|m| (m.metadata.response_code, m.answers.len()))
+    };
+    assert_eq!(org(s.addr()), Some((ResponseCode::Refused, 0)));
+    // Add example.org. in another DB.
+    let text = format!(
+        "[[secondary]]\nzone = \"example.com.\"\nprimaries = [\"127.0.0.1:{0}\"]\nfile = \"{1}\"\n\
+         [[secondary]]\nzone = \"example.org.\"\nprimaries = [\"127.0.0.1:{0}\"]\nfile = \"{2}\"\n",
+        p.addr().port(),
+        sdb.display(),
+        dir.path().join("org.sqlite3").display()
+    );
+    let tmp = write_file(dir.path(), "secondary.toml.new", &text);
+    std::fs::rename(tmp, dir.path().join("secondary.toml")).expect("replace config");
+    s.signal("HUP");
+    assert!(
+        eventually(15, || org(s.addr()) == Some((ResponseCode::NoError, 1))),
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(www(s.addr()).as_deref(), Some("192.0.2.1"));
+    // Remove example.com.
+    let text = format!(
+        "[[secondary]]\nzone = \"example.org.\"\nprimaries = [\"127.0.0.1:{}\"]\nfile = \"{}\"\n",
+        p.addr().port(),
+        dir.path().join("org.sqlite3").display()
+    );
+    let tmp = write_file(dir.path(), "secondary.toml.new", &text);
+    std::fs::rename(tmp, dir.path().join("secondary.toml")).expect("replace config");
+    s.signal("HUP");
+    assert!(eventually(15, || www(s.addr()).is_none()), "{}", s.stderr());
+    assert_eq!(org(s.addr()), Some((ResponseCode::NoError, 1)));
+}
