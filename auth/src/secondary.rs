@@ -160,11 +160,18 @@ pub struct Refresher {
 
 impl Refresher {
     /// Starts refreshing the zones of `settings`. Must be called inside a
-    /// tokio runtime.
+    /// tokio runtime. The zones stored as expired are marked so before it
+    /// returns (a short read of each DB), so not one query is answered from
+    /// them.
     pub fn spawn(settings: SecondarySettings) -> Refresher {
+        let expired = Arc::new(ExpiredZones::default());
+        for z in &settings.zones {
+            if let Ok((_, _, true)) = load_state(z) {
+                expired.set(&z.origin, true);
+            }
+        }
         let (settings_tx, settings_rx) = watch::channel(settings);
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
-        let expired = Arc::new(ExpiredZones::default());
         let task = tokio::spawn(run(settings_rx, wake_rx, Arc::clone(&expired)));
         Refresher {
             settings: settings_tx,

@@ -7,7 +7,10 @@
 //!   incremental IXFR; the secondary re-serves the zone by AXFR and by IXFR
 //!   from its own journal; a restart does not transfer a fresh zone again;
 //! - with no NOTIFY, the refresh timer catches up; with the primary stopped
-//!   the zone expires (SERVFAIL), and recovers when the primary returns.
+//!   the zone expires (SERVFAIL, also after a restart), and recovers when
+//!   the primary returns;
+//! - a broken primary never replaces good data; TSIG per primary; SIGHUP
+//!   adds and removes secondary zones.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -246,12 +249,21 @@ fn refresh_timer_expire_and_recovery() {
     );
     // The primary goes away: served until EXPIRE (4 s), then SERVFAIL.
     p.terminate();
-    let servfail = || {
-        ask(s.addr(), "www.example.com.", "A")
+    let servfail = |addr| {
+        ask(addr, "www.example.com.", "A")
             .is_some_and(|m| m.metadata.response_code == ResponseCode::ServFail)
     };
-    assert!(eventually(20, servfail), "{}", s.stderr());
+    assert!(eventually(20, || servfail(s.addr())), "{}", s.stderr());
     assert!(s.stderr().contains("has expired"), "{}", s.stderr());
+    // Expired survives a restart: not served from the first query on.
+    drop(s);
+    let s = secondary(dir.path(), &sdb, pport, free_port());
+    assert!(servfail(s.addr()), "{}", s.stderr());
+    assert!(
+        eventually(5, || s.stderr().contains("serial 2, expired")),
+        "{}",
+        s.stderr()
+    );
     // It comes back: served again.
     let _p = primary(dir.path(), &pdb, pport, None);
     assert!(
