@@ -80,6 +80,12 @@ fn www(addr: SocketAddr) -> Option<String> {
     })
 }
 
+/// Whether `authd` has logged `needle` (waiting up to 5 s: the log is read
+/// by another thread).
+fn logged(authd: &AuthdProcess, needle: &str) -> bool {
+    authd.wait_for_log(needle, Duration::from_secs(5))
+}
+
 /// Waits up to `secs` for `check` to hold.
 fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -134,7 +140,7 @@ fn follows_an_authd_primary_by_axfr_and_notify() {
         "secondary never served the zone:\n{}",
         s.stderr()
     );
-    assert!(s.stderr().contains("AXFR from 127.0.0.1"), "{}", s.stderr());
+    assert!(logged(&s, "AXFR from 127.0.0.1"), "{}", s.stderr());
     // MX target (compressed on the wire) survives the transfer.
     let mx = ask(s.addr(), "mail.example.com.", "MX").expect("MX reply");
     assert_eq!(mx.answers.len(), 1, "{mx:?}");
@@ -147,13 +153,9 @@ fn follows_an_authd_primary_by_axfr_and_notify() {
         s.stderr(),
         p.stderr()
     );
-    assert!(s.stderr().contains("NOTIFY received"), "{}", s.stderr());
+    assert!(logged(&s, "NOTIFY received"), "{}", s.stderr());
     // The primary has no journal for that change: an AXFR-style IXFR reply.
-    assert!(
-        s.stderr().contains("IXFR (AXFR-style) from"),
-        "{}",
-        s.stderr()
-    );
+    assert!(logged(&s, "IXFR (AXFR-style) from"), "{}", s.stderr());
 
     // An incremental change on the primary (journaled by `zone update`):
     // IXFR brings the difference, appended to the secondary's journal.
@@ -164,7 +166,7 @@ fn follows_an_authd_primary_by_axfr_and_notify() {
         s.stderr()
     );
     assert!(
-        s.stderr().contains("serial 2 -> 3, 1 difference(s)"),
+        logged(&s, "serial 2 -> 3, 1 difference(s)"),
         "{}",
         s.stderr()
     );
@@ -220,11 +222,7 @@ fn follows_an_authd_primary_by_axfr_and_notify() {
     assert_eq!(www(s.addr()).as_deref(), Some("192.0.2.5"));
     std::thread::sleep(Duration::from_secs(2));
     assert!(!s.stderr().contains("XFR"), "{}", s.stderr());
-    assert!(
-        s.stderr().contains("serial 5, not expired"),
-        "{}",
-        s.stderr()
-    );
+    assert!(logged(&s, "serial 5, not expired"), "{}", s.stderr());
 }
 
 #[test]
@@ -254,13 +252,13 @@ fn refresh_timer_expire_and_recovery() {
             .is_some_and(|m| m.metadata.response_code == ResponseCode::ServFail)
     };
     assert!(eventually(20, || servfail(s.addr())), "{}", s.stderr());
-    assert!(s.stderr().contains("has expired"), "{}", s.stderr());
+    assert!(logged(&s, "has expired"), "{}", s.stderr());
     // Expired survives a restart: not served from the first query on.
     drop(s);
     let s = secondary(dir.path(), &sdb, pport, free_port());
     assert!(servfail(s.addr()), "{}", s.stderr());
     assert!(
-        eventually(5, || s.stderr().contains("serial 2, expired")),
+        eventually(5, || logged(&s, "serial 2, expired")),
         "{}",
         s.stderr()
     );
@@ -271,7 +269,7 @@ fn refresh_timer_expire_and_recovery() {
         "{}",
         s.stderr()
     );
-    assert!(s.stderr().contains("serving it again"), "{}", s.stderr());
+    assert!(logged(&s, "serving it again"), "{}", s.stderr());
 }
 
 /// What the broken test primary sends for AXFR.
@@ -408,7 +406,7 @@ fn a_broken_transfer_never_replaces_good_data() {
     ] {
         *feed.lock().expect("feed") = f;
         assert!(
-            eventually(10, || s.stderr().contains(log)),
+            eventually(10, || logged(&s, log)),
             "{f:?}: no {log:?} in the log:\n{}",
             s.stderr()
         );
@@ -466,11 +464,7 @@ fn transfers_and_notify_signed_with_the_primarys_key() {
         &dir.path().join("bad.sqlite3"),
         free_port(),
     );
-    assert!(
-        eventually(10, || bad.stderr().contains("TSIG")),
-        "{}",
-        bad.stderr()
-    );
+    assert!(eventually(10, || logged(&bad, "TSIG")), "{}", bad.stderr());
     let reply = ask(bad.addr(), "www.example.com.", "A").expect("reply");
     assert_eq!(
         reply.metadata.response_code,
@@ -485,11 +479,7 @@ fn transfers_and_notify_signed_with_the_primarys_key() {
         "{}",
         s.stderr()
     );
-    assert!(
-        s.stderr().contains("key tk.: serial none -> 1"),
-        "{}",
-        s.stderr()
-    );
+    assert!(logged(&s, "key tk.: serial none -> 1"), "{}", s.stderr());
     load_zone_text(&pdb, "example.com.", &zone(2, 3600, 86400));
     assert!(
         eventually(15, || www(s.addr()).as_deref() == Some("192.0.2.2")),
@@ -497,9 +487,9 @@ fn transfers_and_notify_signed_with_the_primarys_key() {
         s.stderr(),
         p.stderr()
     );
-    assert!(s.stderr().contains("NOTIFY received"), "{}", s.stderr());
+    assert!(logged(&s, "NOTIFY received"), "{}", s.stderr());
     assert!(
-        p.stderr().contains("signed with key tk."),
+        logged(&p, "signed with key tk."),
         "the NOTIFY reply was not signed:\n{}",
         p.stderr()
     );
