@@ -113,6 +113,27 @@ fn zone_update(db: &Path, delete: &str, add: &str) {
     );
 }
 
+/// dig's output for `example.com. QTYPE` over TCP to 127.0.0.1:`port`,
+/// after checking it holds `n` SOA records.
+fn assert_soas(port: u16, qtype: &str, n: usize) -> String {
+    let text = dig_tcp(port, qtype);
+    assert_eq!(
+        text.lines().filter(|l| l.contains("\tSOA\t")).count(),
+        n,
+        "{qtype}: {text}"
+    );
+    text
+}
+
+/// Waits up to 15 s for `s` to answer www.example.com. A with `address`.
+fn serves(s: &AuthdProcess, address: &str) {
+    assert!(
+        eventually(15, || www(s.addr()).as_deref() == Some(address)),
+        "www is not {address}:\n{}",
+        s.stderr()
+    );
+}
+
 /// dig's output for `example.com. QTYPE` over TCP to 127.0.0.1:`port`.
 fn dig_tcp(port: u16, qtype: &str) -> String {
     let out = Command::new("dig")
@@ -172,48 +193,20 @@ fn follows_an_authd_primary_by_axfr_and_notify() {
     );
     // Downstream: IXFR from the secondary answers the difference from its
     // own journal (SOA 3, SOA 2, the deletion, SOA 3, the addition, SOA 3).
-    let text = dig_tcp(sport, "IXFR=2");
-    assert_eq!(
-        text.lines().filter(|l| l.contains("\tSOA\t")).count(),
-        4,
-        "{text}"
-    );
+    assert_soas(sport, "IXFR=2", 4);
 
     // A whole-zone change (serial 4, no journal on the primary) clears the
     // secondary's journal; a journaled change 4 -> 5 follows. IXFR from 2
     // cannot be bridged any more: the whole zone, not 2 -> 3 then 4 -> 5.
     load_zone_text(&pdb, "example.com.", &zone(4, 3600, 86400));
-    assert!(
-        eventually(15, || www(s.addr()).as_deref() == Some("192.0.2.4")),
-        "{}",
-        s.stderr()
-    );
+    serves(&s, "192.0.2.4");
     zone_update(&pdb, "www A 192.0.2.4", "www A 192.0.2.5");
-    assert!(
-        eventually(15, || www(s.addr()).as_deref() == Some("192.0.2.5")),
-        "{}",
-        s.stderr()
-    );
-    let text = dig_tcp(sport, "IXFR=2");
-    assert_eq!(
-        text.lines().filter(|l| l.contains("\tSOA\t")).count(),
-        2,
-        "{text}"
-    );
-    let text = dig_tcp(sport, "IXFR=4");
-    assert_eq!(
-        text.lines().filter(|l| l.contains("\tSOA\t")).count(),
-        4,
-        "{text}"
-    );
+    serves(&s, "192.0.2.5");
+    assert_soas(sport, "IXFR=2", 2);
+    assert_soas(sport, "IXFR=4", 4);
 
     // Re-serving: the secondary answers AXFR from its own DB.
-    let text = dig_tcp(sport, "AXFR");
-    assert_eq!(
-        text.lines().filter(|l| l.contains("\tSOA\t")).count(),
-        2,
-        "{text}"
-    );
+    let text = assert_soas(sport, "AXFR", 2);
     assert!(text.contains("192.0.2.5"), "{text}");
 
     // A restart neither re-transfers the fresh zone nor stops serving it.
@@ -264,11 +257,7 @@ fn refresh_timer_expire_and_recovery() {
     );
     // It comes back: served again.
     let _p = primary(dir.path(), &pdb, pport, None);
-    assert!(
-        eventually(15, || www(s.addr()).as_deref() == Some("192.0.2.2")),
-        "{}",
-        s.stderr()
-    );
+    serves(&s, "192.0.2.2");
     assert!(logged(&s, "serving it again"), "{}", s.stderr());
 }
 
