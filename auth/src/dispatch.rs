@@ -24,7 +24,7 @@
 //! | QUERY | IN | ANY and data types | [`crate::query::QueryProcessor`] |
 //! | QUERY | CH | any | [`crate::chaos`] (`version.bind`, `hostname.bind`) |
 //! | QUERY | other | any | REFUSED |
-//! | QUERY | any | any, name in an expired secondary zone | SERVFAIL (RFC 1035 §4.3.5) |
+//! | QUERY | IN | any, answered from an expired secondary zone | SERVFAIL (RFC 1035 §4.3.5) |
 //! | NOTIFY | IN | SOA, a secondary zone, from a primary or `[notify] allow` | NOERROR, AA (RFC 1996 §4.7); refresh woken ([`crate::secondary`]) |
 //! | NOTIFY | | other zones or senders | REFUSED |
 //! | UPDATE | | | NOTIMP (dynamic update will answer it) |
@@ -51,7 +51,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use authd_datasrc::{Class, RType, SourceList};
+use authd_datasrc::{Class, Name, RType, SourceList};
 
 use crate::chaos::{self, ChaosOptions};
 use crate::cookies::{Checked, Cookies};
@@ -385,7 +385,7 @@ impl Dispatcher {
         if req.edns.is_some_and(|e| e.version > 0) {
             return error(req, Rcode::BADVERS, transport, out);
         }
-        if self.secondary.expired.covers(&req.qname) {
+        if req.qclass == Class::IN && self.in_expired_zone(&req.qname) {
             return error(req, Rcode::SERVFAIL, transport, out);
         }
         match (req.qtype, transport) {
@@ -425,6 +425,24 @@ impl Dispatcher {
             RType::OPT => error(req, Rcode::FORMERR, transport, out),
             t if t.is_meta() && t != RType::ANY => error(req, Rcode::NOTIMP, transport, out),
             _ => Handled::Message(self.query.respond(req, transport, self.rrl.is_some(), out)),
+        }
+    }
+
+    /// True when the zone that answers `qname` is an expired secondary zone
+    /// (one atomic load while no zone is expired).
+    #[inline(always)]
+    fn in_expired_zone(&self, qname: &Name) -> bool {
+        self.secondary.expired.covers(qname) && self.best_zone_expired(qname)
+    }
+
+    /// The slow half of [`Self::in_expired_zone`]: the best zone for `qname`
+    /// among the sources (a zone below the expired one, served from
+    /// elsewhere, still answers).
+    #[inline(never)]
+    fn best_zone_expired(&self, qname: &Name) -> bool {
+        match self.sources().find_zone(qname) {
+            Ok(Some((_, zone))) => self.secondary.expired.contains(&zone.origin),
+            _ => false,
         }
     }
 
@@ -640,8 +658,8 @@ mod tests {
     use std::path::Path;
     use std::sync::Arc;
 
+    use authd_datasrc::DataSource;
     use authd_datasrc::memory::{MemorySource, MemoryZone};
-    use authd_datasrc::{DataSource, Name};
 
     use super::*;
     use crate::acl::{Acl, AclEntry};
@@ -800,10 +818,18 @@ mod tests {
         sd.handle(&message(notify, 6, IN, None), udp, elsewhere, &mut out);
         assert_eq!(summary(&out), (5, QR | notify, 1, 0));
         assert!(woken.try_recv().is_err());
-        // A name in an expired secondary zone: SERVFAIL (RFC 1035 §4.3.5).
-        expired.set(&www, true);
+        // A name in an expired secondary zone: SERVFAIL (RFC 1035 §4.3.5);
+        // not when a zone below the expired one answers it, nor for CH.
+        let com: Name = "example.com.".parse().expect("name");
+        expired.set(&com, true);
         assert_eq!(one(&sd, &message(RD, 1, IN, None), udp), (2, QR | RD, 1, 0));
-        expired.set(&www, false);
+        expired.set(&com, false);
+        expired.set(&Name::root(), true);
+        assert_eq!(
+            one(&sd, &message(RD, 1, IN, None), udp),
+            (0, QR | AA | RD, 1, 2)
+        );
+        expired.set(&Name::root(), false);
         // A plain query: NOERROR, AA, the answer (www has two A records).
         assert_eq!(
             one(&d, &message(RD, 1, IN, None), udp),

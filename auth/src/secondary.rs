@@ -61,7 +61,8 @@ pub struct ExpiredZones {
 }
 
 impl ExpiredZones {
-    /// True when `qname` is at or below an expired zone's apex.
+    /// True when `qname` is at or below an expired zone's apex (it may
+    /// still belong to a zone below that one, served from elsewhere).
     pub fn covers(&self, qname: &Name) -> bool {
         if !self.any.load(Ordering::Relaxed) {
             return false;
@@ -70,6 +71,16 @@ impl ExpiredZones {
             .read()
             .map(|z| z.iter().any(|o| qname.is_subdomain_of(o)))
             .unwrap_or(false)
+    }
+
+    /// True when zone `origin` itself is expired.
+    pub fn contains(&self, origin: &Name) -> bool {
+        self.any.load(Ordering::Relaxed)
+            && self
+                .zones
+                .read()
+                .map(|z| z.contains(origin))
+                .unwrap_or(false)
     }
 
     /// Marks zone `origin` expired (`true`) or served (`false`).
@@ -631,6 +642,8 @@ mod tests {
         assert!(e.covers(&name("www.example.com.")));
         assert!(e.covers(&name("example.com.")));
         assert!(!e.covers(&name("example.org.")));
+        assert!(e.contains(&name("example.com.")));
+        assert!(!e.contains(&name("www.example.com.")));
         e.set(&name("example.com."), false);
         assert!(!e.covers(&name("www.example.com.")));
     }
