@@ -11,7 +11,7 @@
 //! each message of a transfer (§5.3.1). A signed reply over the size limit is
 //! cut to the question and the TSIG, with TC set (§5.3). Signed requests are
 //! verified whatever their opcode: a signed UPDATE reaches [`crate::update`] with
-//! its key, a signed NOTIFY gets a signed NOTIMP.
+//! its key, a signed NOTIFY gets a signed answer.
 //!
 //! | opcode | class | qtype | handler |
 //! |---|---|---|---|
@@ -24,7 +24,9 @@
 //! | QUERY | IN | ANY and data types | [`crate::query::QueryProcessor`] |
 //! | QUERY | CH | any | [`crate::chaos`] (`version.bind`, `hostname.bind`) |
 //! | QUERY | other | any | REFUSED |
-//! | NOTIFY | | | NOTIMP (the secondary role will answer it) |
+//! | QUERY | IN | any, answered from an expired secondary zone | SERVFAIL (RFC 1035 §4.3.5) |
+//! | NOTIFY | IN | SOA, a secondary zone, from a primary or `[notify] allow` | NOERROR, AA (RFC 1996 §4.7); refresh woken ([`crate::secondary`]) |
+//! | NOTIFY | | other zones or senders | REFUSED |
 //! | UPDATE | | | [`crate::update::update`] (`[update]`: RFC 2136) |
 //! | others | | | NOTIMP |
 //!
@@ -49,7 +51,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use authd_datasrc::{Class, RType, SourceList};
+use authd_datasrc::{Class, Name, RType, SourceList};
 
 use crate::chaos::{self, ChaosOptions};
 use crate::cookies::{Checked, Cookies};
@@ -61,6 +63,7 @@ use crate::query::{
     reply_limit,
 };
 use crate::rrl::{Action, RateLimiter};
+use crate::secondary::{NotifyVerdict, SecondaryPolicy};
 use crate::tsig::{self, Rejection, Signer};
 use crate::update::{self, UpdatePolicy};
 use crate::wire::{self, Flags, Header, MessageWriter, Opcode, ParseError, Rcode, Request};
@@ -101,7 +104,12 @@ pub struct Dispatcher {
     /// UDP response rate limiting, when on (shared with the next snapshot
     /// when a reload leaves its settings alone, so no client is forgiven).
     rrl: Option<Arc<RateLimiter>>,
+    /// Secondary zones: who may NOTIFY them, which have expired.
+    secondary: SecondaryPolicy,
 }
+
+/// NOTIFYs refused, logged (any client can send many).
+static NOTIFY_LOG: LogLimit = LogLimit::new();
 
 /// What a message was, noted on its way for the metrics.
 #[derive(Default)]
@@ -133,7 +141,14 @@ impl Dispatcher {
             cookies: None,
             rrl: None,
             metrics: None,
+            secondary: SecondaryPolicy::default(),
         }
+    }
+
+    /// The same, with the secondary zones of `secondary` (NOTIFY in, expired
+    /// zones answered SERVFAIL).
+    pub fn with_secondary(self, secondary: SecondaryPolicy) -> Dispatcher {
+        Dispatcher { secondary, ..self }
     }
 
     /// The same, answering CH-class queries per `chaos`.
@@ -260,8 +275,7 @@ impl Dispatcher {
         let parsed = wire::parse_query(msg);
         // Other opcodes than QUERY are parsed only to find a TSIG to verify.
         let signed = parsed.as_ref().is_ok_and(|r| r.tsig.is_some());
-        if !matches!(head.opcode, Opcode::QUERY | Opcode::UPDATE) && !signed {
-            // NOTIFY (RFC 1996) plugs in here.
+        if !matches!(head.opcode, Opcode::QUERY | Opcode::NOTIFY | Opcode::UPDATE) && !signed {
             let header = Header::reply(
                 head.id,
                 head.opcode,
@@ -389,6 +403,9 @@ impl Dispatcher {
             update::update(self.sources(), &self.update, msg, req, &client, out);
             return Handled::Message(ERROR);
         }
+        if req.opcode == Opcode::NOTIFY {
+            return self.notify(req, peer, signer, out);
+        }
         if req.opcode != Opcode::QUERY {
             // Only a signed request of another opcode gets here.
             let header = Header::reply_to(req, Flags::empty(), Rcode::NOTIMP);
@@ -397,6 +414,9 @@ impl Dispatcher {
         }
         if req.edns.is_some_and(|e| e.version > 0) {
             return error(req, Rcode::BADVERS, transport, out);
+        }
+        if req.qclass == Class::IN && self.in_expired_zone(&req.qname) {
+            return error(req, Rcode::SERVFAIL, transport, out);
         }
         match (req.qtype, transport) {
             (RType::AXFR | RType::IXFR, Transport::Tcp) | (RType::IXFR, Transport::Udp) => {
@@ -436,6 +456,70 @@ impl Dispatcher {
             t if t.is_meta() && t != RType::ANY => error(req, Rcode::NOTIMP, transport, out),
             _ => Handled::Message(self.query.respond(req, transport, self.rrl.is_some(), out)),
         }
+    }
+
+    /// True when the zone that answers `qname` is an expired secondary zone
+    /// (one atomic load while no zone is expired).
+    #[inline(always)]
+    fn in_expired_zone(&self, qname: &Name) -> bool {
+        self.secondary.expired.covers(qname) && self.best_zone_expired(qname)
+    }
+
+    /// The slow half of [`Self::in_expired_zone`]: the best zone for `qname`
+    /// among the sources (a zone below the expired one, served from
+    /// elsewhere, still answers).
+    #[inline(never)]
+    fn best_zone_expired(&self, qname: &Name) -> bool {
+        match self.sources().find_zone(qname) {
+            Ok(Some((_, zone))) => self.secondary.expired.contains(&zone.origin),
+            _ => false,
+        }
+    }
+
+    /// A NOTIFY (RFC 1996): accepted for a secondary zone from one of its
+    /// primaries (or `[notify] allow`), answered NOERROR with AA and the
+    /// question echoed (§4.7), waking the zone's refresh (§3.11); REFUSED
+    /// otherwise, logged within [`NOTIFY_LOG`]'s budget.
+    #[inline(never)]
+    fn notify(
+        &self,
+        req: &Request<'_>,
+        peer: IpAddr,
+        signer: Option<&Signer<'_>>,
+        out: &mut Vec<u8>,
+    ) -> Handled {
+        let key = signer.map(|s| &s.key().name);
+        let verdict = if req.qclass == Class::IN && req.qtype == RType::SOA {
+            self.secondary.notify(&req.qname, peer, key)
+        } else {
+            NotifyVerdict::NotSecondary
+        };
+        let rcode = match verdict {
+            NotifyVerdict::Accepted => Rcode::NOERROR,
+            NotifyVerdict::NotSecondary | NotifyVerdict::NotAllowed => {
+                if let Some(suppressed) = NOTIFY_LOG.allow() {
+                    tracing::warn!(
+                        suppressed,
+                        "NOTIFY for {} from {peer} refused: {}",
+                        req.qname,
+                        if verdict == NotifyVerdict::NotAllowed {
+                            "not a primary of the zone nor allowed by [notify] allow"
+                        } else {
+                            "not a secondary zone here"
+                        }
+                    );
+                }
+                Rcode::REFUSED
+            }
+        };
+        let flags = if rcode == Rcode::NOERROR {
+            Flags::AA
+        } else {
+            Flags::empty()
+        };
+        let header = Header::reply_to(req, flags, rcode);
+        wire::write_error(out, header, Some(req.question));
+        Handled::Message(ERROR)
     }
 
     /// The guards after a reply is made: rate limiting (UDP only; never for
@@ -635,8 +719,8 @@ mod tests {
     use std::path::Path;
     use std::sync::Arc;
 
+    use authd_datasrc::DataSource;
     use authd_datasrc::memory::{MemorySource, MemoryZone};
-    use authd_datasrc::{DataSource, Name};
 
     use super::*;
     use crate::acl::{Acl, AclEntry};
@@ -753,9 +837,9 @@ mod tests {
     fn each_row_of_the_table() {
         let d = dispatcher(&[]);
         let udp = Transport::Udp;
-        // Opcodes other than QUERY and UPDATE: NOTIMP, opcode and RD echoed,
-        // no question.
-        for opcode in [1u8, 2, 3, 4, 15] {
+        // Opcodes other than QUERY, NOTIFY and UPDATE: NOTIMP, opcode and RD
+        // echoed, no question.
+        for opcode in [1u8, 2, 3, 6, 15] {
             let byte2 = (opcode << 3) | RD;
             assert_eq!(
                 one(&d, &message(byte2, 6, IN, None), udp),
@@ -770,6 +854,50 @@ mod tests {
             one(&d, &message(byte2, 6, IN, None), udp),
             (9, QR | byte2, 1, 0)
         );
+        // NOTIFY for a zone that is not a secondary zone here: REFUSED, the
+        // question echoed.
+        let notify = (4 << 3) | RD;
+        assert_eq!(
+            one(&d, &message(notify, 6, IN, None), udp),
+            (5, QR | notify, 1, 0)
+        );
+        // For a secondary zone, from its primary: NOERROR, AA (RFC 1996
+        // §4.7), the refresh woken; from elsewhere, or not SOA: REFUSED.
+        let (wake, mut woken) = tokio::sync::mpsc::unbounded_channel();
+        let expired = Arc::new(crate::secondary::ExpiredZones::default());
+        let www: Name = "www.example.com.".parse().expect("name");
+        let sd = dispatcher(&[]).with_secondary(SecondaryPolicy {
+            zones: vec![(www.clone(), vec![(PEER, None)])],
+            allow: Acl::default(),
+            wake: Some(wake),
+            expired: Arc::clone(&expired),
+        });
+        assert_eq!(
+            one(&sd, &message(notify, 6, IN, None), udp),
+            (0, QR | AA | notify, 1, 0)
+        );
+        assert_eq!(woken.try_recv().ok(), Some(www.clone()));
+        assert_eq!(
+            one(&sd, &message(notify, 1, IN, None), udp),
+            (5, QR | notify, 1, 0)
+        );
+        let mut out = Vec::new();
+        let elsewhere = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 9));
+        sd.handle(&message(notify, 6, IN, None), udp, elsewhere, &mut out);
+        assert_eq!(summary(&out), (5, QR | notify, 1, 0));
+        assert!(woken.try_recv().is_err());
+        // A name in an expired secondary zone: SERVFAIL (RFC 1035 §4.3.5);
+        // not when a zone below the expired one answers it, nor for CH.
+        let com: Name = "example.com.".parse().expect("name");
+        expired.set(&com, true);
+        assert_eq!(one(&sd, &message(RD, 1, IN, None), udp), (2, QR | RD, 1, 0));
+        expired.set(&com, false);
+        expired.set(&Name::root(), true);
+        assert_eq!(
+            one(&sd, &message(RD, 1, IN, None), udp),
+            (0, QR | AA | RD, 1, 2)
+        );
+        expired.set(&Name::root(), false);
         // A plain query: NOERROR, AA, the answer (www has two A records).
         assert_eq!(
             one(&d, &message(RD, 1, IN, None), udp),
@@ -974,11 +1102,12 @@ mod tests {
             d.handle(&bad, udp, PEER, &mut out);
             assert_eq!(tsig_of(&out), None);
         }
-        // Another opcode (NOTIFY), signed: NOTIMP, signed; with an unknown key:
-        // BADKEY. Unsigned: NOTIMP as before, unsigned.
+        // Another opcode (NOTIFY for a zone not secondary here), signed:
+        // REFUSED, signed; with an unknown key: BADKEY. Unsigned: REFUSED,
+        // unsigned.
         let notify = message((4 << 3) | RD, 6, IN, None);
         let (msg, mac) = signed(notify.clone(), &tk, 0);
-        assert_eq!(one(&d, &msg, udp), (4, QR | (4 << 3) | RD, 0, 0));
+        assert_eq!(one(&d, &msg, udp), (5, QR | (4 << 3) | RD, 1, 0));
         d.handle(&msg, udp, PEER, &mut out);
         assert_eq!(tsig::verify_reply(&tk, &mac, &out, tsig::now()), Ok(()));
         let (msg, _) = signed(notify.clone(), &unknown, 0);

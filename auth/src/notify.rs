@@ -316,7 +316,8 @@ fn read_soas(conn: &Connection) -> rusqlite::Result<Vec<(Name, u32, Rdata)>> {
     Ok(out)
 }
 
-fn random_id() -> u16 {
+/// A message id that is hard to guess (RFC 5452 §9.2 spirit).
+pub(crate) fn random_id() -> u16 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(

@@ -570,14 +570,25 @@ pub fn verify_reply(
     ReplyVerifier::new(key, request_mac).verify(reply, now)
 }
 
+/// Most unsigned messages allowed in a row between two signed ones of a
+/// transfer (RFC 8945 §5.3.1: at least every 100th message is signed).
+pub const MAX_UNSIGNED_RUN: usize = 99;
+
 /// Verifies the messages of a reply to a signed request in order: the first
-/// over the request MAC, each later one over the previous MAC and its timers
-/// (RFC 8945 §5.3.1, every message signed, as authd signs them).
+/// over the request MAC, each later one over the previous MAC, the unsigned
+/// messages since it and its timers (RFC 8945 §5.3.1). [`Self::verify`]
+/// wants every message signed (as authd signs them); [`Self::verify_next`]
+/// also takes unsigned messages within a transfer, as other primaries may
+/// send them.
 pub struct ReplyVerifier<'k> {
     key: &'k Key,
     prior: [u8; MAX_MAC_LEN],
     prior_len: usize,
     verified: usize,
+    /// Unsigned messages since the last signed one, whole and in order.
+    pending: Vec<u8>,
+    /// How many messages `pending` holds.
+    unsigned_run: usize,
 }
 
 impl<'k> ReplyVerifier<'k> {
@@ -589,7 +600,29 @@ impl<'k> ReplyVerifier<'k> {
             prior: request_mac.mac,
             prior_len: request_mac.len,
             verified: 0,
+            pending: Vec::new(),
+            unsigned_run: 0,
         }
+    }
+
+    /// Checks the next message `reply` of a transfer at time `now`: `Ok(true)`
+    /// when it is signed and verifies (over the unsigned messages before it),
+    /// `Ok(false)` when it is an unsigned message after the first, kept for
+    /// the next signed one (RFC 8945 §5.3.1). The caller must see `Ok(true)`
+    /// for the last message of the transfer.
+    ///
+    /// Errors: as [`Self::verify`]; [`ReplyProblem::Unsigned`] for an
+    /// unsigned first message or more than [`MAX_UNSIGNED_RUN`] in a row.
+    pub fn verify_next(&mut self, reply: &[u8], now: u64) -> Result<bool, ReplyProblem> {
+        if self.verified > 0 && find(reply).is_none() {
+            if self.unsigned_run >= MAX_UNSIGNED_RUN {
+                return Err(ReplyProblem::Unsigned);
+            }
+            self.pending.extend_from_slice(reply);
+            self.unsigned_run += 1;
+            return Ok(false);
+        }
+        self.verify(reply, now).map(|()| true)
     }
 
     /// Checks the next message `reply` at time `now`.
@@ -621,6 +654,7 @@ impl<'k> ReplyVerifier<'k> {
         let mut mac = key.mac();
         mac.update(&(self.prior_len as u16).to_be_bytes());
         mac.update(&self.prior[..self.prior_len]);
+        mac.update(&self.pending);
         digest_unsigned(&mut mac, reply, at, rec.original_id);
         if self.verified == 0 {
             rec.fields().digest(&mut mac);
@@ -633,6 +667,8 @@ impl<'k> ReplyVerifier<'k> {
         self.prior[..n].copy_from_slice(rec.mac);
         self.prior_len = n;
         self.verified += 1;
+        self.pending.clear();
+        self.unsigned_run = 0;
         if rec.error != TsigError::NOERROR {
             return Err(ReplyProblem::Error(rec.error));
         }
@@ -920,5 +956,72 @@ mod tests {
         assert_eq!(read_name(&loop_, 25), None);
         assert_eq!(read_name(&[0x40], 0), None);
         assert_eq!(read_name(&[3, b'a'], 0), None);
+    }
+
+    /// RFC 8945 §5.3.1: a transfer may leave messages unsigned between
+    /// signed ones; the next signed message's MAC covers them. The verifier
+    /// takes them in order and refuses the stream when one is left out, when
+    /// the first message is unsigned, or after 99 unsigned in a row.
+    #[test]
+    fn unsigned_messages_between_signed_ones_verify() {
+        let k = key("tk.", Algorithm::HmacSha256, "c2VjcmV0c2VjcmV0");
+        let ring = crate::keys::KeyRing::new(vec![k.clone()]);
+        let now = 1_700_000_000;
+        // An AXFR for the root: header, root name, type 252, class IN.
+        let mut req = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 252, 0, 1];
+        let base = req.clone();
+        let request_mac = sign_request(&k, &mut req, now);
+        let at = find(&req).expect("signed");
+        let mut signer = verify(&ring, &req, at, now).ok().expect("verifies");
+        let message = |n: u8| {
+            let mut m = base.clone();
+            m[2] = 0x84;
+            m[3] = n << 4; // the messages differ in the AD/CD bits
+            m
+        };
+        let mut m1 = message(1);
+        signer.sign(&mut m1, now);
+        let m2 = message(2);
+        // m3's MAC: m1's MAC, m2 whole, m3, the timers.
+        let mut m3 = message(3);
+        let prior = read_record(&m1, find(&m1).expect("signed"))
+            .expect("record")
+            .mac
+            .to_vec();
+        let mut mac = k.mac();
+        mac.update(&(prior.len() as u16).to_be_bytes());
+        mac.update(&prior);
+        mac.update(&m2);
+        mac.update(&m3);
+        mac.update(&timers(now, FUDGE));
+        let mut out = [0u8; MAX_MAC_LEN];
+        let n = mac.finalize_into(&mut out);
+        let fields = Fields {
+            key_name: k.name.as_wire(),
+            algorithm: k.algorithm.wire_name(),
+            time: now,
+            fudge: FUDGE,
+            error: TsigError::NOERROR,
+            other: &[],
+        };
+        fields.append(&mut m3, &out[..n], 0x1234);
+        let mut v = ReplyVerifier::new(&k, &request_mac);
+        assert_eq!(v.verify_next(&m1, now), Ok(true));
+        assert_eq!(v.verify_next(&m2, now), Ok(false));
+        assert_eq!(v.verify_next(&m3, now), Ok(true));
+        // m2 left out: m3 does not verify.
+        let mut v = ReplyVerifier::new(&k, &request_mac);
+        assert_eq!(v.verify_next(&m1, now), Ok(true));
+        assert_eq!(v.verify_next(&m3, now), Err(ReplyProblem::BadMac));
+        // The first message must be signed.
+        let mut v = ReplyVerifier::new(&k, &request_mac);
+        assert_eq!(v.verify_next(&m2, now), Err(ReplyProblem::Unsigned));
+        // At most 99 unsigned in a row.
+        let mut v = ReplyVerifier::new(&k, &request_mac);
+        assert_eq!(v.verify_next(&m1, now), Ok(true));
+        for _ in 0..MAX_UNSIGNED_RUN {
+            assert_eq!(v.verify_next(&m2, now), Ok(false));
+        }
+        assert_eq!(v.verify_next(&m2, now), Err(ReplyProblem::Unsigned));
     }
 }

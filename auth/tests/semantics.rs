@@ -625,13 +625,18 @@ fn message_level_rules() {
         assert!(r.msg.edns.is_some());
         assert!(r.answer().is_empty());
 
-        // Opcodes other than QUERY and UPDATE: NOTIMP.
-        for opcode in [1u8, 2, 4] {
+        // Opcodes other than QUERY, NOTIFY and UPDATE: NOTIMP.
+        for opcode in [1u8, 2, 3, 6, 15] {
             let mut q = Ask::new("example.com.", RecordType::SOA).wire();
             q[2] = (q[2] & 0x87) | (opcode << 3);
             let r = s.raw(&q, Transport::Udp).expect("reply");
             assert_eq!(r.rcode(), ResponseCode::NotImp, "opcode {opcode}");
         }
+        // NOTIFY for a zone that is not a secondary zone here: REFUSED.
+        let mut q = Ask::new("example.com.", RecordType::SOA).wire();
+        q[2] = (q[2] & 0x87) | (4 << 3);
+        let r = s.raw(&q, Transport::Udp).expect("reply");
+        assert_eq!(r.rcode(), ResponseCode::Refused, "NOTIFY");
         // QDCOUNT 0 and 2: FORMERR.
         for qd in [0u8, 2] {
             let mut q = Ask::new("example.com.", RecordType::SOA).wire();

@@ -830,65 +830,14 @@ pub fn update_zone_with<E>(
         for (id, _) in &deleted {
             del.execute([id]).map_err(sql(action))?;
         }
-        let mut ins = tx
-            .prepare(
-                "INSERT INTO records (zone_id, name, rname, ttl, rdtype, sigtype, rdata) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .map_err(sql(action))?;
-        for rec in add {
-            let covered = if rec.rtype == RType::RRSIG {
-                rec.rdata.rrsig_type_covered().map(|t| t.to_string())
-            } else {
-                None
-            };
-            ins.execute(params![
-                zone_id,
-                rec.owner.to_string(),
-                rec.owner.reversed_text(),
-                rec.ttl,
-                rec.rtype.to_string(),
-                covered,
-                rdata_text(rec)?
-            ])
-            .map_err(sql(action))?;
-        }
+        insert_records(&tx, zone_id, add)?;
         tx.execute(
             "UPDATE records SET rdata=?2 WHERE id=?1",
             params![soa_id, rdata_text(&new_soa)?],
         )
         .map_err(sql(action))?;
-
-        let mut journal = tx
-            .prepare(
-                "INSERT INTO diffs (zone_id, version, operation, name, rrtype, ttl, rdata) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .map_err(sql("writing the journal"))?;
-        let mut rows = 0;
-        let mut put = |version: u32, op: i64, rec: &Record| -> Result<(), AdminError> {
-            journal
-                .execute(params![
-                    zone_id,
-                    i64::from(version),
-                    op,
-                    rec.owner.to_string(),
-                    rec.rtype.to_string(),
-                    rec.ttl,
-                    rdata_text(rec)?
-                ])
-                .map_err(sql("writing the journal"))?;
-            rows += 1;
-            Ok(())
-        };
-        put(old_serial, DIFF_DELETE, &old_soa)?;
-        for (_, rec) in &deleted {
-            put(old_serial, DIFF_DELETE, rec)?;
-        }
-        put(new_serial, DIFF_ADD, &new_soa)?;
-        for rec in add {
-            put(new_serial, DIFF_ADD, rec)?;
-        }
+        let deleted_records: Vec<Record> = deleted.iter().map(|(_, r)| r.clone()).collect();
+        let rows = journal(&tx, zone_id, (&old_soa, &deleted_records), (&new_soa, add))?;
         let after = read(&tx)?;
         // A row this update inserted is rolled back with it: name the problem,
         // not that row's id.
@@ -910,7 +859,6 @@ pub fn update_zone_with<E>(
         if let Scope::Zone = scope {
             check_rnames(&tx, origin)?;
         }
-        drop(journal);
         let report = UpdateReport {
             old_serial,
             new_serial,
@@ -919,10 +867,204 @@ pub fn update_zone_with<E>(
             journal_rows: rows,
         };
         drop(del);
-        drop(ins);
         tx.commit().map_err(sql("committing"))?;
         Ok(Ok(report))
     }
+}
+
+/// Inserts `add` into the `records` table of zone `zone_id`.
+fn insert_records(conn: &Connection, zone_id: i64, add: &[Record]) -> Result<(), AdminError> {
+    let action = "writing the update";
+    let mut ins = conn
+        .prepare(
+            "INSERT INTO records (zone_id, name, rname, ttl, rdtype, sigtype, rdata) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .map_err(sql(action))?;
+    for rec in add {
+        let covered = if rec.rtype == RType::RRSIG {
+            rec.rdata.rrsig_type_covered().map(|t| t.to_string())
+        } else {
+            None
+        };
+        ins.execute(params![
+            zone_id,
+            rec.owner.to_string(),
+            rec.owner.reversed_text(),
+            rec.ttl,
+            rec.rtype.to_string(),
+            covered,
+            rdata_text(rec)?
+        ])
+        .map_err(sql(action))?;
+    }
+    Ok(())
+}
+
+/// Appends one change to the `diffs` journal of zone `zone_id` in BIND 10's
+/// layout: the old SOA and the deletions under the old serial (DELETE), the
+/// new SOA and the additions under the new serial (ADD). Returns the rows
+/// written.
+fn journal(
+    conn: &Connection,
+    zone_id: i64,
+    (old_soa, deleted): (&Record, &[Record]),
+    (new_soa, added): (&Record, &[Record]),
+) -> Result<usize, AdminError> {
+    let action = "writing the journal";
+    let serial = |soa: &Record| {
+        soa.rdata
+            .soa_serial()
+            .ok_or_else(|| AdminError::Check(format!("{}: unreadable SOA", soa.owner)))
+    };
+    let (old_serial, new_serial) = (serial(old_soa)?, serial(new_soa)?);
+    let mut stmt = conn
+        .prepare(
+            "INSERT INTO diffs (zone_id, version, operation, name, rrtype, ttl, rdata) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .map_err(sql(action))?;
+    let old = std::iter::once(old_soa)
+        .chain(deleted)
+        .map(|r| (old_serial, DIFF_DELETE, r));
+    let new = std::iter::once(new_soa)
+        .chain(added)
+        .map(|r| (new_serial, DIFF_ADD, r));
+    let mut rows = 0;
+    for (version, op, rec) in old.chain(new) {
+        stmt.execute(params![
+            zone_id,
+            i64::from(version),
+            op,
+            rec.owner.to_string(),
+            rec.rtype.to_string(),
+            rec.ttl,
+            rdata_text(rec)?
+        ])
+        .map_err(sql(action))?;
+        rows += 1;
+    }
+    Ok(rows)
+}
+
+/// One difference sequence of an incremental transfer (RFC 1995 §4): the
+/// zone at `old_soa`'s serial becomes the zone at `new_soa`'s by deleting
+/// `deleted` and adding `added` (neither holds a SOA).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    /// The SOA before.
+    pub old_soa: Record,
+    /// RRs deleted (matched on owner, type and RDATA; TTL ignored).
+    pub deleted: Vec<Record>,
+    /// The SOA after.
+    pub new_soa: Record,
+    /// RRs added.
+    pub added: Vec<Record>,
+}
+
+/// Applies the differences of an incremental transfer (RFC 1995) to zone
+/// `origin`, in order and in one transaction, appending each to the `diffs`
+/// journal as [`update_zone`] does, so the zone can be transferred on by
+/// IXFR. The first difference must start at the stored SOA serial, each
+/// next one where the previous ended; the result must pass the zone checks.
+/// Returns the journal rows written.
+///
+/// Errors: [`AdminError::Update`] for a difference that does not start at
+/// the zone's serial, an RR to delete that is absent, an RR to add that is
+/// present, a SOA among the RRs, an NSEC3 or RRSIG-over-NSEC3 RR (kept in
+/// another table: transfer the zone whole instead); [`AdminError::Check`]
+/// when the result fails the zone checks; [`AdminError::NoZone`],
+/// [`AdminError::Sqlite`], [`AdminError::BadRow`]. The zone is unchanged in
+/// every case.
+pub fn apply_differences(
+    conn: &mut Connection,
+    origin: &Name,
+    diffs: &[Difference],
+) -> Result<usize, AdminError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql("starting the transaction"))?;
+    let zone_id = require_zone(&tx, origin)?;
+    let same =
+        |a: &Record, b: &Record| a.owner == b.owner && a.rtype == b.rtype && a.rdata == b.rdata;
+    let mut rows = 0;
+    for d in diffs {
+        for rec in d.deleted.iter().chain(&d.added) {
+            let nsec3 = rec.rtype == RType::NSEC3
+                || (rec.rtype == RType::RRSIG
+                    && rec.rdata.rrsig_type_covered() == Some(RType::NSEC3));
+            if rec.rtype == RType::SOA || nsec3 || !rec.owner.is_subdomain_of(origin) {
+                return Err(AdminError::Update(format!(
+                    "{} {}: not applicable as a difference here",
+                    rec.owner, rec.rtype
+                )));
+            }
+        }
+        let before = zone_records_by_id(&tx, origin, zone_id)?;
+        let Some(soa) = before
+            .iter()
+            .find(|r| r.record.rtype == RType::SOA && r.record.owner == *origin)
+        else {
+            return Err(AdminError::Check(format!("zone {origin} has no SOA")));
+        };
+        let (ours, from) = (soa.record.rdata.soa_serial(), d.old_soa.rdata.soa_serial());
+        if ours.is_none() || ours != from {
+            return Err(AdminError::Update(format!(
+                "a difference from serial {from:?} does not apply to serial {ours:?}"
+            )));
+        }
+        let soa_id = soa.id;
+        let mut gone: Vec<i64> = Vec::with_capacity(d.deleted.len());
+        for rec in &d.deleted {
+            let Some(row) = before
+                .iter()
+                .find(|r| r.table == "records" && same(&r.record, rec) && !gone.contains(&r.id))
+            else {
+                return Err(AdminError::Update(format!(
+                    "cannot delete {} {}: not in the zone",
+                    rec.owner, rec.rtype
+                )));
+            };
+            gone.push(row.id);
+        }
+        for (i, rec) in d.added.iter().enumerate() {
+            let present = before
+                .iter()
+                .any(|r| same(&r.record, rec) && !gone.contains(&r.id));
+            if present || d.added[..i].iter().any(|a| same(a, rec)) {
+                return Err(AdminError::Update(format!(
+                    "cannot add {} {}: already in the zone",
+                    rec.owner, rec.rtype
+                )));
+            }
+        }
+        {
+            let action = "applying a difference";
+            let mut del = tx
+                .prepare("DELETE FROM records WHERE id=?1")
+                .map_err(sql(action))?;
+            for id in &gone {
+                del.execute([id]).map_err(sql(action))?;
+            }
+        }
+        insert_records(&tx, zone_id, &d.added)?;
+        tx.execute(
+            "UPDATE records SET rdata=?2, ttl=?3 WHERE id=?1",
+            params![soa_id, rdata_text(&d.new_soa)?, d.new_soa.ttl],
+        )
+        .map_err(sql("applying a difference"))?;
+        rows += journal(
+            &tx,
+            zone_id,
+            (&d.old_soa, &d.deleted),
+            (&d.new_soa, &d.added),
+        )?;
+    }
+    let after = zone_records_by_id(&tx, origin, zone_id)?;
+    check_zone(origin, &sourced("zone", &after)).map_err(loaded_error)?;
+    check_rnames(&tx, origin)?;
+    tx.commit().map_err(sql("committing"))?;
+    Ok(rows)
 }
 
 /// One journal row (`diffs`), parsed.

@@ -105,3 +105,43 @@ template:
     journal-content: all
 KNOT
 }
+
+# named_conf_head PORT CATEGORY...: the options, controls and logging of a BIND 9
+# configuration listening on PORT, its files under TMP/named (created), logging
+# the default, notify and the given categories to TMP/named.log; NOTIFY is off
+# unless a zone turns it on. The caller appends keys and zones.
+named_conf_head() {
+  local port="$1" category
+  shift
+  mkdir -p "$TMP/named"
+  cat <<NAMED
+options {
+    directory "$TMP/named";
+    pid-file "$TMP/named/named.pid";
+    session-keyfile "$TMP/named/session.key";
+    managed-keys-directory "$TMP/named";
+    listen-on port $port { 127.0.0.1; };
+    listen-on-v6 { none; };
+    recursion no;
+    notify no;
+    dnssec-validation no;
+};
+controls { };
+logging {
+    channel to_file { file "$TMP/named.log"; severity info; print-category yes; };
+    category default { to_file; };
+    category notify { to_file; };
+NAMED
+  for category in "$@"; do
+    echo "    category $category { to_file; };"
+  done
+  echo "};"
+}
+
+# tsig_key NAME: a fresh `[[key]]` block from `authd keygen` in TMP/key.toml,
+# its base64 secret in SECRET (for Knot, named and nsupdate).
+tsig_key() {
+  "$BIN/authd" keygen "$1" > "$TMP/key.toml"
+  SECRET="$(sed -n 's/^secret = "\(.*\)"$/\1/p' "$TMP/key.toml")"
+  [ -n "$SECRET" ] || fail "authd keygen printed no secret"
+}

@@ -28,9 +28,7 @@ install_missing knotd=knot named=bind9 dig=dnsutils sqlite3=sqlite3
 NAMED="$(command -v named)"
 
 # 1. The key, the zones and authd.
-"$BIN/authd" keygen xfr-key. > "$TMP/key.toml"
-SECRET="$(sed -n 's/^secret = "\(.*\)"$/\1/p' "$TMP/key.toml")"
-[ -n "$SECRET" ] || fail "authd keygen printed no secret"
+tsig_key xfr-key.
 DB="$TMP/zones.sqlite3"
 for zone in example.org example.net; do
   "$BIN/zone" create --db "$DB" "$zone" --ns "ns1.$zone." --serial 1
@@ -79,26 +77,8 @@ knotd -c "$TMP/knot.conf" >"$TMP/knotd.out" 2>&1 &
 PIDS+=($!)
 
 # BIND 9: the same two zones.
-mkdir -p "$TMP/named"
-cat > "$TMP/named.conf" <<EOF
-options {
-    directory "$TMP/named";
-    pid-file "$TMP/named/named.pid";
-    session-keyfile "$TMP/named/session.key";
-    managed-keys-directory "$TMP/named";
-    listen-on port $NAMED_PORT { 127.0.0.1; };
-    listen-on-v6 { none; };
-    recursion no;
-    notify no;
-    dnssec-validation no;
-};
-controls { };
-logging {
-    channel to_file { file "$TMP/named.log"; severity info; print-category yes; };
-    category default { to_file; };
-    category xfer-in { to_file; };
-    category notify { to_file; };
-};
+named_conf_head "$NAMED_PORT" xfer-in > "$TMP/named.conf"
+cat >> "$TMP/named.conf" <<EOF
 key "xfr-key." { algorithm hmac-sha256; secret "$SECRET"; };
 zone "example.org" {
     type secondary;

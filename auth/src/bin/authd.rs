@@ -23,7 +23,7 @@
 //! query path, then swapped in atomically; a zone that fails keeps its previous
 //! version; one line `reload: N zones reloaded, M unchanged, K failed` follows.
 //! Everything else the configuration says applies at once too (`[transfer]`,
-//! `[notify]`, `[chaos]`, the TSIG `[[key]]`s, the data sources); only listen-address, `[server]`
+//! `[notify]`, `[chaos]`, the TSIG `[[key]]`s, the data sources, the `[[secondary]]` zones); only listen-address, `[server]`
 //! and `[tcp]` changes need a restart (a warning says so). A
 //! start-up error (including a zone that fails to load) prints one line
 //! `authd: <message>` and exits 1.
@@ -52,6 +52,7 @@ use authd::keys::{self, Algorithm};
 use authd::metrics::Metrics;
 use authd::notify::{Notifier, NotifySettings};
 use authd::rrl::RateLimiter;
+use authd::secondary::{Refresher, SecondarySettings};
 use authd::server::reload::{self, LoadState};
 use authd::server::{DispatcherHandle, Server, ServerSettings};
 use authd_datasrc::sqlite::SqliteSource;
@@ -267,6 +268,8 @@ fn effective_config(cli: &Cli) -> anyhow::Result<Config> {
             datasources.push(DataSourceConfig::memory(zones, None));
         }
         datasources.extend(cli.db.iter().map(DataSourceConfig::sqlite3));
+        // The secondary zones stay served from their DBs.
+        datasources.extend(config.secondary_datasources());
         if let Some(slots) = cli.cache_slots {
             for ds in &mut datasources {
                 ds.cache.enabled = slots != authd_cache::Slots::Disabled;
@@ -292,9 +295,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 
     let load_config = config.clone();
-    let loaded = tokio::task::spawn_blocking(move || reload::load(&load_config, None))
-        .await
-        .map_err(|e| anyhow!("loading zones failed: {e}"))??;
+    let loaded = tokio::task::spawn_blocking(move || {
+        authd::secondary::prepare_dbs(&load_config.secondary).map_err(|e| anyhow!("{e}"))?;
+        reload::load(&load_config, None).map_err(anyhow::Error::from)
+    })
+    .await
+    .map_err(|e| anyhow!("loading zones failed: {e}"))??;
     if let Some(first) = loaded.report.failed.first() {
         for f in loaded.report.failed.iter().skip(1) {
             tracing::error!("zone {} ({}): {}", f.zone, f.source, f.error);
@@ -331,11 +337,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // (also for `authc stats` when only the control socket is on).
     let metrics =
         (config.metrics_listen.is_some() || config.control_socket.is_some()).then(Metrics::new);
+    // Follow the secondary zones' primaries (RFC 1035 §4.3.5, RFC 1996).
+    let refresher = Refresher::spawn(secondary_settings(&config));
     let handle = DispatcherHandle::new(Arc::new(dispatcher(
         &config,
         sources,
         None,
         metrics.clone(),
+        &refresher,
     )?));
     if let Some(m) = &metrics {
         let h = handle.clone();
@@ -370,7 +379,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         config,
         loaded.state,
         handle.clone(),
-        notifier,
+        Followers {
+            notifier,
+            refresher,
+        },
         hup,
         asked,
     ));
@@ -401,6 +413,7 @@ fn dispatcher(
     sources: authd_datasrc::SourceList,
     previous: Option<&Dispatcher>,
     metrics: Option<Arc<Metrics>>,
+    refresher: &Refresher,
 ) -> anyhow::Result<Dispatcher> {
     let cookies = if config.cookies.enabled {
         let fresh = match config.cookies.secret {
@@ -433,7 +446,16 @@ fn dispatcher(
         .with_keys(config.key_ring())
         .with_cookies(cookies)
         .with_rrl(rrl)
-        .with_metrics(metrics))
+        .with_metrics(metrics)
+        .with_secondary(refresher.policy(&config.secondary, &config.notify.allow)))
+}
+
+/// The secondary zones of `config` and the keys their primaries use.
+fn secondary_settings(config: &Config) -> SecondarySettings {
+    SecondarySettings {
+        zones: config.secondary.clone(),
+        keys: config.key_ring(),
+    }
 }
 
 /// Tells systemd (when it started authd with Type=notify, i.e. set
@@ -475,17 +497,28 @@ fn notify_settings(config: &Config) -> NotifySettings {
     }
 }
 
+/// The background tasks a reload hands new settings to: outgoing NOTIFY
+/// and the secondary zones' refresher.
+struct Followers {
+    notifier: Notifier,
+    refresher: Refresher,
+}
+
 /// Reloads on every SIGHUP, one reload at a time (signals arriving during a
 /// reload are merged into one more reload). The new sources are built on a
 /// blocking thread while the current dispatcher keeps answering, then a new
-/// dispatcher (sources, transfer policy, CH answers, TSIG keys) is swapped in
-/// and the notifier is given the new DBs, targets and keys.
+/// dispatcher (sources, transfer policy, CH answers, TSIG keys) is swapped in,
+/// the notifier is given the new DBs, targets and keys, and the refresher the
+/// new secondary zones.
 async fn reload_loop(
     cli: Cli,
     mut running: Config,
     state: LoadState,
     handle: DispatcherHandle,
-    notifier: Notifier,
+    Followers {
+        notifier,
+        refresher,
+    }: Followers,
     mut hup: Signal,
     mut asked: mpsc::Receiver<oneshot::Sender<String>>,
 ) {
@@ -519,6 +552,7 @@ async fn reload_loop(
         let cli2 = Arc::clone(&cli);
         let joined = tokio::task::spawn_blocking(move || {
             let result = effective_config(&cli2).and_then(|config| {
+                authd::secondary::prepare_dbs(&config.secondary).map_err(|e| anyhow!("{e}"))?;
                 let loaded = reload::load(&config, Some(&prev))?;
                 Ok((config, loaded))
             });
@@ -547,9 +581,10 @@ async fn reload_loop(
                 for f in &loaded.report.failed {
                     tracing::error!("reload: {f}");
                 }
+                refresher.update(secondary_settings(&config));
                 let current = handle.load();
                 let metrics = current.metrics().cloned();
-                let next = dispatcher(&config, loaded.sources, Some(&current), metrics);
+                let next = dispatcher(&config, loaded.sources, Some(&current), metrics, &refresher);
                 drop(current);
                 match next {
                     Err(e) => {

@@ -477,6 +477,8 @@ pub struct Config {
     /// TSIG keys (`[[key]]`), names unique. Their secrets never print
     /// ([`crate::keys::Secret`]).
     pub keys: Vec<Key>,
+    /// Zones followed from primaries (`[[secondary]]`), origins unique.
+    pub secondary: Vec<SecondaryZone>,
 }
 
 impl Default for Config {
@@ -500,6 +502,7 @@ impl Default for Config {
             metrics_listen: None,
             control_socket: None,
             keys: Vec::new(),
+            secondary: Vec::new(),
         }
     }
 }
@@ -721,6 +724,9 @@ pub struct NotifyConfig {
     pub targets: Vec<NotifyTarget>,
     /// Extra targets for single zones (apex, targets).
     pub zones: Vec<(Name, Vec<NotifyTarget>)>,
+    /// Who else may send NOTIFY for a secondary zone, besides its primaries
+    /// (`allow`, an [`Acl`]: addresses, keys or both).
+    pub allow: Acl,
 }
 
 impl NotifyConfig {
@@ -743,5 +749,65 @@ impl NotifyConfig {
     /// True when no target is configured at all (NOTIFY is off).
     pub fn is_empty(&self) -> bool {
         self.targets.is_empty() && self.zones.iter().all(|(_, t)| t.is_empty())
+    }
+}
+
+/// Default lower bound of the SOA refresh and retry intervals, seconds.
+pub const DEFAULT_MIN_REFRESH: u32 = 60;
+/// Default upper bound of the SOA refresh and retry intervals, seconds.
+pub const DEFAULT_MAX_REFRESH: u32 = 86_400;
+
+/// One `[[secondary]]`: a zone authd follows from its primaries by zone
+/// transfer (RFC 5936, RFC 1995) and serves from a BIND 10 sqlite3 DB.
+///
+/// ```toml
+/// [[secondary]]
+/// zone = "example.com."
+/// primaries = ["192.0.2.1:53 key transfer-key.", "192.0.2.2"]   # in order
+/// file = "secondary.sqlite3"   # created if missing; may hold several zones
+/// min_refresh = 60             # bounds on the SOA refresh/retry, seconds
+/// max_refresh = 86400
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecondaryZone {
+    /// The zone apex.
+    pub origin: Name,
+    /// The primaries, tried in order; the address a NOTIFY may come from
+    /// and the `[[key]]` to sign requests with (same form as a NOTIFY target).
+    pub primaries: Vec<NotifyTarget>,
+    /// The zone DB the transferred zone is written to and served from.
+    pub file: PathBuf,
+    /// Lower bound of the refresh and retry intervals taken from the SOA, seconds.
+    pub min_refresh: u32,
+    /// Upper bound of the refresh and retry intervals taken from the SOA, seconds.
+    pub max_refresh: u32,
+}
+
+impl Config {
+    /// The sqlite3 data sources serving the secondary zones: one per DB file,
+    /// restricted to that file's secondary zones, in first-mention order.
+    pub fn secondary_datasources(&self) -> Vec<DataSourceConfig> {
+        let mut out: Vec<DataSourceConfig> = Vec::new();
+        for z in &self.secondary {
+            let existing = out.iter_mut().find_map(|ds| match &mut ds.kind {
+                DataSourceKind::Sqlite3 {
+                    file,
+                    zones: Some(zones),
+                } if *file == z.file => Some(zones),
+                _ => None,
+            });
+            match existing {
+                Some(zones) => zones.push(z.origin.clone()),
+                None => {
+                    let mut ds = DataSourceConfig::sqlite3(z.file.clone());
+                    ds.kind = DataSourceKind::Sqlite3 {
+                        file: z.file.clone(),
+                        zones: Some(vec![z.origin.clone()]),
+                    };
+                    out.push(ds);
+                }
+            }
+        }
+        out
     }
 }

@@ -137,6 +137,22 @@ pub(super) struct RawConfig {
     pub(super) metrics: RawMetrics,
     #[serde(default)]
     pub(super) control: RawControl,
+    #[serde(default)]
+    pub(super) secondary: Vec<RawSecondary>,
+}
+
+/// One `[[secondary]]` table: a zone followed from its primaries.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSecondary {
+    pub(super) zone: Option<String>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    pub(super) primaries: Option<Vec<String>>,
+    pub(super) file: Option<PathBuf>,
+    #[serde(default, deserialize_with = "whole")]
+    pub(super) min_refresh: Option<u32>,
+    #[serde(default, deserialize_with = "whole")]
+    pub(super) max_refresh: Option<u32>,
 }
 
 /// `[server]`.
@@ -317,6 +333,8 @@ impl fmt::Debug for RawKey {
 pub(super) struct RawNotify {
     #[serde(default, deserialize_with = "string_or_list")]
     pub(super) targets: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    pub(super) allow: Option<Vec<String>>,
     #[serde(default)]
     pub(super) zone: Vec<RawNotifyZone>,
 }

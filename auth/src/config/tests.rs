@@ -567,3 +567,99 @@ fn update_section_errors() {
         }
     }
 }
+
+#[test]
+fn secondary_zones_are_served_from_their_dbs() {
+    let c = from_toml(
+        r#"
+        [[key]]
+        name = "tk."
+        algorithm = "hmac-sha256"
+        secret = "c2VjcmV0"
+        [notify]
+        allow = ["198.51.100.0/24"]
+        [[secondary]]
+        zone = "example.com"
+        primaries = ["192.0.2.1:5353 key tk.", "192.0.2.2"]
+        file = "sec.sqlite3"
+        [[secondary]]
+        zone = "example.org."
+        primaries = "192.0.2.1"
+        file = "sec.sqlite3"
+        min_refresh = 5
+        max_refresh = 600
+        "#,
+    )
+    .expect("valid");
+    assert_eq!(c.secondary.len(), 2);
+    let com = &c.secondary[0];
+    assert_eq!(com.origin.to_string(), "example.com.");
+    assert_eq!(com.file, Path::new("/etc/authd/sec.sqlite3"));
+    assert_eq!(
+        com.primaries[0].addr,
+        "192.0.2.1:5353".parse().expect("addr")
+    );
+    assert_eq!(
+        com.primaries[0].key.as_ref().map(|k| k.to_string()),
+        Some("tk.".into())
+    );
+    assert_eq!(com.primaries[1].addr, "192.0.2.2:53".parse().expect("addr"));
+    assert_eq!(
+        (com.min_refresh, com.max_refresh),
+        (DEFAULT_MIN_REFRESH, DEFAULT_MAX_REFRESH)
+    );
+    assert_eq!(
+        (c.secondary[1].min_refresh, c.secondary[1].max_refresh),
+        (5, 600)
+    );
+    assert_eq!(c.notify.allow.len(), 1);
+    // One sqlite3 source for the shared DB, restricted to both zones.
+    assert_eq!(c.datasources.len(), 1);
+    match &c.datasources[0].kind {
+        DataSourceKind::Sqlite3 { file, zones } => {
+            assert_eq!(file, Path::new("/etc/authd/sec.sqlite3"));
+            assert_eq!(zones.as_ref().map(Vec::len), Some(2));
+        }
+        other => panic!("{other:?}"),
+    }
+    for (text, key) in [
+        (
+            "[[secondary]]\nprimaries = [\"192.0.2.1\"]\nfile = \"a\"",
+            "secondary[0].zone",
+        ),
+        (
+            "[[secondary]]\nzone = \"a.\"\nfile = \"a\"",
+            "secondary[0].primaries",
+        ),
+        (
+            "[[secondary]]\nzone = \"a.\"\nprimaries = [\"x\"]\nfile = \"a\"",
+            "secondary[0].primaries[0]",
+        ),
+        (
+            "[[secondary]]\nzone = \"a.\"\nprimaries = [\"192.0.2.1 key nope.\"]\nfile = \"a\"",
+            "secondary[0].primaries[0]",
+        ),
+        (
+            "[[secondary]]\nzone = \"a.\"\nprimaries = [\"192.0.2.1\"]",
+            "secondary[0].file",
+        ),
+        (
+            "[[secondary]]\nzone = \"a.\"\nprimaries = [\"192.0.2.1\"]\nfile = \"a\"\nmin_refresh = 10\nmax_refresh = 5",
+            "secondary[0].min_refresh",
+        ),
+        (
+            "[[secondary]]\nzone = \"a.\"\nprimaries = [\"192.0.2.1\"]\nfile = \"a\"\n[[secondary]]\nzone = \"a\"\nprimaries = [\"192.0.2.1\"]\nfile = \"b\"",
+            "secondary[1].zone",
+        ),
+    ] {
+        let e = from_toml(text).expect_err(text).to_string();
+        assert!(e.contains(key), "{text}: {e}");
+    }
+    // A secondary zone also served by a [[datasource]] is a duplicate.
+    let e = from_toml(
+        "[[datasource]]\ntype = \"sqlite3\"\nfile = \"x\"\nzones = [\"a.\"]\n\
+         [[secondary]]\nzone = \"a.\"\nprimaries = [\"192.0.2.1\"]\nfile = \"b\"",
+    )
+    .expect_err("duplicate");
+    assert!(matches!(e, ConfigError::DuplicateZone { .. }), "{e}");
+}

@@ -16,14 +16,15 @@ use crate::keys::{Algorithm, Key, Secret};
 use crate::update::{Grant, GrantMatch, ZoneUpdate};
 
 use super::raw::{
-    RawConfig, RawCookies, RawDataSource, RawKey, RawNotify, RawRrl, RawSlots, RawTcp, RawTransfer,
-    RawUpdate,
+    RawConfig, RawCookies, RawDataSource, RawKey, RawNotify, RawRrl, RawSecondary, RawSlots,
+    RawTcp, RawTransfer, RawUpdate,
 };
 use super::{
-    CacheConfig, ChaosConfig, Config, ConfigError, CookiesConfig, DEFAULT_TCP_IDLE_TIMEOUT_SECS,
-    DEFAULT_TCP_MAX_CONNECTIONS, DataSourceConfig, DataSourceKind, MAX_TCP_IDLE_TIMEOUT_SECS,
-    MAX_TCP_MAX_CONNECTIONS, MAX_UDP_WORKERS, MemoryZoneConfig, NotifyConfig, NotifyTarget,
-    RrlConfig, ServerConfig, TcpConfig, TransferConfig, TransferZone, UpdateConfig, parse_listen,
+    CacheConfig, ChaosConfig, Config, ConfigError, CookiesConfig, DEFAULT_MAX_REFRESH,
+    DEFAULT_MIN_REFRESH, DEFAULT_TCP_IDLE_TIMEOUT_SECS, DEFAULT_TCP_MAX_CONNECTIONS,
+    DataSourceConfig, DataSourceKind, MAX_TCP_IDLE_TIMEOUT_SECS, MAX_TCP_MAX_CONNECTIONS,
+    MAX_UDP_WORKERS, MemoryZoneConfig, NotifyConfig, NotifyTarget, RrlConfig, SecondaryZone,
+    ServerConfig, TcpConfig, TransferConfig, TransferZone, UpdateConfig, parse_listen,
     parse_origin, source_label,
 };
 
@@ -91,10 +92,10 @@ pub(super) fn config(
     for (i, ds) in raw.datasource.into_iter().enumerate() {
         datasources.push(datasource(i, ds, base, &invalid)?);
     }
-    check_explicit_duplicates(&datasources)?;
     let keys = keys(raw.key, base, &invalid)?;
 
-    Ok(Config {
+    let secondary = secondary_config(raw.secondary, &keys, base, &invalid)?;
+    let mut config = Config {
         listen,
         server: ServerConfig { udp_workers },
         tcp,
@@ -118,7 +119,78 @@ pub(super) fn config(
             Some(a) => Some(parse_listen(a).map_err(|r| invalid("metrics.listen", r))?),
         },
         cookies: cookies_config(raw.cookies, &invalid)?,
-    })
+        secondary,
+    };
+    config.datasources.extend(config.secondary_datasources());
+    check_explicit_duplicates(&config.datasources)?;
+    Ok(config)
+}
+
+/// `[[secondary]]`: each zone once, at least one primary (parsed as NOTIFY
+/// targets are: `ADDR[:PORT] [key NAME]`), a DB file (relative to `base`),
+/// refresh bounds with `min_refresh <= max_refresh`.
+fn secondary_config(
+    raw: Vec<RawSecondary>,
+    keys: &[Key],
+    base: Option<&Path>,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<Vec<SecondaryZone>, ConfigError> {
+    let mut out: Vec<SecondaryZone> = Vec::new();
+    for (i, z) in raw.into_iter().enumerate() {
+        let at = |k: &str| format!("secondary[{i}].{k}");
+        let Some(text) = z.zone else {
+            return Err(invalid(&at("zone"), "missing".into()));
+        };
+        let origin = parse_origin(&text).map_err(|r| invalid(&at("zone"), r))?;
+        if out.iter().any(|s| s.origin == origin) {
+            return Err(invalid(
+                &at("zone"),
+                format!("zone {origin} is listed twice in [[secondary]]"),
+            ));
+        }
+        let list = z.primaries.unwrap_or_default();
+        if list.is_empty() {
+            return Err(invalid(
+                &at("primaries"),
+                "must name at least one primary (\"ADDR[:PORT] [key NAME]\")".into(),
+            ));
+        }
+        let mut primaries = Vec::with_capacity(list.len());
+        for (j, p) in list.iter().enumerate() {
+            let key = at(&format!("primaries[{j}]"));
+            let primary = parse_target(p).map_err(|r| invalid(&key, r))?;
+            if let Some(name) = &primary.key {
+                known_key(&key, name, keys, invalid)?;
+            }
+            primaries.push(primary);
+        }
+        let file = match z.file {
+            None => return Err(invalid(&at("file"), "missing".into())),
+            Some(f) if f.as_os_str().is_empty() => {
+                return Err(invalid(&at("file"), "is empty".into()));
+            }
+            Some(f) => match base {
+                Some(base) if f.is_relative() => base.join(f),
+                _ => f,
+            },
+        };
+        let min_refresh = z.min_refresh.unwrap_or(DEFAULT_MIN_REFRESH);
+        let max_refresh = z.max_refresh.unwrap_or(DEFAULT_MAX_REFRESH);
+        if min_refresh == 0 || min_refresh > max_refresh {
+            return Err(invalid(
+                &at("min_refresh"),
+                format!("{min_refresh} must be at least 1 and at most max_refresh ({max_refresh})"),
+            ));
+        }
+        out.push(SecondaryZone {
+            origin,
+            primaries,
+            file,
+            min_refresh,
+            max_refresh,
+        });
+    }
+    Ok(out)
 }
 
 /// A whole number of key `key` in `range`, or `default` when unset.
@@ -775,5 +847,10 @@ fn notify_config(
         let origin = zone_origin(&key, z.origin, invalid)?;
         zones.push((origin, list(&format!("{key}.targets"), z.targets)?));
     }
-    Ok(NotifyConfig { targets, zones })
+    let allow = acl("notify.allow", raw.allow, keys, invalid)?;
+    Ok(NotifyConfig {
+        targets,
+        zones,
+        allow,
+    })
 }

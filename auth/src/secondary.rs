@@ -1,0 +1,696 @@
+//! The secondary role: zones followed from primaries (`[[secondary]]`).
+//!
+//! A [`Refresher`] task keeps each secondary zone's timers (RFC 1035 §4.3.5):
+//! at each refresh it asks the primaries, in order, for the zone's SOA; when
+//! a primary's serial is greater than ours (RFC 1982, [`serial_gt`]) or we
+//! have no copy, the zone is transferred ([`crate::xfrin`]): by IXFR (RFC
+//! 1995) when we have a copy — differences applied and appended to the
+//! `diffs` journal, so downstream secondaries get IXFR from us, or the whole
+//! zone when the primary answers AXFR-style — and by AXFR (RFC 5936) when we
+//! have none or the IXFR fails; each transfer is written into its DB in one
+//! transaction, which the served sqlite3 source
+//! sees at once (and the NOTIFY poller announces downstream). Success sets
+//! the next refresh after the SOA REFRESH, failure of every primary after
+//! the SOA RETRY, both bounded by `min_refresh`/`max_refresh`. When no
+//! primary has answered for the SOA EXPIRE since the last success, the zone
+//! expires: its queries get SERVFAIL ([`ExpiredZones`]) until a refresh
+//! succeeds again. A NOTIFY from a primary ([`SecondaryPolicy::notify`],
+//! RFC 1996 §3.11) makes the refresh due at once.
+//!
+//! Zones are refreshed one at a time by one task; NOTIFYs that arrive
+//! meanwhile are merged into one refresh per zone. The SOA query goes over
+//! TCP, like the transfers.
+//!
+//! Timer state survives a restart: the time of the last successful refresh
+//! and whether the zone expired are kept in the table `authd_secondary` of
+//! the zone's DB (ignored by BIND 10 and by authd's schema checks). At start
+//! a zone refreshed less than REFRESH ago waits for its timer instead of
+//! being transferred again, and an expired one stays unserved until a
+//! refresh succeeds. A copy with no refresh on record (written by another
+//! tool) is refreshed at once, and its expire clock starts at start-up.
+//!
+//! Every step is logged with the zone, the primary, the serials and the
+//! outcome; the next event is logged after each refresh.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use authd_datasrc::sqlite_admin::serial_gt;
+use authd_datasrc::{Name, RType};
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::acl::Acl;
+use crate::config::SecondaryZone;
+use crate::keys::KeyRing;
+use crate::xfrin::{self, Primary, XfrError};
+
+/// The zones whose copies have expired (RFC 1035 §4.3.5): their queries get
+/// SERVFAIL. Shared by the refresher (which writes it) and every dispatcher
+/// snapshot (which reads it); reading costs one atomic load while no zone
+/// is expired.
+#[derive(Debug, Default)]
+pub struct ExpiredZones {
+    any: AtomicBool,
+    zones: RwLock<Vec<Name>>,
+}
+
+impl ExpiredZones {
+    /// True when `qname` is at or below an expired zone's apex (it may
+    /// still belong to a zone below that one, served from elsewhere).
+    pub fn covers(&self, qname: &Name) -> bool {
+        if !self.any.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.zones
+            .read()
+            .map(|z| z.iter().any(|o| qname.is_subdomain_of(o)))
+            .unwrap_or(false)
+    }
+
+    /// True when zone `origin` itself is expired.
+    pub fn contains(&self, origin: &Name) -> bool {
+        self.any.load(Ordering::Relaxed)
+            && self
+                .zones
+                .read()
+                .map(|z| z.contains(origin))
+                .unwrap_or(false)
+    }
+
+    /// Marks zone `origin` expired (`true`) or served (`false`).
+    pub fn set(&self, origin: &Name, expired: bool) {
+        let Ok(mut zones) = self.zones.write() else {
+            return;
+        };
+        zones.retain(|z| z != origin);
+        if expired {
+            zones.push(origin.clone());
+        }
+        self.any.store(!zones.is_empty(), Ordering::Relaxed);
+    }
+}
+
+/// A primary as a NOTIFY sender: its address and the key it must sign with
+/// (`None`: unsigned NOTIFYs accepted).
+pub type NotifySender = (IpAddr, Option<Name>);
+
+/// A copy's SOA: SERIAL and (REFRESH, RETRY, EXPIRE), seconds.
+type SoaState = (u32, (u32, u32, u32));
+
+/// What the dispatcher needs of the secondary role: which zones are
+/// secondary and who may NOTIFY them, where to send a NOTIFY's wake-up, and
+/// which zones have expired.
+#[derive(Debug, Clone, Default)]
+pub struct SecondaryPolicy {
+    /// Each secondary zone and its primaries (address, key).
+    pub zones: Vec<(Name, Vec<NotifySender>)>,
+    /// Others allowed to NOTIFY (`[notify] allow`).
+    pub allow: Acl,
+    /// Wakes the refresher for a zone (`None`: no refresher running).
+    pub wake: Option<mpsc::UnboundedSender<Name>>,
+    /// The expired zones.
+    pub expired: Arc<ExpiredZones>,
+}
+
+/// The answer to a NOTIFY ([`SecondaryPolicy::notify`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotifyVerdict {
+    /// Accepted: answer NOERROR with AA (RFC 1996 §4.7); a refresh is due.
+    Accepted,
+    /// Not a secondary zone of ours.
+    NotSecondary,
+    /// The sender is neither a primary of the zone nor allowed by `[notify] allow`.
+    NotAllowed,
+}
+
+impl SecondaryPolicy {
+    /// Handles a NOTIFY for `zone` from `peer`, signed with `key` (verified;
+    /// `None`: unsigned). A primary configured with a key must have signed
+    /// with that key. An accepted NOTIFY wakes the zone's refresh.
+    pub fn notify(&self, zone: &Name, peer: IpAddr, key: Option<&Name>) -> NotifyVerdict {
+        let Some((origin, primaries)) = self.zones.iter().find(|(o, _)| o == zone) else {
+            return NotifyVerdict::NotSecondary;
+        };
+        let from_primary = primaries
+            .iter()
+            .any(|(ip, k)| *ip == peer && (k.is_none() || k.as_ref() == key));
+        if !from_primary && !self.allow.allows(peer, key) {
+            return NotifyVerdict::NotAllowed;
+        }
+        if let Some(wake) = &self.wake {
+            let _ = wake.send(origin.clone());
+        }
+        NotifyVerdict::Accepted
+    }
+}
+
+/// The secondary zones and the keys their primaries use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecondarySettings {
+    /// `[[secondary]]`.
+    pub zones: Vec<SecondaryZone>,
+    /// `[[key]]`.
+    pub keys: KeyRing,
+}
+
+/// The running refresher: one task for every secondary zone. Its settings
+/// can be replaced while it runs ([`Refresher::update`], on reload). Dropping
+/// it stops the task.
+pub struct Refresher {
+    settings: watch::Sender<SecondarySettings>,
+    wake: mpsc::UnboundedSender<Name>,
+    expired: Arc<ExpiredZones>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Refresher {
+    /// Starts refreshing the zones of `settings`. Must be called inside a
+    /// tokio runtime. The zones stored as expired are marked so before it
+    /// returns (a short read of each DB), so not one query is answered from
+    /// them.
+    pub fn spawn(settings: SecondarySettings) -> Refresher {
+        let expired = Arc::new(ExpiredZones::default());
+        for z in &settings.zones {
+            if let Ok((_, _, true)) = load_state(z) {
+                expired.set(&z.origin, true);
+            }
+        }
+        let (settings_tx, settings_rx) = watch::channel(settings);
+        let (wake_tx, wake_rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(run(settings_rx, wake_rx, Arc::clone(&expired)));
+        Refresher {
+            settings: settings_tx,
+            wake: wake_tx,
+            expired,
+            task,
+        }
+    }
+
+    /// Replaces the zones and keys; zones kept keep their timers.
+    pub fn update(&self, settings: SecondarySettings) {
+        self.settings.send_if_modified(|current| {
+            let changed = *current != settings;
+            *current = settings;
+            changed
+        });
+    }
+
+    /// The dispatcher's view of `zones`, NOTIFYs also allowed from `allow`.
+    pub fn policy(&self, zones: &[SecondaryZone], allow: &Acl) -> SecondaryPolicy {
+        SecondaryPolicy {
+            zones: zones
+                .iter()
+                .map(|z| {
+                    let primaries = z
+                        .primaries
+                        .iter()
+                        .map(|p| (p.addr.ip(), p.key.clone()))
+                        .collect();
+                    (z.origin.clone(), primaries)
+                })
+                .collect(),
+            allow: allow.clone(),
+            wake: Some(self.wake.clone()),
+            expired: Arc::clone(&self.expired),
+        }
+    }
+}
+
+impl Drop for Refresher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Seconds since the Unix epoch.
+fn unix_now() -> u64 {
+    crate::sys::unix_seconds()
+}
+
+/// One zone's timers.
+struct ZoneTimers {
+    config: SecondaryZone,
+    /// Our serial (`None`: no copy).
+    serial: Option<u32>,
+    /// SOA REFRESH, RETRY, EXPIRE of our copy, seconds.
+    soa_timers: Option<(u32, u32, u32)>,
+    /// Unix time of the last successful refresh.
+    last_ok: Option<u64>,
+    expired: bool,
+    next: Instant,
+}
+
+impl ZoneTimers {
+    /// `secs` bounded by the zone's `min_refresh`/`max_refresh`.
+    fn bounded(&self, secs: u32) -> Duration {
+        Duration::from_secs(u64::from(
+            secs.clamp(self.config.min_refresh, self.config.max_refresh),
+        ))
+    }
+
+    fn refresh_interval(&self) -> Duration {
+        self.bounded(self.soa_timers.map_or(0, |t| t.0))
+    }
+
+    fn retry_interval(&self) -> Duration {
+        self.bounded(self.soa_timers.map_or(0, |t| t.1))
+    }
+}
+
+/// The SOA timers and serial of `origin` in `conn`, if the zone is there.
+fn read_soa(conn: &Connection, origin: &Name) -> Option<SoaState> {
+    let text: String = conn
+        .query_row(
+            "SELECT r.rdata FROM records r JOIN zones z ON r.zone_id = z.id \
+             WHERE z.name = ?1 AND z.rdclass = 'IN' AND r.rdtype = 'SOA' AND r.rname = ?2",
+            params![origin.to_string(), origin.reversed_text()],
+            |row| row.get(0),
+        )
+        .ok()?;
+    // MNAME RNAME SERIAL REFRESH RETRY EXPIRE MINIMUM
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let num = |i: usize| words.get(i).and_then(|w| w.parse::<u32>().ok());
+    Some((num(2)?, (num(3)?, num(4)?, num(5)?)))
+}
+
+const STATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS authd_secondary \
+     (zone TEXT PRIMARY KEY, last_ok INTEGER, expired INTEGER NOT NULL DEFAULT 0)";
+
+/// Reads zone `z`'s copy and stored state from its DB (created if missing).
+fn load_state(z: &SecondaryZone) -> Result<(Option<SoaState>, Option<u64>, bool), String> {
+    let conn = open(&z.file)?;
+    let soa = read_soa(&conn, &z.origin);
+    let row: Option<(Option<i64>, i64)> = conn
+        .query_row(
+            "SELECT last_ok, expired FROM authd_secondary WHERE zone = ?1",
+            [z.origin.to_string()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(|e| e.to_string())?;
+    let (last_ok, expired) = match row {
+        Some((l, e)) => (l.and_then(|l| u64::try_from(l).ok()), e != 0),
+        None => (None, false),
+    };
+    Ok((soa, last_ok, expired))
+}
+
+/// Opens (creating if needed) zone DB `file` with the state table.
+fn open(file: &Path) -> Result<Connection, String> {
+    let conn = authd_migrations::open_or_create(file).map_err(|e| e.to_string())?;
+    let _ = conn.busy_timeout(Duration::from_secs(5));
+    conn.execute(STATE_TABLE, []).map_err(|e| e.to_string())?;
+    Ok(conn)
+}
+
+/// Stores zone `z`'s state.
+fn save_state(z: &SecondaryZone, last_ok: Option<u64>, expired: bool) -> Result<(), String> {
+    let conn = open(&z.file)?;
+    conn.execute(
+        "INSERT INTO authd_secondary (zone, last_ok, expired) VALUES (?1, ?2, ?3) \
+         ON CONFLICT(zone) DO UPDATE SET last_ok = excluded.last_ok, expired = excluded.expired",
+        params![
+            z.origin.to_string(),
+            last_ok.and_then(|l| i64::try_from(l).ok()),
+            i64::from(expired)
+        ],
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Creates every secondary zone's DB (2.2 schema) if missing, so the sqlite3
+/// sources serving them can open it before the first transfer.
+///
+/// Errors: the first DB that cannot be created or opened, with its path.
+pub fn prepare_dbs(zones: &[SecondaryZone]) -> Result<(), String> {
+    for z in zones {
+        open(&z.file).map_err(|e| format!("{}: {e}", z.file.display()))?;
+    }
+    Ok(())
+}
+
+/// Timers for zone `config`, from its DB.
+fn timers_for(config: SecondaryZone, expired_zones: &ExpiredZones) -> ZoneTimers {
+    let now = Instant::now();
+    let (soa, last_ok, expired) = match load_state(&config) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(
+                "secondary zone {}: cannot read its state: {e}",
+                config.origin
+            );
+            (None, None, false)
+        }
+    };
+    let mut t = ZoneTimers {
+        serial: soa.map(|s| s.0),
+        soa_timers: soa.map(|s| s.1),
+        last_ok,
+        expired,
+        next: now,
+        config,
+    };
+    if let (Some(last), Some(_), false) = (t.last_ok, t.serial, t.expired) {
+        // Due REFRESH after the last success (now, if that has passed).
+        let since = Duration::from_secs(unix_now().saturating_sub(last));
+        t.next = now + t.refresh_interval().saturating_sub(since);
+    }
+    if t.serial.is_some() && t.last_ok.is_none() {
+        // A copy with no refresh on record (put there by another writer):
+        // its expire clock starts now.
+        t.last_ok = Some(unix_now());
+    }
+    expired_zones.set(&t.config.origin, t.expired);
+    tracing::info!(
+        "secondary zone {}: serial {}, {}, refresh in {}s",
+        t.config.origin,
+        t.serial.map_or("none".into(), |s| s.to_string()),
+        if t.expired { "expired" } else { "not expired" },
+        t.next.saturating_duration_since(now).as_secs()
+    );
+    t
+}
+
+async fn run(
+    mut settings: watch::Receiver<SecondarySettings>,
+    mut wake: mpsc::UnboundedReceiver<Name>,
+    expired: Arc<ExpiredZones>,
+) {
+    let mut zones: HashMap<Name, ZoneTimers> = HashMap::new();
+    let mut keys = KeyRing::default();
+    let mut reread = true;
+    loop {
+        if reread {
+            let s = settings.borrow_and_update().clone();
+            keys = s.keys;
+            let mut kept = HashMap::new();
+            for z in s.zones {
+                let timers = match zones.remove(&z.origin) {
+                    Some(mut t) if t.config.file == z.file => {
+                        t.config = z;
+                        t
+                    }
+                    _ => {
+                        let e = Arc::clone(&expired);
+                        match tokio::task::spawn_blocking(move || timers_for(z, &e)).await {
+                            Ok(t) => t,
+                            Err(_) => continue,
+                        }
+                    }
+                };
+                kept.insert(timers.config.origin.clone(), timers);
+            }
+            for gone in zones.keys() {
+                expired.set(gone, false);
+            }
+            zones = kept;
+            reread = false;
+        }
+        let next = zones.values().map(|t| t.next).min();
+        let sleep = async {
+            match next {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changed = settings.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                reread = true;
+            }
+            Some(origin) = wake.recv() => {
+                // NOTIFYs queued during a refresh make one refresh each zone.
+                let mut woken = vec![origin];
+                while let Ok(more) = wake.try_recv() {
+                    if !woken.contains(&more) {
+                        woken.push(more);
+                    }
+                }
+                for origin in woken {
+                    if let Some(t) = zones.get_mut(&origin) {
+                        tracing::info!("secondary zone {origin}: NOTIFY received, refreshing now");
+                        t.next = Instant::now();
+                    }
+                }
+            }
+            () = sleep => {
+                let now = Instant::now();
+                for t in zones.values_mut().filter(|t| t.next <= now) {
+                    refresh(t, &keys, &expired).await;
+                }
+            }
+        }
+    }
+}
+
+/// The primaries of `z` with their keys.
+fn primaries(z: &SecondaryZone, keys: &KeyRing) -> Vec<Primary> {
+    z.primaries
+        .iter()
+        .map(|p| Primary {
+            addr: p.addr,
+            key: p.key.as_ref().and_then(|k| keys.get(k)).cloned(),
+        })
+        .collect()
+}
+
+/// One refresh of zone `t`: each primary in order until one answers.
+async fn refresh(t: &mut ZoneTimers, keys: &KeyRing, expired_zones: &ExpiredZones) {
+    let origin = t.config.origin.clone();
+    let mut result = Err(String::from("no primary"));
+    for primary in primaries(&t.config, keys) {
+        match refresh_from(t, &primary).await {
+            Ok(()) => {
+                result = Ok(());
+                break;
+            }
+            Err(e) => {
+                tracing::warn!("secondary zone {origin}: refresh from {primary} failed: {e}");
+                result = Err(e.to_string());
+            }
+        }
+    }
+    let now = unix_now();
+    match result {
+        Ok(()) => {
+            t.last_ok = Some(now);
+            if t.expired {
+                tracing::info!(
+                    "secondary zone {origin}: a primary answered again; serving it again"
+                );
+            }
+            t.expired = false;
+            t.next = Instant::now() + t.refresh_interval();
+        }
+        Err(_) => {
+            t.next = Instant::now() + t.retry_interval();
+            let expire = t.soa_timers.map_or(0, |s| s.2);
+            let over = t
+                .last_ok
+                .is_none_or(|l| now.saturating_sub(l) >= u64::from(expire));
+            if t.serial.is_some() && over && !t.expired {
+                tracing::error!(
+                    "secondary zone {origin}: no primary answered for the SOA EXPIRE ({expire}s); \
+                     the zone has expired and its queries get SERVFAIL"
+                );
+                t.expired = true;
+            }
+        }
+    }
+    expired_zones.set(&origin, t.expired);
+    let (cfg, last_ok, expired) = (t.config.clone(), t.last_ok, t.expired);
+    match tokio::task::spawn_blocking(move || save_state(&cfg, last_ok, expired)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!("secondary zone {origin}: cannot store its state: {e}"),
+        Err(e) => tracing::warn!("secondary zone {origin}: cannot store its state: {e}"),
+    }
+    tracing::info!(
+        "secondary zone {origin}: serial {}, next refresh in {}s{}",
+        t.serial.map_or("none".into(), |s| s.to_string()),
+        t.next.saturating_duration_since(Instant::now()).as_secs(),
+        if t.expired { ", expired" } else { "" }
+    );
+}
+
+/// Checks `primary`'s serial and transfers the zone when it is newer than
+/// ours (or we have none).
+async fn refresh_from(t: &mut ZoneTimers, primary: &Primary) -> Result<(), XfrError> {
+    let origin = t.config.origin.clone();
+    let theirs = xfrin::query_soa(primary, &origin).await?;
+    if let Some(ours) = t.serial
+        && !serial_gt(theirs, ours)
+    {
+        tracing::debug!(
+            "secondary zone {origin}: {primary} has serial {theirs}, ours {ours}: up to date"
+        );
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    if let Some(ours) = t.serial {
+        match ixfr_from(t, primary, ours).await {
+            Ok(()) => return Ok(()),
+            Err(e) => tracing::warn!(
+                "secondary zone {origin}: IXFR from {primary} failed: {e}; trying AXFR"
+            ),
+        }
+    }
+    let zone = xfrin::axfr(primary, &origin).await?;
+    store_full(t, primary, zone, "AXFR", started).await
+}
+
+/// Catches up from serial `ours` by IXFR: differences applied and journaled,
+/// or a whole zone when the primary sends one (AXFR-style).
+async fn ixfr_from(t: &mut ZoneTimers, primary: &Primary, ours: u32) -> Result<(), XfrError> {
+    let origin = t.config.origin.clone();
+    let started = std::time::Instant::now();
+    match xfrin::ixfr(primary, &origin, ours).await? {
+        xfrin::Ixfr::UpToDate(theirs) => {
+            tracing::info!(
+                "secondary zone {origin}: IXFR from {primary}: serial {theirs}, ours {ours}: up to date"
+            );
+            Ok(())
+        }
+        xfrin::Ixfr::Full(zone) => store_full(t, primary, zone, "IXFR (AXFR-style)", started).await,
+        xfrin::Ixfr::Incremental {
+            diffs,
+            serial,
+            messages,
+        } => {
+            let soa = diffs
+                .last()
+                .and_then(|d| soa_timers(d.new_soa.rdata.as_wire()));
+            let n = diffs.len();
+            let (file, o) = (t.config.file.clone(), origin.clone());
+            let rows = tokio::task::spawn_blocking(move || xfrin::store_ixfr(&file, &o, &diffs))
+                .await
+                .map_err(|e| XfrError::Store(e.to_string()))??;
+            tracing::info!(
+                "secondary zone {origin}: IXFR from {primary}: serial {ours} -> {serial}, \
+                 {n} difference(s), {rows} journal rows, {messages} message(s), {} ms",
+                started.elapsed().as_millis()
+            );
+            t.serial = Some(serial);
+            t.soa_timers = soa.or(t.soa_timers);
+            Ok(())
+        }
+    }
+}
+
+/// Stores a whole zone received by `how` from `primary` as the zone's content.
+async fn store_full(
+    t: &mut ZoneTimers,
+    primary: &Primary,
+    zone: xfrin::Transferred,
+    how: &str,
+    started: std::time::Instant,
+) -> Result<(), XfrError> {
+    let origin = t.config.origin.clone();
+    let serial = zone.serial;
+    let (file, o, p) = (t.config.file.clone(), origin.clone(), primary.clone());
+    let zone = Arc::new(zone);
+    let z = Arc::clone(&zone);
+    let written = tokio::task::spawn_blocking(move || xfrin::store_axfr(&file, &o, &z, &p))
+        .await
+        .map_err(|e| XfrError::Store(e.to_string()))??;
+    let soa = zone
+        .records
+        .first()
+        .filter(|r| r.rtype == RType::SOA)
+        .and_then(|r| soa_timers(r.rdata.as_wire()));
+    tracing::info!(
+        "secondary zone {origin}: {how} from {primary}: serial {} -> {serial}, {written} RRs in {} message(s), {} ms",
+        t.serial.map_or("none".into(), |s| s.to_string()),
+        zone.messages,
+        started.elapsed().as_millis()
+    );
+    t.serial = Some(serial);
+    t.soa_timers = soa.or(t.soa_timers);
+    Ok(())
+}
+
+/// REFRESH, RETRY and EXPIRE of SOA RDATA in wire form.
+fn soa_timers(d: &[u8]) -> Option<(u32, u32, u32)> {
+    let m = authd_datasrc::name::wire_len(d)?;
+    let r = authd_datasrc::name::wire_len(d.get(m..)?)?;
+    let at = m + r;
+    let n = |i: usize| {
+        d.get(at + 4 * i..at + 4 * i + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    Some((n(1)?, n(2)?, n(3)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expired_zones_cover_their_names() {
+        let e = ExpiredZones::default();
+        let name = |s: &str| -> Name { s.parse().expect("name") };
+        assert!(!e.covers(&name("www.example.com.")));
+        e.set(&name("example.com."), true);
+        assert!(e.covers(&name("www.example.com.")));
+        assert!(e.covers(&name("example.com.")));
+        assert!(!e.covers(&name("example.org.")));
+        assert!(e.contains(&name("example.com.")));
+        assert!(!e.contains(&name("www.example.com.")));
+        e.set(&name("example.com."), false);
+        assert!(!e.covers(&name("www.example.com.")));
+    }
+
+    #[test]
+    fn notify_is_accepted_from_primaries_and_the_acl() {
+        let name = |s: &str| -> Name { s.parse().expect("name") };
+        let ip = |s: &str| -> IpAddr { s.parse().expect("ip") };
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let policy = SecondaryPolicy {
+            zones: vec![
+                (name("example.com."), vec![(ip("192.0.2.1"), None)]),
+                (
+                    name("example.org."),
+                    vec![(ip("192.0.2.1"), Some(name("tk.")))],
+                ),
+            ],
+            allow: Acl::new(vec!["198.51.100.0/24".parse().expect("acl")]),
+            wake: Some(tx),
+            expired: Arc::default(),
+        };
+        let com = name("example.com.");
+        let org = name("example.org.");
+        assert_eq!(
+            policy.notify(&com, ip("192.0.2.1"), None),
+            NotifyVerdict::Accepted
+        );
+        assert_eq!(rx.try_recv().ok(), Some(com.clone()));
+        assert_eq!(
+            policy.notify(&com, ip("198.51.100.9"), None),
+            NotifyVerdict::Accepted
+        );
+        assert_eq!(
+            policy.notify(&com, ip("203.0.113.1"), None),
+            NotifyVerdict::NotAllowed
+        );
+        assert_eq!(
+            policy.notify(&org, ip("192.0.2.1"), None),
+            NotifyVerdict::NotAllowed
+        );
+        assert_eq!(
+            policy.notify(&org, ip("192.0.2.1"), Some(&name("tk."))),
+            NotifyVerdict::Accepted
+        );
+        assert_eq!(
+            policy.notify(&name("example.net."), ip("192.0.2.1"), None),
+            NotifyVerdict::NotSecondary
+        );
+    }
+}
