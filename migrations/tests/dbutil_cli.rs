@@ -198,7 +198,7 @@ fn check_finds_corruption() {
     );
 }
 
-/// `dbutil --backup DEST DB` copies a live WAL-mode DB, its newest commit
+/// `dbutil --backup DB DEST` copies a live WAL-mode DB, its newest commit
 /// included (still in the log, not yet in the main file), and refuses to
 /// overwrite an existing DEST.
 #[test]
@@ -226,17 +226,24 @@ fn backup_copies_a_live_db_whole() {
     let dest = dir.path().join("backup.sqlite3");
     let out = dbutil(&[
         "--backup",
-        dest.to_str().expect("utf-8"),
         path.to_str().expect("utf-8"),
+        dest.to_str().expect("utf-8"),
     ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(count(&dest), 1, "the backup has the newest commit");
     let out = dbutil(&[
         "--backup",
-        dest.to_str().expect("utf-8"),
         path.to_str().expect("utf-8"),
+        dest.to_str().expect("utf-8"),
     ]);
     assert_eq!(code(&out), 3);
     assert!(stderr(&out).contains("exists"), "{}", stderr(&out));
+    // Without DEST: a usage error, nothing written.
+    let out = dbutil(&["--backup", path.to_str().expect("utf-8")]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("usage"), "{}", stderr(&out));
+    // DEST without --backup: a usage error too.
+    let out = dbutil(&["--check", path.to_str().expect("utf-8"), "x.sqlite3"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
     drop(conn);
 }

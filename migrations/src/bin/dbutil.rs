@@ -25,7 +25,7 @@ const EXIT_READ_ERROR: u8 = 4;
 const EXIT_UPGRADE_ERROR: u8 = 5;
 
 const USAGE: &str =
-    "usage: dbutil --check DB | dbutil --upgrade [--noconfirm] DB | dbutil --backup DEST DB";
+    "usage: dbutil --check DB | dbutil --upgrade [--noconfirm] DB | dbutil --backup DB DEST";
 
 /// Check or upgrade the schema of an sqlite3 zone DB.
 #[derive(Debug, Parser)]
@@ -40,11 +40,11 @@ struct Cli {
     /// integrity_check; exit 4 if corrupt); exit 1 if it needs an upgrade.
     #[arg(short = 'c', long)]
     check: bool,
-    /// Copy the DB to DEST with SQLite's online backup: a consistent copy
-    /// even while authd serves it and others write (a plain `cp` of a live
-    /// DB in WAL mode may miss the newest changes).
-    #[arg(short = 'b', long, value_name = "DEST")]
-    backup: Option<PathBuf>,
+    /// Copy the DB to DEST (a new file) with SQLite's online backup: a
+    /// consistent copy even while authd serves it and others write (a plain
+    /// `cp` of a live DB in WAL mode may miss the newest changes).
+    #[arg(short = 'b', long)]
+    backup: bool,
     /// Back up the DB to DB.backup[-N] and upgrade it to the newest schema in one transaction.
     #[arg(short = 'u', long)]
     upgrade: bool,
@@ -56,6 +56,8 @@ struct Cli {
     quiet: bool,
     /// The zone DB file.
     db: PathBuf,
+    /// With --backup: the copy to make; must not exist.
+    dest: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -97,9 +99,22 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_COMMAND_ERROR);
         }
     };
+    // clap counts an unset flag's default as present, so DEST's pairing
+    // with --backup is checked here.
+    match (cli.backup, &cli.dest) {
+        (true, None) => {
+            eprintln!("dbutil: --backup needs DEST, the copy to make ({USAGE})");
+            return ExitCode::from(EXIT_COMMAND_ERROR);
+        }
+        (false, Some(dest)) => {
+            eprintln!("dbutil: unexpected argument '{}' ({USAGE})", dest.display());
+            return ExitCode::from(EXIT_COMMAND_ERROR);
+        }
+        _ => {}
+    }
     let code = if cli.check {
         check(&cli)
-    } else if let Some(dest) = &cli.backup {
+    } else if let (true, Some(dest)) = (cli.backup, &cli.dest) {
         backup(&cli, dest)
     } else {
         upgrade(&cli)
