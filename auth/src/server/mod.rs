@@ -514,8 +514,43 @@ fn bind_tcp(addr: SocketAddr) -> io::Result<tokio::net::TcpListener> {
 }
 
 /// Runs [`Dispatcher::handle`], turning a panic into "no reply" so that one
-/// bad packet cannot take a serving task down.
+/// bad packet cannot take a serving task down; with dnstap on, logs the
+/// message and its reply (one branch when off).
+#[inline]
 fn handle_guarded(
+    dispatcher: &Dispatcher,
+    msg: &[u8],
+    transport: Transport,
+    peer: SocketAddr,
+    out: &mut Vec<u8>,
+) -> Reply {
+    match dispatcher.dnstap() {
+        None => handle_caught(dispatcher, msg, transport, peer, out),
+        Some(tap) => handle_tapped(tap, dispatcher, msg, transport, peer, out),
+    }
+}
+
+/// [`handle_guarded`] with dnstap on: the query and its reply (one message;
+/// a transfer stream's messages are not logged) go to `tap`.
+#[inline(never)]
+fn handle_tapped(
+    tap: &crate::dnstap::Dnstap,
+    dispatcher: &Dispatcher,
+    msg: &[u8],
+    transport: Transport,
+    peer: SocketAddr,
+    out: &mut Vec<u8>,
+) -> Reply {
+    let qtime = std::time::SystemTime::now();
+    let reply = handle_caught(dispatcher, msg, transport, peer, out);
+    let sent = (reply == Reply::Message).then(|| (out.as_slice(), std::time::SystemTime::now()));
+    tap.log(transport, peer, msg, qtime, sent);
+    reply
+}
+
+/// Runs [`Dispatcher::handle`], turning a panic into "no reply".
+#[inline]
+fn handle_caught(
     dispatcher: &Dispatcher,
     msg: &[u8],
     transport: Transport,
