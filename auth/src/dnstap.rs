@@ -138,12 +138,13 @@ impl Dnstap {
     }
 
     /// Logs one exchange: an `AUTH_QUERY` for `query` received at `qtime`
-    /// from `peer`, and an `AUTH_RESPONSE` for `reply` sent at `rtime` if
-    /// there is one. Never blocks: a frame that does not fit is dropped.
+    /// from `peer` (at the server's address `local`, if known), and an
+    /// `AUTH_RESPONSE` for `reply` sent at `rtime` if there is one. Never
+    /// blocks: a frame that does not fit is dropped.
     pub fn log(
         &self,
         transport: Transport,
-        peer: SocketAddr,
+        (peer, local): (SocketAddr, Option<SocketAddr>),
         query: &[u8],
         qtime: SystemTime,
         reply: Option<(&[u8], SystemTime)>,
@@ -151,6 +152,7 @@ impl Dnstap {
         let ends = Ends {
             transport,
             peer,
+            local,
             qtime,
         };
         self.send(self.encode(&ends, MESSAGE_AUTH_QUERY, query, None));
@@ -191,25 +193,21 @@ impl Dnstap {
     ) -> Vec<u8> {
         let mut m = Vec::with_capacity(64 + query.len() + reply.map_or(0, |r| r.0.len()));
         pb_varint_field(&mut m, 1, kind);
-        let (v4, v6);
-        let (family, addr): (u64, &[u8]) = match ends.peer {
-            SocketAddr::V4(a) => {
-                v4 = a.ip().octets();
-                (1, &v4)
-            }
-            SocketAddr::V6(a) => {
-                v6 = a.ip().octets();
-                (2, &v6)
-            }
-        };
+        let family = if ends.peer.is_ipv4() { 1 } else { 2 };
         pb_varint_field(&mut m, 2, family);
         let protocol = match ends.transport {
             Transport::Udp => 1,
             Transport::Tcp => 2,
         };
         pb_varint_field(&mut m, 3, protocol);
-        pb_bytes_field(&mut m, 4, addr);
+        pb_address_field(&mut m, 4, ends.peer);
+        if let Some(local) = ends.local {
+            pb_address_field(&mut m, 5, local);
+        }
         pb_varint_field(&mut m, 6, u64::from(ends.peer.port()));
+        if let Some(local) = ends.local {
+            pb_varint_field(&mut m, 7, u64::from(local.port()));
+        }
         let (sec, nsec) = split_time(ends.qtime);
         pb_varint_field(&mut m, 8, sec);
         pb_fixed32_field(&mut m, 9, nsec);
@@ -239,6 +237,7 @@ impl Dnstap {
 struct Ends {
     transport: Transport,
     peer: SocketAddr,
+    local: Option<SocketAddr>,
     qtime: SystemTime,
 }
 
@@ -274,6 +273,14 @@ fn pb_bytes_field(out: &mut Vec<u8>, field: u64, v: &[u8]) {
     pb_varint(out, (field << 3) | 2);
     pb_varint(out, v.len() as u64);
     out.extend_from_slice(v);
+}
+
+/// An address field: 4 or 16 bytes, network order.
+fn pb_address_field(out: &mut Vec<u8>, field: u64, addr: SocketAddr) {
+    match addr {
+        SocketAddr::V4(a) => pb_bytes_field(out, field, &a.ip().octets()),
+        SocketAddr::V6(a) => pb_bytes_field(out, field, &a.ip().octets()),
+    }
 }
 
 /// A `fixed32` field (wire type 5, little-endian).

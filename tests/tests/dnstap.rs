@@ -3,6 +3,7 @@
 //! `dnstap-read` (Debian package bind9-dnsutils) and `fstrm_capture` (Debian
 //! package fstrm-bin) read them.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -66,21 +67,25 @@ fn dnstap_read(file: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The lines expected for [`send_queries`] (client ports replaced by PORT;
-/// the server's address is not logged: `?`).
-fn expected() -> Vec<String> {
+/// The lines expected for [`send_queries`] to `server` (client ports
+/// replaced by PORT).
+fn expected(server: SocketAddr) -> Vec<String> {
     let mut want = Vec::new();
     for i in 0..N {
         // NXDOMAIN with the SOA: 32 bytes in, 83 out.
         want.push(format!(
-            "AQ 127.0.0.1:PORT -> ? UDP 32b q{i}.example.org/IN/A"
+            "AQ 127.0.0.1:PORT -> {server} UDP 32b q{i}.example.org/IN/A"
         ));
         want.push(format!(
-            "AR 127.0.0.1:PORT <- ? UDP 83b q{i}.example.org/IN/A"
+            "AR 127.0.0.1:PORT <- {server} UDP 83b q{i}.example.org/IN/A"
         ));
     }
-    want.push("AQ 127.0.0.1:PORT -> ? TCP 33b www.example.org/IN/A".to_string());
-    want.push("AR 127.0.0.1:PORT <- ? TCP 49b www.example.org/IN/A".to_string());
+    want.push(format!(
+        "AQ 127.0.0.1:PORT -> {server} TCP 33b www.example.org/IN/A"
+    ));
+    want.push(format!(
+        "AR 127.0.0.1:PORT <- {server} TCP 49b www.example.org/IN/A"
+    ));
     want
 }
 
@@ -108,7 +113,7 @@ fn file_read_by_dnstap_read() {
     send_queries(&authd);
     assert!(authd.terminate().success(), "{}", authd.stderr());
     let lines = dnstap_read(&file);
-    assert_eq!(without_ports(&lines), expected(), "{lines:#?}");
+    assert_eq!(without_ports(&lines), expected(authd.addr()), "{lines:#?}");
 }
 
 /// Waits (up to 5 s) for `path` to exist.
@@ -161,5 +166,5 @@ fn socket_read_by_fstrm_capture() {
     assert!(status.success());
     let _ = reader.0.wait();
     let lines = dnstap_read(&captured);
-    assert_eq!(without_ports(&lines), expected(), "{lines:#?}");
+    assert_eq!(without_ports(&lines), expected(authd.addr()), "{lines:#?}");
 }

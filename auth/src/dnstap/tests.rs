@@ -52,8 +52,14 @@ fn file_holds_start_frames_stop() {
     let path = dir.path().join("tap.fstrm");
     let tap = Dnstap::start(&settings(Output::File(path.clone()))).expect("start");
     let now = SystemTime::now();
-    tap.log(Transport::Udp, peer(), b"query", now, Some((b"reply", now)));
-    tap.log(Transport::Tcp, peer(), b"query", now, None);
+    tap.log(
+        Transport::Udp,
+        (peer(), None),
+        b"query",
+        now,
+        Some((b"reply", now)),
+    );
+    tap.log(Transport::Tcp, (peer(), None), b"query", now, None);
     tap.shutdown();
     tap.shutdown();
     let bytes = std::fs::read(&path).expect("read");
@@ -90,7 +96,13 @@ fn full_queue_drops_and_counts() {
     let start = Instant::now();
     let n = 1000;
     for _ in 0..n {
-        tap.log(Transport::Udp, peer(), b"query", SystemTime::now(), None);
+        tap.log(
+            Transport::Udp,
+            (peer(), None),
+            b"query",
+            SystemTime::now(),
+            None,
+        );
     }
     assert!(
         start.elapsed() < Duration::from_millis(500),
@@ -133,7 +145,13 @@ fn socket_handshake_and_frames() {
     });
     let tap = Dnstap::start(&settings(Output::Socket(path))).expect("start");
     let now = SystemTime::now();
-    tap.log(Transport::Udp, peer(), b"query", now, Some((b"reply", now)));
+    tap.log(
+        Transport::Udp,
+        (peer(), None),
+        b"query",
+        now,
+        Some((b"reply", now)),
+    );
     tap.shutdown();
     assert_eq!(reader.join().expect("reader"), 2);
     assert_eq!(tap.dropped(), 0);
