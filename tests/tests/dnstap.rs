@@ -111,9 +111,26 @@ fn file_read_by_dnstap_read() {
     let file = dir.path().join("authd.dnstap");
     let mut authd = start(dir.path(), &format!("file = \"{}\"", file.display()));
     send_queries(&authd);
+    // A reload keeps the log going.
+    authd.signal("HUP");
+    assert!(
+        authd.wait_for_log("reload: ", Duration::from_secs(10)),
+        "{}",
+        authd.stderr()
+    );
+    let q = QueryBuilder::new("after.example.org.", "A");
+    assert!(!query_udp(authd.addr(), &q.wire()).is_empty());
     assert!(authd.terminate().success(), "{}", authd.stderr());
     let lines = dnstap_read(&file);
-    assert_eq!(without_ports(&lines), expected(authd.addr()), "{lines:#?}");
+    let server = authd.addr();
+    let mut want = expected(server);
+    want.push(format!(
+        "AQ 127.0.0.1:PORT -> {server} UDP 35b after.example.org/IN/A"
+    ));
+    want.push(format!(
+        "AR 127.0.0.1:PORT <- {server} UDP 86b after.example.org/IN/A"
+    ));
+    assert_eq!(without_ports(&lines), want, "{lines:#?}");
 }
 
 /// Waits (up to 5 s) for `path` to exist.

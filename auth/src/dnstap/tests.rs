@@ -156,3 +156,15 @@ fn socket_handshake_and_frames() {
     assert_eq!(reader.join().expect("reader"), 2);
     assert_eq!(tap.dropped(), 0);
 }
+
+#[test]
+fn metrics_show_the_drop_count() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tap = Dnstap::start(&settings(Output::File(dir.path().join("t")))).expect("start");
+    let metrics = crate::metrics::Metrics::new();
+    assert!(!metrics.render().expect("render").contains("dnstap"));
+    metrics.set_dnstap(Arc::clone(&tap));
+    let text = metrics.render().expect("render");
+    assert!(text.contains("\nauthd_dnstap_dropped_total 0\n"), "{text}");
+    tap.shutdown();
+}
