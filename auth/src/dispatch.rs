@@ -101,6 +101,9 @@ pub struct Dispatcher {
     /// Counters, when metrics are on (one set for the process, shared by
     /// every snapshot).
     metrics: Option<Arc<Metrics>>,
+    /// The dnstap log, when on (one for the process, shared by every
+    /// snapshot; the server writes to it, the dispatcher only carries it).
+    dnstap: Option<Arc<crate::dnstap::Dnstap>>,
     /// UDP response rate limiting, when on (shared with the next snapshot
     /// when a reload leaves its settings alone, so no client is forgiven).
     rrl: Option<Arc<RateLimiter>>,
@@ -141,6 +144,7 @@ impl Dispatcher {
             cookies: None,
             rrl: None,
             metrics: None,
+            dnstap: None,
             secondary: SecondaryPolicy::default(),
         }
     }
@@ -185,6 +189,17 @@ impl Dispatcher {
     /// The same, counting into `metrics` (`None`: off).
     pub fn with_metrics(self, metrics: Option<Arc<Metrics>>) -> Dispatcher {
         Dispatcher { metrics, ..self }
+    }
+
+    /// The same, logging messages to `dnstap` (`None`: off).
+    pub fn with_dnstap(self, dnstap: Option<Arc<crate::dnstap::Dnstap>>) -> Dispatcher {
+        Dispatcher { dnstap, ..self }
+    }
+
+    /// The dnstap log, if on.
+    #[inline]
+    pub fn dnstap(&self) -> Option<&Arc<crate::dnstap::Dnstap>> {
+        self.dnstap.as_ref()
     }
 
     /// The data sources answered from.

@@ -12,6 +12,7 @@ pub mod config;
 pub mod control;
 pub mod cookies;
 pub mod dispatch;
+pub mod dnstap;
 pub mod keys;
 mod log_limit;
 pub mod metrics;

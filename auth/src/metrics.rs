@@ -14,7 +14,7 @@
 //! `rrl_limited_total` {action}, `cookies_total` {result},
 //! `tcp_connections`, `tcp_connections_closed_total` {reason},
 //! `transfers_out_total` {type, result}, `reloads_total` {result},
-//! `tsig_failures_total` {error},
+//! `tsig_failures_total` {error}, `dnstap_dropped_total` (with dnstap on),
 //! `zone_serial` {zone}, `cache_*` {source}, `build_info` {version},
 //! `start_time_seconds`.
 
@@ -221,6 +221,8 @@ pub struct Metrics {
     /// Zone transfers out: (AXFR, IXFR) × (served, refused or failed).
     pub transfers: [[AtomicU64; 2]; 2],
     sources: Mutex<Option<SourcesNow>>,
+    /// The dnstap log, when on: its drop count is read at scrape time.
+    dnstap: Mutex<Option<Arc<crate::dnstap::Dnstap>>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -245,6 +247,7 @@ impl Metrics {
             tsig_failures: Default::default(),
             transfers: Default::default(),
             sources: Mutex::new(None),
+            dnstap: Mutex::new(None),
         })
     }
 
@@ -252,6 +255,13 @@ impl Metrics {
     pub fn set_sources(&self, sources: SourcesNow) {
         if let Ok(mut s) = self.sources.lock() {
             *s = Some(sources);
+        }
+    }
+
+    /// The dnstap log whose dropped frames `authd_dnstap_dropped_total` shows.
+    pub fn set_dnstap(&self, dnstap: Arc<crate::dnstap::Dnstap>) {
+        if let Ok(mut d) = self.dnstap.lock() {
+            *d = Some(dnstap);
         }
     }
 
@@ -496,6 +506,19 @@ impl Collector for Scrape {
                 ([("result", "failed")], load(&m.reloads[1])),
             ],
         )?;
+        let dnstap = m
+            .dnstap
+            .lock()
+            .ok()
+            .and_then(|d| d.as_ref().map(|d| d.dropped()));
+        if let Some(dropped) = dnstap {
+            counter(
+                &mut e,
+                "authd_dnstap_dropped",
+                "dnstap frames dropped: queue full, or no socket reader, or a failed write.",
+                [([("", ""); 0], dropped)],
+            )?;
+        }
         let sources = m.sources.lock().ok().and_then(|s| s.as_ref().map(|f| f()));
         if let Some(sources) = sources {
             let mut serials = Vec::new();

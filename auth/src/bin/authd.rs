@@ -337,15 +337,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // (also for `authc stats` when only the control socket is on).
     let metrics =
         (config.metrics_listen.is_some() || config.control_socket.is_some()).then(Metrics::new);
+    // dnstap: one log for the process, carried over by every reload.
+    let dnstap = match &config.dnstap {
+        Some(settings) => {
+            let tap = authd::dnstap::Dnstap::start(settings)
+                .with_context(|| format!("cannot start dnstap ({:?})", settings.output))?;
+            tracing::info!("dnstap to {:?}", settings.output);
+            Some(tap)
+        }
+        None => None,
+    };
+    if let (Some(m), Some(tap)) = (&metrics, &dnstap) {
+        m.set_dnstap(Arc::clone(tap));
+    }
     // Follow the secondary zones' primaries (RFC 1035 §4.3.5, RFC 1996).
     let refresher = Refresher::spawn(secondary_settings(&config));
-    let handle = DispatcherHandle::new(Arc::new(dispatcher(
-        &config,
-        sources,
-        None,
-        metrics.clone(),
-        &refresher,
-    )?));
+    let handle = DispatcherHandle::new(Arc::new(
+        dispatcher(&config, sources, None, metrics.clone(), &refresher)?
+            .with_dnstap(dnstap.clone()),
+    ));
     if let Some(m) = &metrics {
         let h = handle.clone();
         m.set_sources(Box::new(move || h.load().sources().clone()));
@@ -397,6 +407,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let served = server.serve(handle, stopped).await;
     systemd_notify(&[sd_notify::NotifyState::Stopping]);
     reloader.abort();
+    if let Some(tap) = &dnstap {
+        // Flush what is queued and write the STOP frame.
+        tap.shutdown();
+    }
     served?;
     tracing::info!("stopped");
     Ok(())
@@ -584,7 +598,9 @@ async fn reload_loop(
                 refresher.update(secondary_settings(&config));
                 let current = handle.load();
                 let metrics = current.metrics().cloned();
-                let next = dispatcher(&config, loaded.sources, Some(&current), metrics, &refresher);
+                let dnstap = current.dnstap().cloned();
+                let next = dispatcher(&config, loaded.sources, Some(&current), metrics, &refresher)
+                    .map(|d| d.with_dnstap(dnstap));
                 drop(current);
                 match next {
                     Err(e) => {
@@ -615,6 +631,7 @@ async fn reload_loop(
                             tcp: running.tcp,
                             metrics_listen: running.metrics_listen,
                             control_socket: running.control_socket,
+                            dnstap: running.dnstap,
                             ..config
                         };
                         state = Some(loaded.state);
@@ -647,6 +664,9 @@ fn warn_restart_only(running: &Config, config: &Config) {
     }
     if config.metrics_listen != running.metrics_listen {
         tracing::warn!("reload: [metrics] listen changed; restart authd to apply it");
+    }
+    if config.dnstap != running.dnstap {
+        tracing::warn!("reload: [dnstap] settings changed; restart authd to apply them");
     }
     if config.control_socket != running.control_socket {
         tracing::warn!("reload: [control] socket changed; restart authd to apply it");

@@ -29,6 +29,11 @@
 //! [control]                # the socket authc talks to (mode 0600; off when unset)
 //! socket = "/run/authd/control.sock"
 //!
+//! [dnstap]                 # auth queries and responses in dnstap (off when unset)
+//! file = "/var/log/authd/dnstap.fstrm"   # or socket = "/run/dnstap.sock" (one of the two)
+//! identity = "ns1"         # Dnstap.identity; default none
+//! version = "authd"        # Dnstap.version; default none
+//!
 //! [metrics]                # Prometheus text format at http://LISTEN/metrics (off when unset)
 //! listen = "127.0.0.1:9100"
 //!
@@ -474,6 +479,9 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// The control socket for `authc` (`[control] socket`); `None`: off.
     pub control_socket: Option<PathBuf>,
+    /// Where auth queries and responses are logged in dnstap format
+    /// (`[dnstap]`); `None`: off. Applied at start only.
+    pub dnstap: Option<crate::dnstap::Settings>,
     /// TSIG keys (`[[key]]`), names unique. Their secrets never print
     /// ([`crate::keys::Secret`]).
     pub keys: Vec<Key>,
@@ -501,6 +509,7 @@ impl Default for Config {
             cookies: CookiesConfig::default(),
             metrics_listen: None,
             control_socket: None,
+            dnstap: None,
             keys: Vec::new(),
             secondary: Vec::new(),
         }

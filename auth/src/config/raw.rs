@@ -138,6 +138,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) control: RawControl,
     #[serde(default)]
+    pub(super) dnstap: RawDnstap,
+    #[serde(default)]
     pub(super) secondary: Vec<RawSecondary>,
 }
 
@@ -239,6 +241,16 @@ impl<'de> Deserialize<'de> for RawZone {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawControl {
     pub(super) socket: Option<PathBuf>,
+}
+
+/// `[dnstap]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDnstap {
+    pub(super) file: Option<PathBuf>,
+    pub(super) socket: Option<PathBuf>,
+    pub(super) identity: Option<String>,
+    pub(super) version: Option<String>,
 }
 
 /// `[metrics]`.

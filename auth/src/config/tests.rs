@@ -663,3 +663,37 @@ fn secondary_zones_are_served_from_their_dbs() {
     .expect_err("duplicate");
     assert!(matches!(e, ConfigError::DuplicateZone { .. }), "{e}");
 }
+
+#[test]
+fn dnstap_section() {
+    use crate::dnstap::{Output, Settings};
+    assert_eq!(from_toml("").expect("valid").dnstap, None);
+    let c = from_toml("[dnstap]\nfile = \"tap.fstrm\"\nidentity = \"ns1\"\nversion = \"v\"\n")
+        .expect("valid");
+    assert_eq!(
+        c.dnstap,
+        Some(Settings {
+            output: Output::File("/etc/authd/tap.fstrm".into()),
+            identity: Some("ns1".to_string()),
+            version: Some("v".to_string()),
+        })
+    );
+    let c = from_toml("[dnstap]\nsocket = \"/run/tap.sock\"\n").expect("valid");
+    assert_eq!(
+        c.dnstap,
+        Some(Settings {
+            output: Output::Socket("/run/tap.sock".into()),
+            identity: None,
+            version: None,
+        })
+    );
+    let both = from_toml("[dnstap]\nfile = \"a\"\nsocket = \"b\"\n").expect_err("both");
+    assert!(both.to_string().contains("not both"), "{both}");
+    let lone = from_toml("[dnstap]\nidentity = \"ns1\"\n").expect_err("no output");
+    assert!(
+        lone.to_string().contains("without file or socket"),
+        "{lone}"
+    );
+    let typo = from_toml("[dnstap]\nfiel = \"a\"\n").expect_err("unknown key");
+    assert!(typo.to_string().contains("fiel"), "{typo}");
+}

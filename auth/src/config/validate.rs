@@ -16,8 +16,8 @@ use crate::keys::{Algorithm, Key, Secret};
 use crate::update::{Grant, GrantMatch, ZoneUpdate};
 
 use super::raw::{
-    RawConfig, RawCookies, RawDataSource, RawKey, RawNotify, RawRrl, RawSecondary, RawSlots,
-    RawTcp, RawTransfer, RawUpdate,
+    RawConfig, RawCookies, RawDataSource, RawDnstap, RawKey, RawNotify, RawRrl, RawSecondary,
+    RawSlots, RawTcp, RawTransfer, RawUpdate,
 };
 use super::{
     CacheConfig, ChaosConfig, Config, ConfigError, CookiesConfig, DEFAULT_MAX_REFRESH,
@@ -114,6 +114,7 @@ pub(super) fn config(
             }),
             None => None,
         },
+        dnstap: dnstap_config(raw.dnstap, base, &invalid)?,
         metrics_listen: match raw.metrics.listen.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(a) => Some(parse_listen(a).map_err(|r| invalid("metrics.listen", r))?),
@@ -263,6 +264,49 @@ fn tcp_config(
         max_connections_per_client,
         first_query_timeout: Duration::from_secs(first),
     })
+}
+
+/// The typed form of `[dnstap]`: off unless `file` or `socket` is set (not
+/// both); relative paths resolved against `base`; empty strings mean unset.
+fn dnstap_config(
+    raw: RawDnstap,
+    base: Option<&Path>,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<Option<crate::dnstap::Settings>, ConfigError> {
+    use crate::dnstap::{Output, Settings};
+    let path = |p: Option<PathBuf>| match p {
+        Some(p) if p.as_os_str().is_empty() => None,
+        Some(p) => Some(match base {
+            Some(base) if p.is_relative() => base.join(p),
+            _ => p,
+        }),
+        None => None,
+    };
+    let output = match (path(raw.file), path(raw.socket)) {
+        (None, None) => {
+            if raw.identity.is_some() || raw.version.is_some() {
+                return Err(invalid(
+                    "dnstap",
+                    "identity or version set without file or socket".to_string(),
+                ));
+            }
+            return Ok(None);
+        }
+        (Some(f), None) => Output::File(f),
+        (None, Some(s)) => Output::Socket(s),
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                "dnstap",
+                "set file or socket, not both".to_string(),
+            ));
+        }
+    };
+    let text = |t: Option<String>| t.filter(|t| !t.is_empty());
+    Ok(Some(Settings {
+        output,
+        identity: text(raw.identity),
+        version: text(raw.version),
+    }))
 }
 
 /// The typed form of `[rrl]`.

@@ -514,8 +514,47 @@ fn bind_tcp(addr: SocketAddr) -> io::Result<tokio::net::TcpListener> {
 }
 
 /// Runs [`Dispatcher::handle`], turning a panic into "no reply" so that one
-/// bad packet cannot take a serving task down.
+/// bad packet cannot take a serving task down; with dnstap on, logs the
+/// message and its reply (one branch when off). `local` is the server's
+/// address the message came to, when known (dnstap's response address).
+#[inline]
 fn handle_guarded(
+    dispatcher: &Dispatcher,
+    msg: &[u8],
+    transport: Transport,
+    peer: SocketAddr,
+    local: Option<SocketAddr>,
+    out: &mut Vec<u8>,
+) -> Reply {
+    match dispatcher.dnstap() {
+        None => handle_caught(dispatcher, msg, transport, peer, out),
+        Some(tap) => handle_tapped(tap, dispatcher, msg, transport, (peer, local), out),
+    }
+}
+
+/// [`handle_guarded`] with dnstap on: the query and its reply (one message;
+/// a transfer stream's messages are not logged) go to `tap`.
+#[inline(never)]
+fn handle_tapped(
+    tap: &crate::dnstap::Dnstap,
+    dispatcher: &Dispatcher,
+    msg: &[u8],
+    transport: Transport,
+    (peer, local): (SocketAddr, Option<SocketAddr>),
+    out: &mut Vec<u8>,
+) -> Reply {
+    let qtime = std::time::SystemTime::now();
+    let reply = handle_caught(dispatcher, msg, transport, peer, out);
+    let sent = (reply == Reply::Message).then(|| (out.as_slice(), std::time::SystemTime::now()));
+    // A wildcard address says nothing about where the message came to.
+    let local = local.filter(|l| !l.ip().is_unspecified());
+    tap.log(transport, (peer, local), msg, qtime, sent);
+    reply
+}
+
+/// Runs [`Dispatcher::handle`], turning a panic into "no reply".
+#[inline]
+fn handle_caught(
     dispatcher: &Dispatcher,
     msg: &[u8],
     transport: Transport,

@@ -167,6 +167,7 @@ async fn connection(
     mut stop: watch::Receiver<bool>,
 ) -> io::Result<()> {
     let _ = stream.set_nodelay(true);
+    let local = stream.local_addr().ok();
     let mut msg = Vec::with_capacity(512);
     let mut out = Vec::with_capacity(4096);
     let mut frame = Vec::with_capacity(4096);
@@ -214,8 +215,16 @@ async fn connection(
         slot.busy();
         // The current dispatcher for this message: a long-lived connection
         // sees reloaded data and policy from its next message on.
-        let mut handle =
-            || handle_guarded(&dispatcher.load(), &msg, Transport::Tcp, peer, &mut out);
+        let mut handle = || {
+            handle_guarded(
+                &dispatcher.load(),
+                &msg,
+                Transport::Tcp,
+                peer,
+                local,
+                &mut out,
+            )
+        };
         // An UPDATE may wait up to `update::BUSY_WAIT` for the DB: off the
         // runtime's worker, so other connections are served meanwhile.
         let update = crate::wire::peek_head(&msg).is_some_and(|h| h.opcode == Opcode::UPDATE);

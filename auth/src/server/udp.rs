@@ -186,7 +186,7 @@ fn serve(sock: &UdpSocket, local: SocketAddr, dispatcher: &DispatcherHandle, sto
                 drop(batch.take());
             }
             // Over UDP the dispatcher answers with one message or nothing.
-            let reply = handle_guarded(&dispatcher, msg, Transport::Udp, peer, out);
+            let reply = handle_guarded(&dispatcher, msg, Transport::Udp, peer, Some(local), out);
             if update {
                 batch = Some(dispatcher.sources().batch());
             }
@@ -292,7 +292,14 @@ fn serve(sock: &UdpSocket, local: SocketAddr, dispatcher: &DispatcherHandle, sto
             continue;
         };
         // One dispatcher per query (a reload may swap it in between queries).
-        let reply = handle_guarded(&dispatcher.load(), msg, Transport::Udp, peer, &mut out);
+        let reply = handle_guarded(
+            &dispatcher.load(),
+            msg,
+            Transport::Udp,
+            peer,
+            Some(local),
+            &mut out,
+        );
         if reply != Reply::Message {
             continue;
         }
