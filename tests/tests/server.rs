@@ -830,10 +830,31 @@ fn environment_overrides_config() {
         Duration::from_secs(30),
     );
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr_of(&out).contains("idel_timeout"),
-        "{}",
-        stderr_of(&out)
+    assert_eq!(
+        stderr_of(&out),
+        "authd: unknown setting AUTHD_TCP__IDEL_TIMEOUT (from the environment): tcp has no key \
+         idel_timeout\n"
+    );
+    // Unknown keys in the file and the environment are all named at once.
+    let bad = write_file(dir.path(), "bad.toml", "[server]\nlistne = 1\n");
+    let out = authd_tests::run_with_timeout(
+        Command::new(binary("authd"))
+            .current_dir(dir.path())
+            .arg("--config")
+            .arg(&bad)
+            .env("AUTHD_TCP__IDLE_TIMEOUT", "1")
+            .env("AUTHD_TCP__IDLE_TIMOUT", "1")
+            .env("AUTHD_RRL__SLIPP", "1"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr_of(&out),
+        format!(
+            "authd: unknown keys: server.listne (file {}), rrl.slipp (AUTHD_RRL__SLIPP), \
+             tcp.idle_timout (AUTHD_TCP__IDLE_TIMOUT)\n",
+            bad.display()
+        )
     );
 }
 
