@@ -126,7 +126,7 @@ fn counters_grow_by_what_was_sent() {
         7
     );
     assert!(
-        after.contains("authd_cache_hits_total{source=\"cache("),
+        after.contains("authd_cache_hits_total{source=\"cache "),
         "{after}"
     );
     assert!(after.contains(&format!(

@@ -313,14 +313,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if sources.sources().is_empty() {
         tracing::warn!("no data source configured: every query will be refused");
     }
-    for (source, zones) in sources.zones() {
-        match zones {
-            Ok(zones) => {
-                tracing::info!("serving {} zone(s) from {}", zones.len(), source.describe())
-            }
-            Err(e) => tracing::warn!("{}: cannot list zones: {e}", source.describe()),
-        }
-    }
+    log_serving(&sources, "");
     let addrs = server.local_addrs();
     for addr in &addrs {
         tracing::info!("listening on {addr} (UDP and TCP)");
@@ -582,6 +575,7 @@ async fn reload_loop(
                     tracing::error!("reload: {f}");
                 }
                 refresher.update(secondary_settings(&config));
+                log_serving(&loaded.sources, "reload: ");
                 let current = handle.load();
                 let metrics = current.metrics().cloned();
                 let next = dispatcher(&config, loaded.sources, Some(&current), metrics, &refresher);
@@ -708,4 +702,39 @@ fn prepare_example_db(path: &Path) -> anyhow::Result<()> {
         report.total()
     );
     Ok(())
+}
+
+/// Most zone names a "serving" line lists before it says how many more.
+const ZONES_LISTED: usize = 20;
+
+/// Logs one line per data source: how many zones it serves and their names
+/// (`serving 2 zones from sqlite3:/var/lib/authd/zones.sqlite3: example.com.,
+/// example.org.`), the first [`ZONES_LISTED`] of them and a count of the rest.
+fn log_serving(sources: &authd_datasrc::SourceList, prefix: &str) {
+    for (source, zones) in sources.zones() {
+        match zones {
+            Ok(zones) => {
+                let mut names: Vec<String> = zones
+                    .iter()
+                    .take(ZONES_LISTED)
+                    .map(|z| z.origin.to_string())
+                    .collect();
+                if zones.len() > ZONES_LISTED {
+                    names.push(format!("and {} more", zones.len() - ZONES_LISTED));
+                }
+                let noun = if zones.len() == 1 { "zone" } else { "zones" };
+                let list = if names.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", names.join(", "))
+                };
+                tracing::info!(
+                    "{prefix}serving {} {noun} from {}{list}",
+                    zones.len(),
+                    source.describe()
+                );
+            }
+            Err(e) => tracing::warn!("{prefix}{}: cannot list zones: {e}", source.describe()),
+        }
+    }
 }
