@@ -858,6 +858,41 @@ fn environment_overrides_config() {
     );
 }
 
+/// `--log-format json` writes every log line as one JSON object.
+#[test]
+fn json_log_lines() {
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    let authd = AuthdProcess::start([os("--log-format"), os("json"), os("--db"), db.as_os_str()]);
+    let log = authd.stderr();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let messages: Vec<&str> = lines
+        .iter()
+        .filter_map(|v| v["fields"]["message"].as_str())
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| *m == format!("listening on {} (UDP and TCP)", authd.addr())),
+        "{log}"
+    );
+    assert!(
+        messages.iter().any(|m| m
+            .starts_with("serving 1 zone from cache 65536 slots over sqlite3:")
+            && m.ends_with(": example.org.")),
+        "{log}"
+    );
+    assert!(lines.iter().all(|v| v["level"].is_string()), "{log}");
+    drop(authd);
+    // A format not known is a usage error.
+    let out = run_authd(["--log-format", "xml"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+}
+
 // ---------------------------------------------------------------- defaults
 
 #[test]
