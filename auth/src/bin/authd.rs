@@ -349,7 +349,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let metrics =
         (config.metrics_listen.is_some() || config.control_socket.is_some()).then(Metrics::new);
     // Follow the secondary zones' primaries (RFC 1035 §4.3.5, RFC 1996).
-    let refresher = Refresher::spawn(secondary_settings(&config));
+    let refresher = Refresher::spawn(secondary_settings(&config), metrics.clone());
     let handle = DispatcherHandle::new(Arc::new(dispatcher(
         &config,
         sources,
