@@ -415,7 +415,10 @@ impl Dispatcher {
                 addr: peer,
                 key: signer.map(|s| &s.key().name),
             };
-            update::update(self.sources(), &self.update, msg, req, &client, out);
+            let rcode = update::update(self.sources(), &self.update, msg, req, &client, out);
+            if let Some(m) = &self.metrics {
+                m.count_update(crate::metrics::UpdateResult::of(rcode));
+            }
             return Handled::Message(ERROR);
         }
         if req.opcode == Opcode::NOTIFY {

@@ -13,7 +13,8 @@
 //! qtype, rcode}, `responses_total` {kind}, `responses_truncated_total`,
 //! `rrl_limited_total` {action}, `cookies_total` {result},
 //! `tcp_connections`, `tcp_connections_closed_total` {reason},
-//! `transfers_out_total` {type, result}, `reloads_total` {result},
+//! `transfers_out_total` {type, result}, `transfers_in_total` {result},
+//! `updates_total` {result}, `reloads_total` {result},
 //! `tsig_failures_total` {error}, `dnstap_dropped_total` (with dnstap on),
 //! `zone_serial` {zone}, `cache_*` {source}, `build_info` {version},
 //! `start_time_seconds`.
@@ -200,6 +201,43 @@ impl WorkerHandle<'_> {
     }
 }
 
+/// How a DNS UPDATE ended (`authd_updates_total{result}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateResult {
+    /// NOERROR: the change was made (or there was nothing to change).
+    Applied,
+    /// REFUSED or NOTAUTH: not allowed, or not a zone served here.
+    Refused,
+    /// Any other rcode: a prerequisite not met, a malformed update, a
+    /// storage failure.
+    Failed,
+}
+
+impl UpdateResult {
+    /// The result an UPDATE answered with `rcode` had.
+    pub fn of(rcode: crate::wire::Rcode) -> UpdateResult {
+        use crate::wire::Rcode;
+        if rcode == Rcode::NOERROR {
+            UpdateResult::Applied
+        } else if rcode == Rcode::REFUSED || rcode == Rcode::NOTAUTH {
+            UpdateResult::Refused
+        } else {
+            UpdateResult::Failed
+        }
+    }
+}
+
+/// How one refresh of a secondary zone ended (`authd_transfers_in_total{result}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransferInResult {
+    /// A newer version was transferred (AXFR or IXFR) and stored.
+    Applied,
+    /// A primary answered with a serial not newer than ours: nothing to do.
+    UpToDate,
+    /// No primary answered, or every transfer failed.
+    Failed,
+}
+
 /// Reads the data sources in force, at scrape time.
 pub type SourcesNow = Box<dyn Fn() -> SourceList + Send + Sync>;
 
@@ -220,6 +258,10 @@ pub struct Metrics {
     pub tsig_failures: [AtomicU64; 3],
     /// Zone transfers out: (AXFR, IXFR) × (served, refused or failed).
     pub transfers: [[AtomicU64; 2]; 2],
+    /// DNS UPDATEs, by [`UpdateResult`].
+    pub updates: [AtomicU64; 3],
+    /// Refreshes of secondary zones, by [`TransferInResult`].
+    pub transfers_in: [AtomicU64; 3],
     sources: Mutex<Option<SourcesNow>>,
     /// The dnstap log, when on: its drop count is read at scrape time.
     dnstap: Mutex<Option<Arc<crate::dnstap::Dnstap>>>,
@@ -246,9 +288,22 @@ impl Metrics {
             reloads: Default::default(),
             tsig_failures: Default::default(),
             transfers: Default::default(),
+            updates: Default::default(),
+            transfers_in: Default::default(),
             sources: Mutex::new(None),
             dnstap: Mutex::new(None),
         })
+    }
+
+    /// Counts one DNS UPDATE (a shared atomic: an UPDATE is rare and
+    /// written to disk, not on the query path).
+    pub fn count_update(&self, result: UpdateResult) {
+        self.updates[result as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one refresh of a secondary zone.
+    pub fn count_transfer_in(&self, result: TransferInResult) {
+        self.transfers_in[result as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Where a scrape reads the zones and caches in force from.
@@ -485,6 +540,26 @@ impl Collector for Scrape {
                     [("type", "IXFR"), ("result", "refused")],
                     load(&m.transfers[1][1]),
                 ),
+            ],
+        )?;
+        counter(
+            &mut e,
+            "authd_transfers_in",
+            "Refreshes of secondary zones, by result.",
+            [
+                ([("result", "applied")], load(&m.transfers_in[0])),
+                ([("result", "up_to_date")], load(&m.transfers_in[1])),
+                ([("result", "failed")], load(&m.transfers_in[2])),
+            ],
+        )?;
+        counter(
+            &mut e,
+            "authd_updates",
+            "DNS UPDATEs (RFC 2136), by result.",
+            [
+                ([("result", "applied")], load(&m.updates[0])),
+                ([("result", "refused")], load(&m.updates[1])),
+                ([("result", "failed")], load(&m.updates[2])),
             ],
         )?;
         counter(

@@ -48,6 +48,7 @@ use tokio::time::Instant;
 use crate::acl::Acl;
 use crate::config::SecondaryZone;
 use crate::keys::KeyRing;
+use crate::metrics::{Metrics, TransferInResult};
 use crate::xfrin::{self, Primary, XfrError};
 
 /// The zones whose copies have expired (RFC 1035 §4.3.5): their queries get
@@ -174,7 +175,8 @@ impl Refresher {
     /// tokio runtime. The zones stored as expired are marked so before it
     /// returns (a short read of each DB), so not one query is answered from
     /// them.
-    pub fn spawn(settings: SecondarySettings) -> Refresher {
+    /// Each refresh is counted in `metrics` when given.
+    pub fn spawn(settings: SecondarySettings, metrics: Option<Arc<Metrics>>) -> Refresher {
         let expired = Arc::new(ExpiredZones::default());
         for z in &settings.zones {
             if let Ok((_, _, true)) = load_state(z) {
@@ -183,7 +185,7 @@ impl Refresher {
         }
         let (settings_tx, settings_rx) = watch::channel(settings);
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(settings_rx, wake_rx, Arc::clone(&expired)));
+        let task = tokio::spawn(run(settings_rx, wake_rx, Arc::clone(&expired), metrics));
         Refresher {
             settings: settings_tx,
             wake: wake_tx,
@@ -382,6 +384,7 @@ async fn run(
     mut settings: watch::Receiver<SecondarySettings>,
     mut wake: mpsc::UnboundedReceiver<Name>,
     expired: Arc<ExpiredZones>,
+    metrics: Option<Arc<Metrics>>,
 ) {
     let mut zones: HashMap<Name, ZoneTimers> = HashMap::new();
     let mut keys = KeyRing::default();
@@ -445,7 +448,7 @@ async fn run(
             () = sleep => {
                 let now = Instant::now();
                 for t in zones.values_mut().filter(|t| t.next <= now) {
-                    refresh(t, &keys, &expired).await;
+                    refresh(t, &keys, &expired, metrics.as_deref()).await;
                 }
             }
         }
@@ -464,8 +467,14 @@ fn primaries(z: &SecondaryZone, keys: &KeyRing) -> Vec<Primary> {
 }
 
 /// One refresh of zone `t`: each primary in order until one answers.
-async fn refresh(t: &mut ZoneTimers, keys: &KeyRing, expired_zones: &ExpiredZones) {
+async fn refresh(
+    t: &mut ZoneTimers,
+    keys: &KeyRing,
+    expired_zones: &ExpiredZones,
+    metrics: Option<&Metrics>,
+) {
     let origin = t.config.origin.clone();
+    let before = t.serial;
     let mut result = Err(String::from("no primary"));
     for primary in primaries(&t.config, keys) {
         match refresh_from(t, &primary).await {
@@ -478,6 +487,13 @@ async fn refresh(t: &mut ZoneTimers, keys: &KeyRing, expired_zones: &ExpiredZone
                 result = Err(e.to_string());
             }
         }
+    }
+    if let Some(m) = metrics {
+        m.count_transfer_in(match &result {
+            Ok(()) if t.serial != before => TransferInResult::Applied,
+            Ok(()) => TransferInResult::UpToDate,
+            Err(_) => TransferInResult::Failed,
+        });
     }
     let now = unix_now();
     match result {

@@ -548,9 +548,13 @@ pub async fn ixfr(primary: &Primary, origin: &Name, ours: u32) -> Result<Ixfr, X
                     } else {
                         let from = current.new_soa.rdata.soa_serial();
                         if rec.rdata.soa_serial() != from && !ends {
+                            let serial = |s: Option<u32>| {
+                                s.map_or_else(|| "(none)".to_string(), |s| s.to_string())
+                            };
                             return Err(inconsistent(format!(
-                                "a difference from serial {:?} follows one ending at {from:?}",
-                                rec.rdata.soa_serial()
+                                "a difference from serial {} follows one ending at serial {}",
+                                serial(rec.rdata.soa_serial()),
+                                serial(from)
                             )));
                         }
                         diffs.push(current);

@@ -59,6 +59,17 @@ pub enum Slots {
     Unlimited,
 }
 
+impl std::fmt::Display for Slots {
+    /// In words: `off`, `65536 slots`, `unlimited slots`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Slots::Disabled => f.write_str("off"),
+            Slots::Bounded(n) => write!(f, "{n} slots"),
+            Slots::Unlimited => f.write_str("unlimited slots"),
+        }
+    }
+}
+
 impl Slots {
     /// `0` disables the cache, `n` bounds it (BIND 10 used 0 for "unlimited";
     /// here that is [`Slots::Unlimited`]).
@@ -719,7 +730,7 @@ impl DataSource for HotSpotCache {
     }
 
     fn describe(&self) -> String {
-        format!("cache({:?}) over {}", self.slots, self.inner.describe())
+        format!("cache {} over {}", self.slots, self.inner.describe())
     }
 
     fn find_zone(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError> {

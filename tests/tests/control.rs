@@ -89,7 +89,7 @@ fn every_command_end_to_end() {
     assert!(status.contains("uptime: "), "{status}");
     assert!(status.contains("querylog: off"), "{status}");
     assert!(
-        status.contains("zone example.org. serial 7 source cache("),
+        status.contains("zone example.org. serial 7 source cache "),
         "{status}"
     );
     assert!(

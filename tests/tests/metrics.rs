@@ -22,13 +22,18 @@ www  IN A   192.0.2.80
 /// authd serving example.org from sqlite3 (cache on), metrics on a free port;
 /// returns it and the metrics address (from its log line).
 fn start(dir: &Path) -> (AuthdProcess, SocketAddr) {
+    start_with(dir, "")
+}
+
+/// [`start`] with `extra` TOML appended to the configuration.
+fn start_with(dir: &Path, extra: &str) -> (AuthdProcess, SocketAddr) {
     let db = dir.join("zone.sqlite3");
     load_zone_text(&db, "example.org.", ZONE);
     let config = write_file(
         dir,
         "authd.toml",
         &format!(
-            "[metrics]\nlisten = \"127.0.0.1:0\"\n[[datasource]]\ntype = \"sqlite3\"\nfile = \"{}\"\n",
+            "[metrics]\nlisten = \"127.0.0.1:0\"\n[[datasource]]\ntype = \"sqlite3\"\nfile = \"{}\"\n{extra}",
             db.display()
         ),
     );
@@ -126,7 +131,7 @@ fn counters_grow_by_what_was_sent() {
         7
     );
     assert!(
-        after.contains("authd_cache_hits_total{source=\"cache("),
+        after.contains("authd_cache_hits_total{source=\"cache "),
         "{after}"
     );
     assert!(after.contains(&format!(
@@ -189,5 +194,99 @@ fn promtool_accepts_the_output() {
         "promtool: {}{}\n{text}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs `nsupdate` on `commands` against authd at `addr`; its output.
+fn nsupdate(addr: SocketAddr, commands: &str) -> String {
+    let script = format!("server {} {}\n{commands}\nsend\n", addr.ip(), addr.port());
+    let mut cmd = Command::new("nsupdate");
+    cmd.arg("-t").arg("5").stdin(Stdio::piped());
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("nsupdate is required: apt-get install bind9-dnsutils");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(script.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("nsupdate");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// One applied, one refused and one failed UPDATE are counted as such, and
+/// a secondary zone whose primary does not answer counts a failed refresh.
+#[test]
+fn updates_and_transfers_in_are_counted_by_result() {
+    let dir = tempdir();
+    let (authd, metrics) = start_with(
+        dir.path(),
+        &format!(
+            "[update]\nallow = [\"127.0.0.1\"]\n\
+             [[secondary]]\nzone = \"sec.test.\"\nprimaries = [\"127.0.0.1:9\"]\nfile = \"{}\"\n",
+            dir.path().join("sec.sqlite3").display()
+        ),
+    );
+    let applied = r#"authd_updates_total{result="applied"}"#;
+    let refused = r#"authd_updates_total{result="refused"}"#;
+    let failed = r#"authd_updates_total{result="failed"}"#;
+    let (_, before) = get(metrics, "/metrics");
+    assert_eq!(
+        (
+            value(&before, applied),
+            value(&before, refused),
+            value(&before, failed)
+        ),
+        (0, 0, 0),
+        "{before}"
+    );
+    // Applied: an A record added.
+    let out = nsupdate(
+        authd.addr(),
+        "zone example.org.\nupdate add new.example.org. 300 A 192.0.2.7",
+    );
+    assert!(!out.contains("failed"), "{out}");
+    // Refused: a zone not served here (NOTAUTH).
+    let out = nsupdate(
+        authd.addr(),
+        "zone elsewhere.test.\nupdate add x.elsewhere.test. 300 A 192.0.2.7",
+    );
+    assert!(out.contains("update failed"), "{out}");
+    // Failed: a prerequisite not met (YXDOMAIN).
+    let out = nsupdate(
+        authd.addr(),
+        "zone example.org.\nprereq nxdomain www.example.org.\nupdate add y.example.org. 300 A 192.0.2.8",
+    );
+    assert!(out.contains("YXDOMAIN"), "{out}");
+    let (_, after) = get(metrics, "/metrics");
+    assert_eq!(
+        (
+            value(&after, applied),
+            value(&after, refused),
+            value(&after, failed)
+        ),
+        (1, 1, 1),
+        "{after}"
+    );
+
+    // The secondary zone's first refresh fails (nothing listens on port 9).
+    let failed_in = r#"authd_transfers_in_total{result="failed"}"#;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut text = after;
+    while value(&text, failed_in) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        text = get(metrics, "/metrics").1;
+    }
+    assert_eq!(value(&text, failed_in), 1, "{text}");
+    assert_eq!(
+        value(&text, r#"authd_transfers_in_total{result="applied"}"#),
+        0
     );
 }

@@ -830,11 +830,67 @@ fn environment_overrides_config() {
         Duration::from_secs(30),
     );
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr_of(&out).contains("idel_timeout"),
-        "{}",
-        stderr_of(&out)
+    assert_eq!(
+        stderr_of(&out),
+        "authd: unknown setting AUTHD_TCP__IDEL_TIMEOUT (from the environment): tcp has no key \
+         idel_timeout\n"
     );
+    // Unknown keys in the file and the environment are all named at once.
+    let bad = write_file(dir.path(), "bad.toml", "[server]\nlistne = 1\n");
+    let out = authd_tests::run_with_timeout(
+        Command::new(binary("authd"))
+            .current_dir(dir.path())
+            .arg("--config")
+            .arg(&bad)
+            .env("AUTHD_TCP__IDLE_TIMEOUT", "1")
+            .env("AUTHD_TCP__IDLE_TIMOUT", "1")
+            .env("AUTHD_RRL__SLIPP", "1"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr_of(&out),
+        format!(
+            "authd: unknown keys: server.listne (file {}), rrl.slipp (AUTHD_RRL__SLIPP), \
+             tcp.idle_timout (AUTHD_TCP__IDLE_TIMOUT)\n",
+            bad.display()
+        )
+    );
+}
+
+/// `--log-format json` writes every log line as one JSON object.
+#[test]
+fn json_log_lines() {
+    let dir = tempdir();
+    let db = zone_db(dir.path());
+    let authd = AuthdProcess::start([os("--log-format"), os("json"), os("--db"), db.as_os_str()]);
+    let log = authd.stderr();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let messages: Vec<&str> = lines
+        .iter()
+        .filter_map(|v| v["fields"]["message"].as_str())
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| *m == format!("listening on {} (UDP and TCP)", authd.addr())),
+        "{log}"
+    );
+    assert!(
+        messages.iter().any(|m| m
+            .starts_with("serving 1 zone from cache 65536 slots over sqlite3:")
+            && m.ends_with(": example.org.")),
+        "{log}"
+    );
+    assert!(lines.iter().all(|v| v["level"].is_string()), "{log}");
+    drop(authd);
+    // A format not known is a usage error.
+    let out = run_authd(["--log-format", "xml"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
 }
 
 // ---------------------------------------------------------------- defaults

@@ -16,7 +16,8 @@
 //! `--zone` it serves the bundled example zone from `authd-example.sqlite3` in
 //! the current folder, creating it on first start.
 //!
-//! It logs to stderr (`--log-level`, else `RUST_LOG`, else `info`), one line
+//! It logs to stderr (`--log-level`, else `RUST_LOG`, else `info`; JSON lines
+//! with `--log-format json`), one line
 //! `listening on ADDR:PORT` per bound address. SIGTERM and SIGINT stop it
 //! (exit 0). SIGHUP reloads: the configuration is read again (file,
 //! environment, then the same command line) and the zones are reloaded off the
@@ -57,7 +58,7 @@ use authd::server::reload::{self, LoadState};
 use authd::server::{DispatcherHandle, Server, ServerSettings};
 use authd_datasrc::sqlite::SqliteSource;
 use authd_datasrc::{DataSource, Name};
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tracing_subscriber::EnvFilter;
@@ -111,6 +112,19 @@ struct Cli {
     /// directives such as `authd=debug`. Default: $RUST_LOG, else info.
     #[arg(long, value_name = "FILTER")]
     log_level: Option<String>,
+    /// Log line format: `text` (default) or `json` (one JSON object a line,
+    /// with `timestamp`, `level`, `target` and `fields.message`).
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How log lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// Commands besides serving.
@@ -188,7 +202,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    if let Err(e) = init_logging(cli.log_level.as_deref()) {
+    if let Err(e) = init_logging(cli.log_level.as_deref(), cli.log_format) {
         eprintln!("authd: {e}");
         return ExitCode::FAILURE;
     }
@@ -211,7 +225,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(level: Option<&str>) -> anyhow::Result<()> {
+fn init_logging(level: Option<&str>, format: LogFormat) -> anyhow::Result<()> {
     let filter = match level {
         Some(l) => EnvFilter::try_new(l).map_err(|e| anyhow!("invalid --log-level {l:?}: {e}"))?,
         None => match std::env::var("RUST_LOG") {
@@ -221,12 +235,16 @@ fn init_logging(level: Option<&str>) -> anyhow::Result<()> {
             _ => EnvFilter::new("info"),
         },
     };
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init()
-        .map_err(|e| anyhow!("cannot set up logging: {e}"))
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
+        LogFormat::Json => builder.json().with_ansi(false).try_init(),
+    }
+    .map_err(|e| anyhow!("cannot set up logging: {e}"))
 }
 
 /// True when authd serves the bundled example zone (no data source given).
@@ -313,14 +331,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if sources.sources().is_empty() {
         tracing::warn!("no data source configured: every query will be refused");
     }
-    for (source, zones) in sources.zones() {
-        match zones {
-            Ok(zones) => {
-                tracing::info!("serving {} zone(s) from {}", zones.len(), source.describe())
-            }
-            Err(e) => tracing::warn!("{}: cannot list zones: {e}", source.describe()),
-        }
-    }
+    log_serving(&sources, "");
     let addrs = server.local_addrs();
     for addr in &addrs {
         tracing::info!("listening on {addr} (UDP and TCP)");
@@ -351,7 +362,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         m.set_dnstap(Arc::clone(tap));
     }
     // Follow the secondary zones' primaries (RFC 1035 §4.3.5, RFC 1996).
-    let refresher = Refresher::spawn(secondary_settings(&config));
+    let refresher = Refresher::spawn(secondary_settings(&config), metrics.clone());
     let handle = DispatcherHandle::new(Arc::new(
         dispatcher(&config, sources, None, metrics.clone(), &refresher)?
             .with_dnstap(dnstap.clone()),
@@ -596,6 +607,7 @@ async fn reload_loop(
                     tracing::error!("reload: {f}");
                 }
                 refresher.update(secondary_settings(&config));
+                log_serving(&loaded.sources, "reload: ");
                 let current = handle.load();
                 let metrics = current.metrics().cloned();
                 let dnstap = current.dnstap().cloned();
@@ -728,4 +740,39 @@ fn prepare_example_db(path: &Path) -> anyhow::Result<()> {
         report.total()
     );
     Ok(())
+}
+
+/// Most zone names a "serving" line lists before it says how many more.
+const ZONES_LISTED: usize = 20;
+
+/// Logs one line per data source: how many zones it serves and their names
+/// (`serving 2 zones from sqlite3:/var/lib/authd/zones.sqlite3: example.com.,
+/// example.org.`), the first [`ZONES_LISTED`] of them and a count of the rest.
+fn log_serving(sources: &authd_datasrc::SourceList, prefix: &str) {
+    for (source, zones) in sources.zones() {
+        match zones {
+            Ok(zones) => {
+                let mut names: Vec<String> = zones
+                    .iter()
+                    .take(ZONES_LISTED)
+                    .map(|z| z.origin.to_string())
+                    .collect();
+                if zones.len() > ZONES_LISTED {
+                    names.push(format!("and {} more", zones.len() - ZONES_LISTED));
+                }
+                let noun = if zones.len() == 1 { "zone" } else { "zones" };
+                let list = if names.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", names.join(", "))
+                };
+                tracing::info!(
+                    "{prefix}serving {} {noun} from {}{list}",
+                    zones.len(),
+                    source.describe()
+                );
+            }
+            Err(e) => tracing::warn!("{prefix}{}: cannot list zones: {e}", source.describe()),
+        }
+    }
 }

@@ -192,6 +192,11 @@ pub enum ConfigError {
         /// The parser's message (it names the key).
         reason: String,
     },
+    /// Keys no table takes: one set by a variable (`unknown setting
+    /// AUTHD_TCP__IDLE_TIMOUT (from the environment): tcp has no key
+    /// idle_timout`), or several, all listed with where each was set.
+    #[error("{0}")]
+    Unknown(String),
     /// A value has the right type but is not acceptable.
     #[error("config {origin}: {key}: {reason}")]
     Invalid {

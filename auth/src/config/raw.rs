@@ -39,6 +39,37 @@ pub(super) fn read(
             text.map_or_else(|| message.clone(), |t| redact_secrets(t, &message))
         },
     };
+    let env = match env {
+        Some(env) => env,
+        None => std::env::vars().collect(),
+    };
+    let unknown = unknown_keys(text, &env);
+    // One unknown key in the file: serde's message, which lists the keys
+    // the table takes, says it best. Anything more is listed here, all at once.
+    match unknown.as_slice() {
+        [] => {}
+        [(_, Source::File)] => {}
+        [(key, Source::Env(var))] => {
+            let (table, leaf) = match key.rsplit_once('.') {
+                Some((table, leaf)) => (table.to_string(), leaf),
+                None => ("the configuration".to_string(), key.as_str()),
+            };
+            return Err(ConfigError::Unknown(format!(
+                "unknown setting {var} (from the environment): {table} has no key {leaf}"
+            )));
+        }
+        _ => {
+            let list = unknown
+                .iter()
+                .map(|(key, source)| match source {
+                    Source::File => format!("{key} (file {origin})"),
+                    Source::Env(var) => format!("{key} ({var})"),
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(ConfigError::Unknown(format!("unknown keys: {list}")));
+        }
+    }
     let mut builder = config::Config::builder();
     if let Some(text) = text {
         builder = builder.add_source(config::File::from_str(text, config::FileFormat::Toml));
@@ -47,13 +78,167 @@ pub(super) fn read(
         config::Environment::with_prefix(ENV_PREFIX)
             .prefix_separator("_")
             .separator("__")
-            .source(env),
+            .source(Some(env)),
     );
     builder
         .build()
         .map_err(parse)?
         .try_deserialize()
         .map_err(parse)
+}
+
+/// Where an unknown key was set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Source {
+    /// The configuration file.
+    File,
+    /// This `AUTHD_*` variable.
+    Env(String),
+}
+
+/// The tables of the configuration and the keys each takes (an array of
+/// tables is written `name[]`). Must match the `Raw*` shapes below
+/// (`schema_matches_the_serde_shapes` checks it).
+const SCHEMA: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "listen",
+            "server",
+            "tcp",
+            "chaos",
+            "datasource",
+            "transfer",
+            "update",
+            "notify",
+            "rrl",
+            "cookies",
+            "key",
+            "metrics",
+            "control",
+            "secondary",
+            "dnstap",
+        ],
+    ),
+    ("server", &["udp_workers"]),
+    ("dnstap", &["file", "socket", "identity", "version"]),
+    (
+        "tcp",
+        &[
+            "idle_timeout",
+            "max_connections",
+            "max_connections_per_client",
+            "first_query_timeout",
+        ],
+    ),
+    ("chaos", &["version", "hostname"]),
+    ("datasource[]", &["type", "file", "zones", "db", "cache"]),
+    ("datasource[].cache", &["enabled", "slots"]),
+    ("datasource[].zones[]", &["origin", "file"]),
+    ("transfer", &["allow", "zone"]),
+    ("transfer.zone[]", &["origin", "allow"]),
+    ("update", &["allow", "serial", "dnssec", "grant", "zone"]),
+    ("update.grant[]", &["key", "match", "name", "types"]),
+    ("update.zone[]", &["origin", "allow", "dnssec", "serial"]),
+    ("notify", &["targets", "allow", "zone"]),
+    ("notify.zone[]", &["origin", "targets"]),
+    (
+        "rrl",
+        &[
+            "enabled",
+            "responses_per_second",
+            "slip",
+            "window",
+            "ipv4_prefix",
+            "ipv6_prefix",
+            "exempt",
+            "log_only",
+            "table_size",
+        ],
+    ),
+    ("cookies", &["enabled", "secret"]),
+    ("key[]", &["name", "algorithm", "secret", "secret_file"]),
+    ("metrics", &["listen"]),
+    ("control", &["socket"]),
+    (
+        "secondary[]",
+        &["zone", "primaries", "file", "min_refresh", "max_refresh"],
+    ),
+];
+
+/// The keys table `path` (as in [`SCHEMA`]) takes, or `None` when it is
+/// not a table of the configuration.
+fn keys_of(path: &str) -> Option<&'static [&'static str]> {
+    SCHEMA.iter().find(|(p, _)| *p == path).map(|(_, k)| *k)
+}
+
+/// Joins a table path and a key: `tcp` + `idle_timeout`.
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Every key of the file `text` and of the `AUTHD_*` variables in `env`
+/// that no table takes, as the key's path (`tcp.idle_timout`,
+/// `datasource[1].fil`) and where it was set: the file's first (in key
+/// order), then the variables' (by name). Values of the wrong type are left to serde.
+fn unknown_keys(text: Option<&str>, env: &HashMap<String, String>) -> Vec<(String, Source)> {
+    let mut out = Vec::new();
+    if let Some(table) = text.and_then(|t| t.parse::<toml::Table>().ok()) {
+        walk_table(&table, "", "", &mut out);
+    }
+    let prefix = format!("{ENV_PREFIX}_");
+    let mut vars: Vec<&String> = env
+        .keys()
+        .filter(|k| k.to_ascii_uppercase().starts_with(&prefix))
+        .collect();
+    vars.sort();
+    for var in vars {
+        let rest = var[prefix.len()..].to_ascii_lowercase();
+        let mut schema = String::new();
+        for part in rest.split("__") {
+            let Some(keys) = keys_of(&schema) else {
+                break; // a value or an array of tables: serde's to judge
+            };
+            if !keys.contains(&part) {
+                out.push((join(&schema, part), Source::Env(var.clone())));
+                break;
+            }
+            schema = join(&schema, part);
+        }
+    }
+    out
+}
+
+/// Adds the unknown keys of `table` (schema path `schema`, shown as `shown`)
+/// and of the tables in it to `out`.
+fn walk_table(table: &toml::Table, schema: &str, shown: &str, out: &mut Vec<(String, Source)>) {
+    let Some(keys) = keys_of(schema) else {
+        return;
+    };
+    for (key, value) in table {
+        if !keys.contains(&key.as_str()) {
+            out.push((join(shown, key), Source::File));
+            continue;
+        }
+        walk_value(value, &join(schema, key), &join(shown, key), out);
+    }
+}
+
+/// [`walk_table`] for any value: tables and the tables in arrays.
+fn walk_value(value: &toml::Value, schema: &str, shown: &str, out: &mut Vec<(String, Source)>) {
+    match value {
+        toml::Value::Table(t) => walk_table(t, schema, shown, out),
+        toml::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                walk_value(item, &format!("{schema}[]"), &format!("{shown}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The line number and text where `text` stops being valid TOML, or `None`
@@ -492,6 +677,83 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A TOML document with `zzz = 1` in the table at schema path `path`.
+    fn with_stray_key(path: &str) -> String {
+        let mut value = toml::Value::Table(toml::Table::from_iter([(
+            "zzz".to_string(),
+            toml::Value::Integer(1),
+        )]));
+        for part in path.split('.').filter(|p| !p.is_empty()).rev() {
+            let (name, array) = match part.strip_suffix("[]") {
+                Some(name) => (name, true),
+                None => (part, false),
+            };
+            if array {
+                value = toml::Value::Array(vec![value]);
+            }
+            value = toml::Value::Table(toml::Table::from_iter([(name.to_string(), value)]));
+        }
+        toml::to_string(&value).expect("serializable")
+    }
+
+    #[test]
+    fn schema_matches_the_serde_shapes() {
+        for (path, keys) in SCHEMA {
+            let text = with_stray_key(path);
+            let e = config::Config::builder()
+                .add_source(config::File::from_str(&text, config::FileFormat::Toml))
+                .build()
+                .expect("toml")
+                .try_deserialize::<RawConfig>()
+                .expect_err("zzz is unknown")
+                .to_string();
+            let expected = e
+                .split_once("expected one of ")
+                .or_else(|| e.split_once("expected "))
+                .map(|(_, rest)| rest.split(" for key").next().unwrap_or(rest))
+                .unwrap_or_else(|| panic!("{path}: {e}"));
+            // `a`, `b`, or `c` / `a` or `b` / `a`: every other piece.
+            let mut serde_keys: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+            let mut ours = keys.to_vec();
+            serde_keys.sort_unstable();
+            ours.sort_unstable();
+            assert_eq!(ours, serde_keys, "{path}: {e}");
+            // And the walk finds the stray key.
+            let found = unknown_keys(Some(&text), &HashMap::new());
+            assert_eq!(found.len(), 1, "{path}: {found:?}");
+            assert!(found[0].0.ends_with("zzz"), "{path}: {found:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_all_found() {
+        let text = "[server]\nlistne = 1\n[[datasource]]\ntype = \"memory\"\n\
+                    [[datasource]]\nfil = \"x\"\nzones = [\"a.\", { origin = \"b.\", flie = \"b\" }]\n";
+        let env = HashMap::from([
+            ("AUTHD_TCP__IDLE_TIMOUT".to_string(), "5".to_string()),
+            ("AUTHD_TCP__IDLE_TIMEOUT".to_string(), "5".to_string()),
+            ("AUTHD_LISTN".to_string(), "x".to_string()),
+            ("PATH".to_string(), "/bin".to_string()),
+        ]);
+        let found: Vec<String> = unknown_keys(Some(text), &env)
+            .into_iter()
+            .map(|(k, s)| match s {
+                Source::File => format!("{k} file"),
+                Source::Env(v) => format!("{k} {v}"),
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "datasource[1].fil file",
+                "datasource[1].zones[1].flie file",
+                "server.listne file",
+                "listn AUTHD_LISTN",
+                "tcp.idle_timout AUTHD_TCP__IDLE_TIMOUT",
+            ]
+        );
+    }
 
     #[test]
     fn secrets_are_taken_out_of_messages() {

@@ -263,7 +263,17 @@ fn env_alone_and_unknown_env_key() {
     let e = Config::from_parts(None, env(&[("AUTHD_LISTN", "[::1]:0")]))
         .expect_err("unknown")
         .to_string();
-    assert!(e.contains("listn"), "{e}");
+    assert_eq!(
+        e,
+        "unknown setting AUTHD_LISTN (from the environment): the configuration has no key listn"
+    );
+    let e = Config::from_parts(None, env(&[("AUTHD_TCP__IDLE_TIMOUT", "5")]))
+        .expect_err("unknown")
+        .to_string();
+    assert_eq!(
+        e,
+        "unknown setting AUTHD_TCP__IDLE_TIMOUT (from the environment): tcp has no key idle_timout"
+    );
     let c = Config::from_parts(None, env(&[("AUTHD_CHAOS__VERSION", "")])).expect("valid");
     assert_eq!(c.chaos.version, None);
 }
@@ -696,4 +706,22 @@ fn dnstap_section() {
     );
     let typo = from_toml("[dnstap]\nfiel = \"a\"\n").expect_err("unknown key");
     assert!(typo.to_string().contains("fiel"), "{typo}");
+}
+
+#[test]
+fn unknown_keys_are_reported_at_once() {
+    let e = Config::from_parts(
+        Some((
+            "[server]\nlistne = 1\n[tcp]\nidle = 2\n",
+            Path::new("/etc/authd/authd.toml"),
+        )),
+        env(&[("AUTHD_TCP__IDLE_TIMOUT", "5")]),
+    )
+    .expect_err("unknown")
+    .to_string();
+    assert_eq!(
+        e,
+        "unknown keys: server.listne (file /etc/authd/authd.toml), tcp.idle (file \
+         /etc/authd/authd.toml), tcp.idle_timout (AUTHD_TCP__IDLE_TIMOUT)"
+    );
 }

@@ -245,7 +245,8 @@ fn send_batch(
                     .copied()
                     .flatten()
                     .and_then(|a| socket_addr(&a));
-                tracing::debug!("UDP send from {local} to {peer:?}: {e}");
+                let peer = peer.map_or_else(|| "an unknown address".to_string(), |p| p.to_string());
+                tracing::debug!("UDP send from {local} to {peer}: {e}");
                 start += 1;
             }
         }

@@ -428,6 +428,11 @@ fn scan_into(
                         format!("{what}{ttl} does not fit in 32 bits (RFC 1035 §3.2.1)"),
                     ));
                 }
+                if msg == "expected rtype"
+                    && let Some(word) = unknown_type(data, line)
+                {
+                    return Err(err(line, format!("unknown type {word}")));
+                }
                 return Err(err(line, format!("syntax error: {msg}")));
             }
         };
@@ -610,6 +615,27 @@ fn ttl_words(data: &[u8], lexed: &Lexed) -> Vec<TtlWord> {
             TtlWord::Record { explicit }
         })
         .collect()
+}
+
+/// The word where the record entry starting at `line` of `data` names its
+/// type, when it is not a type the scanner knows (`AX`): the first word after
+/// the owner that is neither a class nor a number. `None` for a directive, or
+/// when that word starts with a digit (a malformed TTL such as `1x`, which the
+/// scanner also reports as "expected rtype").
+fn unknown_type(data: &[u8], line: usize) -> Option<String> {
+    let lexed = lex(data);
+    let (entry, words) = lexed.iter().find(|(e, _)| e.line == line)?;
+    let mut words = words.iter().map(|r| &data[r.clone()]);
+    if entry.owner && words.next()?.starts_with(b"$") {
+        return None;
+    }
+    let word = words
+        .take(3)
+        .find(|t| !is_class(t) && !t.iter().all(u8::is_ascii_digit))?;
+    if word.first().is_none_or(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(String::from_utf8_lossy(word).into_owned())
 }
 
 /// A TTL too large for the 32-bit field at all (units included), in the
@@ -1010,6 +1036,9 @@ mod tests {
                 "z:1: $TTL 7102W does not fit in 32 bits (RFC 1035 §3.2.1)",
             ),
             ("foo 1x A 192.0.2.1\n", "z:1: syntax error: expected rtype"),
+            ("www IN AX 1.2.3.4\n", "z:1: unknown type AX"),
+            ("www 300 IN AX 1.2.3.4\n", "z:1: unknown type AX"),
+            ("foo 300 A 192.0.2.1\n AX 1.2.3.4\n", "z:2: unknown type AX"),
             (
                 "foo 1h30 A 192.0.2.1\n",
                 "z:1: syntax error: expected rtype",
