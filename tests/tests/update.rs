@@ -630,6 +630,49 @@ fn malformed_updates_get_formerr() {
     );
 }
 
+/// Response rate limiting (on, 2 responses a second, no slip) never drops a
+/// successful UPDATE's reply: 12 updates in a row over UDP from one address
+/// each get NOERROR at the first try (a dropped reply costs nsupdate 3 s).
+/// A failed UPDATE's reply is an error and is still limited.
+#[test]
+fn rate_limiting_spares_successful_updates() {
+    let dir = tempdir();
+    let db = dir.path().join("zones.sqlite3");
+    load_zone_text(&db, "example.com.", ZONE);
+    let config = format!(
+        "[[datasource]]\ntype = \"sqlite3\"\nfile = \"{}\"\n\
+         [update]\nallow = [\"127.0.0.1/32\"]\n",
+        db.display()
+    );
+    let path = write_file(dir.path(), "authd.toml", &config);
+    let mut cmd = Command::new(authd_tests::binary("authd"));
+    cmd.args(["--config".as_ref(), path.as_os_str()])
+        .args(["--listen", "127.0.0.1:0"])
+        .env("AUTHD_RRL__ENABLED", "true")
+        .env("AUTHD_RRL__RESPONSES_PER_SECOND", "2")
+        .env("AUTHD_RRL__SLIP", "0");
+    let authd = AuthdProcess::start_command(cmd, 1);
+    let a = authd.addr();
+    let owner = wire_name("rrl.example.com.");
+    for i in 0..12u8 {
+        let msg = raw_update(6, &[], &[rr(&owner, 1, 1, 300, &[192, 0, 2, i])], None);
+        let reply = authd_tests::try_query_udp(a, &msg, 1)
+            .unwrap_or_else(|| panic!("update {i}: no reply (rate limited)"));
+        assert_eq!(
+            parse_reply(&reply).metadata.response_code,
+            ResponseCode::NoError,
+            "update {i}"
+        );
+    }
+    // FORMERR (zone type A): errors, limited; some get no reply.
+    let bad = raw_update(1, &[], &[rr(&owner, 1, 1, 300, &[192, 0, 2, 99])], None);
+    let unanswered = (0..4)
+        .filter(|_| authd_tests::try_query_udp(a, &bad, 1).is_none())
+        .count();
+    assert!(unanswered > 0, "failed updates were not rate limited");
+    drop(authd);
+}
+
 /// Concurrent updates from several clients: each applies once, in some
 /// order, and the serial moves by exactly one per update.
 #[test]
