@@ -510,6 +510,58 @@ fn busy_db_is_servfail_with_nothing_applied() {
     assert_eq!(serial(a), 101);
 }
 
+/// The writer connection kept between updates holds no lock, transaction
+/// or snapshot: between two updates another process takes the write lock at
+/// once and `zone update` commits; the next update sees that commit (a
+/// prerequisite on the RR it added holds) and moves the serial on from it.
+#[test]
+fn kept_writer_sees_writes_made_between_updates() {
+    let s = serve(ZONE, "[update]\nallow = [\"127.0.0.1/32\"]\n");
+    let a = s.authd.addr();
+    let add = |name: &str, last: u8, prereqs: &[Vec<u8>]| {
+        let owner = wire_name(name);
+        let msg = raw_update(
+            6,
+            prereqs,
+            &[rr(&owner, 1, 1, 300, &[192, 0, 2, last])],
+            None,
+        );
+        parse_reply(&query_udp(a, &msg)).metadata.response_code
+    };
+    assert_eq!(add("k1.example.com.", 1, &[]), ResponseCode::NoError);
+    assert_eq!(serial(a), 101);
+    // No wait at all: the write lock is free between updates.
+    let conn = rusqlite::Connection::open(&s.db).expect("open");
+    conn.busy_timeout(Duration::ZERO).expect("busy timeout");
+    conn.execute_batch("BEGIN IMMEDIATE; ROLLBACK;")
+        .expect("the write lock is free between updates");
+    drop(conn);
+    let out = Command::new(authd_tests::binary("zone"))
+        .arg("update")
+        .arg("--db")
+        .arg(&s.db)
+        .args(["example.com.", "--add", "outside 300 IN A 192.0.2.77"])
+        .output()
+        .expect("run zone update");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // "RRset exists" (value-independent) on the RR zone update added.
+    let outside = rr(&wire_name("outside.example.com."), 1, 255, 0, &[]);
+    assert_eq!(add("k2.example.com.", 2, &[outside]), ResponseCode::NoError);
+    assert_eq!(serial(a), 103);
+    assert_eq!(
+        rrset(a, "outside.example.com.", "A"),
+        strings(&["300 192.0.2.77"])
+    );
+    assert_eq!(
+        rrset(a, "k2.example.com.", "A"),
+        strings(&["300 192.0.2.2"])
+    );
+}
+
 /// `name` (absolute, dotted) in wire form, uncompressed.
 fn wire_name(name: &str) -> Vec<u8> {
     let mut out = Vec::new();

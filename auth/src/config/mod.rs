@@ -585,6 +585,7 @@ impl Config {
                     _ => None,
                 })
                 .collect(),
+            writers: Default::default(),
         }
     }
 
