@@ -37,7 +37,8 @@
 //! Around the table, for every reply: DNS cookies ([`crate::cookies`]; the
 //! server cookie is checked before the table, the reply's COOKIE option
 //! appended after it), then response rate limiting over UDP
-//! ([`crate::rrl`]; never for a valid server cookie or a verified TSIG):
+//! ([`crate::rrl`]; never for a valid server cookie, a verified TSIG or a
+//! successful UPDATE's NOERROR, as BIND 9):
 //! send, slip (a minimal TC=1 reply, or BADCOOKIE to a client that sent a
 //! client cookie) or drop; then, last, the TSIG signature.
 //!
@@ -128,6 +129,9 @@ struct Seen {
 /// kind) in the caller's buffer, or a transfer's messages.
 enum Handled {
     Message(Response),
+    /// A reply rate limiting does not count: a successful UPDATE's
+    /// (NOERROR), as BIND 9, which limits only query responses and errors.
+    Unlimited,
     Stream(Vec<Vec<u8>>),
 }
 
@@ -350,6 +354,13 @@ impl Dispatcher {
         });
         let mut reply = match self.route(msg, &req, transport, peer, out, signer.as_ref()) {
             Handled::Stream(messages) => Reply::Stream(messages),
+            Handled::Unlimited => {
+                seen.kind = Some(ERROR.kind);
+                if let Some(c) = &cookie {
+                    wire::append_cookie(out, &c.reply);
+                }
+                Reply::Message
+            }
             Handled::Message(response) => {
                 seen.kind = Some(response.kind);
                 self.limit(
@@ -418,6 +429,12 @@ impl Dispatcher {
             let rcode = update::update(self.sources(), &self.update, msg, req, &client, out);
             if let Some(m) = &self.metrics {
                 m.count_update(crate::metrics::UpdateResult::of(rcode));
+            }
+            // Only a client the update policy let in gets NOERROR, and the
+            // reply is no larger than the request: no amplification. Limiting
+            // it dropped replies to a busy nsupdate (retried after 3 s).
+            if rcode == Rcode::NOERROR {
+                return Handled::Unlimited;
             }
             return Handled::Message(ERROR);
         }

@@ -510,6 +510,58 @@ fn busy_db_is_servfail_with_nothing_applied() {
     assert_eq!(serial(a), 101);
 }
 
+/// The writer connection kept between updates holds no lock, transaction
+/// or snapshot: between two updates another process takes the write lock at
+/// once and `zone update` commits; the next update sees that commit (a
+/// prerequisite on the RR it added holds) and moves the serial on from it.
+#[test]
+fn kept_writer_sees_writes_made_between_updates() {
+    let s = serve(ZONE, "[update]\nallow = [\"127.0.0.1/32\"]\n");
+    let a = s.authd.addr();
+    let add = |name: &str, last: u8, prereqs: &[Vec<u8>]| {
+        let owner = wire_name(name);
+        let msg = raw_update(
+            6,
+            prereqs,
+            &[rr(&owner, 1, 1, 300, &[192, 0, 2, last])],
+            None,
+        );
+        parse_reply(&query_udp(a, &msg)).metadata.response_code
+    };
+    assert_eq!(add("k1.example.com.", 1, &[]), ResponseCode::NoError);
+    assert_eq!(serial(a), 101);
+    // No wait at all: the write lock is free between updates.
+    let conn = rusqlite::Connection::open(&s.db).expect("open");
+    conn.busy_timeout(Duration::ZERO).expect("busy timeout");
+    conn.execute_batch("BEGIN IMMEDIATE; ROLLBACK;")
+        .expect("the write lock is free between updates");
+    drop(conn);
+    let out = Command::new(authd_tests::binary("zone"))
+        .arg("update")
+        .arg("--db")
+        .arg(&s.db)
+        .args(["example.com.", "--add", "outside 300 IN A 192.0.2.77"])
+        .output()
+        .expect("run zone update");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // "RRset exists" (value-independent) on the RR zone update added.
+    let outside = rr(&wire_name("outside.example.com."), 1, 255, 0, &[]);
+    assert_eq!(add("k2.example.com.", 2, &[outside]), ResponseCode::NoError);
+    assert_eq!(serial(a), 103);
+    assert_eq!(
+        rrset(a, "outside.example.com.", "A"),
+        strings(&["300 192.0.2.77"])
+    );
+    assert_eq!(
+        rrset(a, "k2.example.com.", "A"),
+        strings(&["300 192.0.2.2"])
+    );
+}
+
 /// `name` (absolute, dotted) in wire form, uncompressed.
 fn wire_name(name: &str) -> Vec<u8> {
     let mut out = Vec::new();
@@ -628,6 +680,49 @@ fn malformed_updates_get_formerr() {
         rrset(a, "mx.example.com.", "MX"),
         strings(&["300 10 mail.example.com."])
     );
+}
+
+/// Response rate limiting (on, 2 responses a second, no slip) never drops a
+/// successful UPDATE's reply: 12 updates in a row over UDP from one address
+/// each get NOERROR at the first try (a dropped reply costs nsupdate 3 s).
+/// A failed UPDATE's reply is an error and is still limited.
+#[test]
+fn rate_limiting_spares_successful_updates() {
+    let dir = tempdir();
+    let db = dir.path().join("zones.sqlite3");
+    load_zone_text(&db, "example.com.", ZONE);
+    let config = format!(
+        "[[datasource]]\ntype = \"sqlite3\"\nfile = \"{}\"\n\
+         [update]\nallow = [\"127.0.0.1/32\"]\n",
+        db.display()
+    );
+    let path = write_file(dir.path(), "authd.toml", &config);
+    let mut cmd = Command::new(authd_tests::binary("authd"));
+    cmd.args(["--config".as_ref(), path.as_os_str()])
+        .args(["--listen", "127.0.0.1:0"])
+        .env("AUTHD_RRL__ENABLED", "true")
+        .env("AUTHD_RRL__RESPONSES_PER_SECOND", "2")
+        .env("AUTHD_RRL__SLIP", "0");
+    let authd = AuthdProcess::start_command(cmd, 1);
+    let a = authd.addr();
+    let owner = wire_name("rrl.example.com.");
+    for i in 0..12u8 {
+        let msg = raw_update(6, &[], &[rr(&owner, 1, 1, 300, &[192, 0, 2, i])], None);
+        let reply = authd_tests::try_query_udp(a, &msg, 1)
+            .unwrap_or_else(|| panic!("update {i}: no reply (rate limited)"));
+        assert_eq!(
+            parse_reply(&reply).metadata.response_code,
+            ResponseCode::NoError,
+            "update {i}"
+        );
+    }
+    // FORMERR (zone type A): errors, limited; some get no reply.
+    let bad = raw_update(1, &[], &[rr(&owner, 1, 1, 300, &[192, 0, 2, 99])], None);
+    let unanswered = (0..4)
+        .filter(|_| authd_tests::try_query_udp(a, &bad, 1).is_none())
+        .count();
+    assert!(unanswered > 0, "failed updates were not rate limited");
+    drop(authd);
 }
 
 /// Concurrent updates from several clients: each applies once, in some

@@ -599,6 +599,7 @@ impl Config {
                     _ => None,
                 })
                 .collect(),
+            writers: Default::default(),
         }
     }
 
