@@ -1,7 +1,8 @@
 //! Zone transfers in: the client side of the secondary role.
 //!
 //! [`query_soa`] asks a primary for the zone's SOA (RFC 1035 §4.3.5: the
-//! refresh check); [`transfer`] fetches the zone by AXFR (RFC 5936). Both go
+//! refresh check); [`ixfr`] asks for the differences (RFC 1995) and [`axfr`]
+//! fetches the whole zone (RFC 5936). All go
 //! over TCP ([`connect`], one request, length-prefixed messages, RFC 1035
 //! §4.2.2), each step bounded by [`TIMEOUT`]. A primary given with a key gets
 //! the request signed and every reply verified (RFC 8945 §5.1, §5.4; in a
