@@ -530,9 +530,12 @@ async fn refresh(
         Err(e) => tracing::warn!("secondary zone {origin}: cannot store its state: {e}"),
     }
     tracing::info!(
-        "secondary zone {origin}: serial {}, next refresh in {}s{}",
+        "secondary zone {origin}: serial {}, next refresh in {:.0}s{}",
         t.serial.map_or("none".into(), |s| s.to_string()),
-        t.next.saturating_duration_since(Instant::now()).as_secs(),
+        // Rounded, not truncated: a 2 s refresh read as 1.99 s is "2s".
+        t.next
+            .saturating_duration_since(Instant::now())
+            .as_secs_f64(),
         if t.expired { ", expired" } else { "" }
     );
 }

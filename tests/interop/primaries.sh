@@ -64,7 +64,14 @@ zone:
     journal-content: changes
     notify: authd
     acl: transfer_to_authd
+  # No NOTIFY for this one: authd must catch up by its refresh timer.
+  - domain: example.com
+    file: "$TMP/example.com.zone"
+    zonefile-load: whole
+    journal-content: changes
+    acl: transfer_to_authd
 EOF
+sed -e 's/example\.org\./example.com./' "$TMP/example.org.zone" > "$TMP/example.com.zone"
 start_knot() {
   knotd -c "$TMP/knot.conf" >>"$TMP/knotd.out" 2>&1 &
   KNOT_PID=$!
@@ -108,6 +115,11 @@ cat "$TMP/key.toml" >> "$TMP/authd.toml"
 cat >> "$TMP/authd.toml" <<EOF
 [[secondary]]
 zone = "example.org."
+primaries = ["127.0.0.1:$KNOT_PORT key xfr-key."]
+file = "$TMP/secondary.sqlite3"
+min_refresh = 1
+[[secondary]]
+zone = "example.com."
 primaries = ["127.0.0.1:$KNOT_PORT key xfr-key."]
 file = "$TMP/secondary.sqlite3"
 min_refresh = 1
@@ -159,6 +171,17 @@ grep -q "example.net.: IXFR from 127.0.0.1:$NAMED_PORT key xfr-key.: serial 1 ->
   "$TMP/authd.log" || fail "authd did not catch up with named by incremental IXFR"
 compare "$KNOT_PORT" www.example.org A
 compare "$NAMED_PORT" www.example.net A
+# A change with no NOTIFY (Knot sends none for example.com): authd catches
+# up when the SOA refresh (2 s) comes round, by incremental IXFR.
+wait_for 20 "authd has example.com serial 1" has_serial "$AUTHD_PORT" example.com 1
+knotc -c "$TMP/knot.conf" zone-begin example.com >/dev/null
+knotc -c "$TMP/knot.conf" zone-set example.com new 300 A 192.0.2.7 >/dev/null
+knotc -c "$TMP/knot.conf" zone-commit example.com >/dev/null
+wait_for 20 "authd has example.com serial 2 by its refresh timer" has_serial "$AUTHD_PORT" example.com 2
+grep -q "example.com.: NOTIFY received" "$TMP/authd.log" && fail "Knot sent a NOTIFY for example.com"
+grep -q "example.com.: IXFR from 127.0.0.1:$KNOT_PORT key xfr-key.: serial 1 -> 2, 1 difference" \
+  "$TMP/authd.log" || fail "authd did not catch up with Knot by IXFR on its refresh timer"
+compare "$KNOT_PORT" new.example.com A
 grep -q "TSIG" "$TMP/authd.log" && fail "authd logged a TSIG problem"
 # The chain Knot -> authd -> named: authd's NOTIFY, then named's IXFR from
 # authd's own journal.
@@ -181,4 +204,4 @@ compare "$KNOT_PORT" www.example.org A
 
 echo "--- authd log (secondary)"
 grep -E "secondary zone|NOTIFY" "$TMP/authd.log"
-echo "OK: authd followed Knot and BIND 9 with TSIG (AXFR, NOTIFY, incremental IXFR), fed named by IXFR, expired without its primary and recovered"
+echo "OK: authd followed Knot and BIND 9 with TSIG (AXFR, NOTIFY, incremental IXFR; the refresh timer without NOTIFY), fed named by IXFR, expired without its primary and recovered"
