@@ -422,6 +422,9 @@ impl Dispatcher {
         signer: Option<&Signer<'_>>,
     ) -> Handled {
         if req.opcode == Opcode::UPDATE {
+            if self.secondary.is_secondary(&req.qname) {
+                return self.refuse_update_of_secondary(req, peer, out);
+            }
             let client = update::Client {
                 addr: peer,
                 key: signer.map(|s| &s.key().name),
@@ -553,6 +556,32 @@ impl Dispatcher {
             Flags::empty()
         };
         let header = Header::reply_to(req, flags, rcode);
+        wire::write_error(out, header, Some(req.question));
+        Handled::Message(ERROR)
+    }
+
+    /// An UPDATE for a secondary zone: REFUSED, the zone section echoed, as
+    /// BIND 9 answers without update forwarding (a change here would be lost
+    /// at the next transfer and could set the serial back); logged within
+    /// [`NOTIFY_LOG`]'s budget.
+    #[inline(never)]
+    fn refuse_update_of_secondary(
+        &self,
+        req: &Request<'_>,
+        peer: IpAddr,
+        out: &mut Vec<u8>,
+    ) -> Handled {
+        if let Some(suppressed) = NOTIFY_LOG.allow() {
+            tracing::warn!(
+                suppressed,
+                "UPDATE of {} from {peer} refused: a secondary zone here; send it to the primary",
+                req.qname
+            );
+        }
+        if let Some(m) = &self.metrics {
+            m.count_update(crate::metrics::UpdateResult::of(Rcode::REFUSED));
+        }
+        let header = Header::reply_to(req, Flags::empty(), Rcode::REFUSED);
         wire::write_error(out, header, Some(req.question));
         Handled::Message(ERROR)
     }
@@ -912,6 +941,13 @@ mod tests {
             (0, QR | AA | notify, 1, 0)
         );
         assert_eq!(woken.try_recv().ok(), Some(www.clone()));
+        // UPDATE for a secondary zone: REFUSED, the zone section echoed (a
+        // change would be lost at the next transfer).
+        let update = 5 << 3;
+        assert_eq!(
+            one(&sd, &message(update, 6, IN, None), udp),
+            (5, QR | update, 1, 0)
+        );
         assert_eq!(
             one(&sd, &message(notify, 1, IN, None), udp),
             (5, QR | notify, 1, 0)

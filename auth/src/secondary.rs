@@ -131,16 +131,31 @@ pub enum NotifyVerdict {
 }
 
 impl SecondaryPolicy {
+    /// Whether `zone` is one of the secondary zones (its data is the
+    /// primary's: an UPDATE for it is refused, as BIND 9 does without
+    /// update forwarding).
+    pub fn is_secondary(&self, zone: &Name) -> bool {
+        self.zones.iter().any(|(o, _)| o == zone)
+    }
+
     /// Handles a NOTIFY for `zone` from `peer`, signed with `key` (verified;
-    /// `None`: unsigned). A primary configured with a key must have signed
-    /// with that key. An accepted NOTIFY wakes the zone's refresh.
+    /// `None`: unsigned). Accepted from a primary's address when the primary
+    /// has no key; for a primary with a key, when signed with that key, from
+    /// whatever address (RFC 1996 §3.10 asks for a known primary; the key
+    /// identifies it better than the source address); or from `[notify]
+    /// allow`. An accepted NOTIFY wakes the zone's refresh.
     pub fn notify(&self, zone: &Name, peer: IpAddr, key: Option<&Name>) -> NotifyVerdict {
         let Some((origin, primaries)) = self.zones.iter().find(|(o, _)| o == zone) else {
             return NotifyVerdict::NotSecondary;
         };
-        let from_primary = primaries
-            .iter()
-            .any(|(ip, k)| *ip == peer && (k.is_none() || k.as_ref() == key));
+        // From a primary's address (with its key, when it has one), or signed
+        // with a primary's key from any address: a multi-homed primary's
+        // NOTIFY may leave from another address than the one we transfer
+        // from, and the verified key already names it.
+        let from_primary = primaries.iter().any(|(ip, k)| match k {
+            None => *ip == peer,
+            Some(k) => Some(k) == key,
+        });
         if !from_primary && !self.allow.allows(peer, key) {
             return NotifyVerdict::NotAllowed;
         }
@@ -706,6 +721,17 @@ mod tests {
         assert_eq!(
             policy.notify(&org, ip("192.0.2.1"), Some(&name("tk."))),
             NotifyVerdict::Accepted
+        );
+        // Signed with the primary's key from another address (a primary
+        // whose NOTIFY leaves from another of its addresses): accepted.
+        assert_eq!(
+            policy.notify(&org, ip("127.0.0.1"), Some(&name("tk."))),
+            NotifyVerdict::Accepted
+        );
+        // Another key, or none, from elsewhere: refused.
+        assert_eq!(
+            policy.notify(&org, ip("127.0.0.1"), Some(&name("other."))),
+            NotifyVerdict::NotAllowed
         );
         assert_eq!(
             policy.notify(&name("example.net."), ip("192.0.2.1"), None),
