@@ -35,11 +35,16 @@ fn zone(serial: u32, refresh: u32, expire: u32) -> String {
 
 /// Starts authd with config `text` (written to `dir/name`) on 127.0.0.1:`port`.
 fn start(dir: &Path, name: &str, text: &str, port: u16) -> AuthdProcess {
+    start_at(dir, name, text, "127.0.0.1", port)
+}
+
+/// `start`, listening on `ip` (another loopback address: another host).
+fn start_at(dir: &Path, name: &str, text: &str, ip: &str, port: u16) -> AuthdProcess {
     let config = write_file(dir, name, text);
     let mut cmd = Command::new(binary("authd"));
     cmd.arg("--config")
         .arg(&config)
-        .args(["--listen", &format!("127.0.0.1:{port}")]);
+        .args(["--listen", &format!("{ip}:{port}")]);
     AuthdProcess::start_command(cmd, 1)
 }
 
@@ -422,7 +427,9 @@ fn transfers_and_notify_signed_with_the_primarys_key() {
     let (pdb, sdb) = dbs(dir.path());
     load_zone_text(&pdb, "example.com.", &zone(1, 3600, 86400));
     let sport = free_port();
-    let p = start(
+    // The primary listens on 127.0.0.2 but its NOTIFY to 127.0.0.1 leaves
+    // from 127.0.0.1: the key, not the address, says it is the primary.
+    let p = start_at(
         dir.path(),
         "primary.toml",
         &format!(
@@ -432,6 +439,7 @@ fn transfers_and_notify_signed_with_the_primarys_key() {
              [notify]\ntargets = [\"127.0.0.1:{sport} key tk.\"]\n",
             pdb.display()
         ),
+        "127.0.0.2",
         free_port(),
     );
     let secondary_with = |secret: &str, db: &Path, port: u16| {
@@ -440,8 +448,8 @@ fn transfers_and_notify_signed_with_the_primarys_key() {
             "secondary.toml",
             &format!(
                 "{KEY}secret = \"{secret}\"\n[[secondary]]\nzone = \"example.com.\"\n\
-                 primaries = [\"127.0.0.1:{} key tk.\"]\nfile = \"{}\"\nmin_refresh = 1\n",
-                p.addr().port(),
+                 primaries = [\"{} key tk.\"]\nfile = \"{}\"\nmin_refresh = 1\n",
+                p.addr(),
                 db.display()
             ),
             port,
