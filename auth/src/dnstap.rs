@@ -46,6 +46,16 @@ pub enum Output {
     Socket(PathBuf),
 }
 
+impl std::fmt::Display for Output {
+    /// `file PATH` or `socket PATH`, for log lines and errors.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Output::File(p) => write!(f, "file {}", p.display()),
+            Output::Socket(p) => write!(f, "socket {}", p.display()),
+        }
+    }
+}
+
 /// The `[dnstap]` settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {

@@ -1010,7 +1010,9 @@ pub fn apply_differences(
         let (ours, from) = (soa.record.rdata.soa_serial(), d.old_soa.rdata.soa_serial());
         if ours.is_none() || ours != from {
             return Err(AdminError::Update(format!(
-                "a difference from serial {from:?} does not apply to serial {ours:?}"
+                "a difference from serial {} does not apply to serial {}",
+                serial_text(from),
+                serial_text(ours)
             )));
         }
         let soa_id = soa.id;
@@ -1163,6 +1165,11 @@ pub fn read_journal(
         });
     }
     Ok(Some(out))
+}
+
+/// A serial for a message: the number, or "none" (an unreadable SOA).
+fn serial_text(serial: Option<u32>) -> String {
+    serial.map_or_else(|| "none".to_string(), |s| s.to_string())
 }
 
 #[cfg(test)]

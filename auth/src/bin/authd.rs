@@ -352,8 +352,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let dnstap = match &config.dnstap {
         Some(settings) => {
             let tap = authd::dnstap::Dnstap::start(settings)
-                .with_context(|| format!("cannot start dnstap ({:?})", settings.output))?;
-            tracing::info!("dnstap to {:?}", settings.output);
+                .map_err(|e| anyhow!("cannot write dnstap to {}: {e}", settings.output))?;
+            tracing::info!("dnstap to {}", settings.output);
             Some(tap)
         }
         None => None,
