@@ -715,9 +715,13 @@ pub fn checkpoint(conn: &Connection) -> Result<(), rusqlite::Error> {
 /// naming `dst`).
 pub fn backup(src: &Path, dst: &Path) -> Result<(), Error> {
     let from = open_read_only(src)?;
-    let mut to = Connection::open(dst).map_err(|source| unreadable(dst, source))?;
-    let backup =
-        rusqlite::backup::Backup::new(&from, &mut to).map_err(|source| unreadable(dst, source))?;
+    // A failure at DST is about making the copy, not reading a zone DB.
+    let create = |source| Error::Create {
+        path: dst.to_path_buf(),
+        source,
+    };
+    let mut to = Connection::open(dst).map_err(create)?;
+    let backup = rusqlite::backup::Backup::new(&from, &mut to).map_err(create)?;
     backup
         .run_to_completion(256, std::time::Duration::from_millis(10), None)
         .map_err(|source| unreadable(src, source))
