@@ -494,6 +494,8 @@ fn parse_sections(msg: &[u8], req: &Request<'_>) -> Option<(Vec<Rr>, Vec<Rr>)> {
             let rtype = RType(u16_at(msg, at)?);
             let class = Class(u16_at(msg, at + 2)?);
             let ttl = u32::from(u16_at(msg, at + 4)?) << 16 | u32::from(u16_at(msg, at + 6)?);
+            // RFC 2181 §8: a TTL with the top bit set is read as 0.
+            let ttl = if ttl > 0x7FFF_FFFF { 0 } else { ttl };
             let rdlen = usize::from(u16_at(msg, at + 8)?);
             let start = at + 10;
             let rdata = if rdlen == 0 {

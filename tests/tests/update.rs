@@ -680,6 +680,13 @@ fn malformed_updates_get_formerr() {
         rrset(a, "mx.example.com.", "MX"),
         strings(&["300 10 mail.example.com."])
     );
+    // A TTL with the top bit set is read as 0 (RFC 2181 §8), not stored as
+    // a bad TTL (that was SERVFAIL, naming a DB row).
+    let t = wire_name("t.example.com.");
+    let msg = raw_update(6, &[], &[rr(&t, 1, 1, 0x8000_0000, &a_rdata)], None);
+    let reply = parse_reply(&query_udp(a, &msg));
+    assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
+    assert_eq!(rrset(a, "t.example.com.", "A"), strings(&["0 192.0.2.1"]));
 }
 
 /// Response rate limiting (on, 2 responses a second, no slip) never drops a
