@@ -221,6 +221,41 @@ pub enum ConfigError {
     },
 }
 
+/// `e` with its origin replaced by the environment variable that set the
+/// offending key, when one did (`vars`: key path such as `tcp.idle_timeout`,
+/// and the variable): the file is not to blame for a variable's value.
+fn blame_variable(e: ConfigError, vars: &[(String, String)]) -> ConfigError {
+    // `listen[0]` was set by AUTHD_LISTEN: a list element names its list.
+    let var_of = |key: &str| {
+        let key = key.split('[').next().unwrap_or(key);
+        vars.iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| format!("environment variable {v}"))
+    };
+    match e {
+        ConfigError::Invalid {
+            origin,
+            key,
+            reason,
+        } => ConfigError::Invalid {
+            origin: var_of(&key).unwrap_or(origin),
+            key,
+            reason,
+        },
+        // A type error names its key at the end: "... for key tcp.idle_timeout".
+        ConfigError::Parse { origin, reason } => {
+            let key = reason
+                .rsplit_once("for key ")
+                .map(|(_, k)| k.trim().trim_matches('`'));
+            ConfigError::Parse {
+                origin: key.and_then(var_of).unwrap_or(origin),
+                reason,
+            }
+        }
+        other => other,
+    }
+}
+
 /// Server threads (`[server]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerConfig {
@@ -563,8 +598,18 @@ impl Config {
             Some((_, path)) => path.display().to_string(),
             None => "environment".to_string(),
         };
-        let raw = raw::read(file.map(|(text, _)| text), env, &origin)?;
-        validate::config(raw, &origin, file.and_then(|(_, path)| path.parent()))
+        let env = env.unwrap_or_else(|| std::env::vars().collect());
+        // The variable that set each key, to name it when its value is bad.
+        let vars: Vec<(String, String)> = env
+            .keys()
+            .filter_map(|v| {
+                let key = v.strip_prefix("AUTHD_")?.to_lowercase().replace("__", ".");
+                Some((key, v.clone()))
+            })
+            .collect();
+        let blame = |e: ConfigError| blame_variable(e, &vars);
+        let raw = raw::read(file.map(|(text, _)| text), Some(env), &origin).map_err(blame)?;
+        validate::config(raw, &origin, file.and_then(|(_, path)| path.parent())).map_err(blame)
     }
 
     /// Who may transfer zones, and the sqlite3 DBs whose `diffs` journals answer

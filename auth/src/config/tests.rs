@@ -725,3 +725,45 @@ fn unknown_keys_are_reported_at_once() {
          /etc/authd/authd.toml), tcp.idle_timout (AUTHD_TCP__IDLE_TIMOUT)"
     );
 }
+
+/// A bad value set by an `AUTHD_*` variable names the variable, not the
+/// file beside it (which is fine); a bad value in the file names the file.
+#[test]
+fn bad_environment_values_name_the_variable() {
+    let file = Some((
+        "[tcp]\nidle_timeout = 5\n",
+        Path::new("/etc/authd/authd.toml"),
+    ));
+    for (var, value, want) in [
+        (
+            "AUTHD_TCP__IDLE_TIMEOUT",
+            "abc",
+            "config environment variable AUTHD_TCP__IDLE_TIMEOUT: \"abc\" is not a whole number",
+        ),
+        (
+            "AUTHD_UPDATE__SERIAL",
+            "weekly",
+            "config environment variable AUTHD_UPDATE__SERIAL: update.serial: \"weekly\" is not",
+        ),
+        (
+            "AUTHD_LISTEN",
+            "localhost:53",
+            "config environment variable AUTHD_LISTEN: listen[0]: \"localhost:53\" is not ADDR:PORT",
+        ),
+    ] {
+        let e = Config::from_parts(file, env(&[(var, value)]))
+            .expect_err("bad value")
+            .to_string();
+        assert!(e.starts_with(want), "{e}");
+    }
+    let e = Config::from_parts(
+        Some((
+            "[tcp]\nidle_timeout = \"x\"\n",
+            Path::new("/etc/authd/authd.toml"),
+        )),
+        env(&[]),
+    )
+    .expect_err("bad value")
+    .to_string();
+    assert!(e.starts_with("config /etc/authd/authd.toml: "), "{e}");
+}
