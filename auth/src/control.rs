@@ -93,11 +93,18 @@ pub struct Control {
 /// Errors: the socket cannot be bound or its mode set.
 pub async fn serve(path: &Path, control: Control) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    if std::fs::symlink_metadata(path).is_ok_and(|m| {
+    // A stale socket from an earlier run is replaced; anything else at the
+    // path is someone's file, left alone with an error that says so.
+    if let Ok(m) = std::fs::symlink_metadata(path) {
         use std::os::unix::fs::FileTypeExt;
-        m.file_type().is_socket()
-    }) {
-        std::fs::remove_file(path)?;
+        if m.file_type().is_socket() {
+            std::fs::remove_file(path)?;
+        } else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "a file that is not a socket is there; authd does not replace it",
+            ));
+        }
     }
     let listener = tokio::net::UnixListener::bind(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;

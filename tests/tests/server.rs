@@ -718,6 +718,39 @@ fn corrupt_db_is_one_line() {
     );
 }
 
+/// A `[control] socket` path holding someone's file: authd refuses to start
+/// with a line that says why, and the file is left as it was.
+#[test]
+fn control_socket_over_a_file_is_refused_and_the_file_kept() {
+    let dir = tempdir();
+    let precious = write_file(dir.path(), "precious.txt", "keep me\n");
+    let config = write_file(
+        dir.path(),
+        "authd.toml",
+        &format!(
+            "listen = [\"127.0.0.1:0\"]\n[control]\nsocket = \"{}\"\n",
+            precious.display()
+        ),
+    );
+    let err = start_failure(&[os("--config"), config.as_os_str()]);
+    assert_eq!(
+        err.lines().last(),
+        Some(
+            format!(
+                "authd: cannot open the control socket {}: a file that is not a socket is \
+                 there; authd does not replace it",
+                precious.display()
+            )
+            .as_str()
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&precious).expect("read"),
+        "keep me\n"
+    );
+}
+
 #[test]
 fn port_in_use_is_one_line() {
     let dir = tempdir();

@@ -33,7 +33,6 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
 #[command(
     name = "authc",
     version,
-    about,
     after_help = "Commands: status, reload [ZONE], flush-cache, stats (the metrics as JSON), \
                   zone-status [ZONE], querylog on|off, stop. See docs/CONFIG.md, [control]."
 )]

@@ -374,7 +374,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let (Some(m), Some(listen)) = (&metrics, config.metrics_listen) {
         let bound = authd::metrics::serve(listen, Arc::clone(m))
             .await
-            .with_context(|| format!("cannot serve metrics on {listen}"))?;
+            .map_err(|e| anyhow!("cannot serve metrics on {listen}: {e}"))?;
         tracing::info!("metrics on http://{bound}/metrics");
     }
     // NOTIFY secondaries when a served sqlite3 zone's serial changes (RFC 1996).
@@ -392,7 +392,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         };
         authd::control::serve(path, control)
             .await
-            .with_context(|| format!("cannot open the control socket {}", path.display()))?;
+            .map_err(|e| anyhow!("cannot open the control socket {}: {e}", path.display()))?;
         tracing::info!("control socket {}", path.display());
     }
     let reloader = tokio::spawn(reload_loop(
