@@ -291,6 +291,12 @@ impl Dispatcher {
             return Reply::Nothing;
         };
         seen.opcode = Some(head.opcode);
+        // One clock read for the guards (cookie timestamps, rate limits).
+        let now = if self.cookies.is_some() || self.rrl.is_some() {
+            crate::sys::unix_seconds()
+        } else {
+            0
+        };
         let parsed = wire::parse_query(msg);
         // Other opcodes than QUERY are parsed only to find a TSIG to verify.
         let signed = parsed.as_ref().is_ok_and(|r| r.tsig.is_some());
@@ -303,7 +309,7 @@ impl Dispatcher {
                 Rcode::NOTIMP,
             );
             wire::write_error(out, header, None);
-            return self.limit(None, transport, peer, ERROR, None, false, 0, out, seen);
+            return self.limit(None, transport, peer, ERROR, None, false, now, out, seen);
         }
         let req = match parsed {
             Ok(req) => req,
@@ -318,7 +324,7 @@ impl Dispatcher {
                 let header = Header::reply(id, opcode, flags, wire::Flags::empty(), rcode);
                 let question = question.and_then(|(start, end)| msg.get(start..end));
                 wire::write_error(out, header, question);
-                return self.limit(None, transport, peer, ERROR, None, false, 0, out, seen);
+                return self.limit(None, transport, peer, ERROR, None, false, now, out, seen);
             }
         };
         seen.qtype = Some(req.qtype);
@@ -332,12 +338,6 @@ impl Dispatcher {
                 Ok(signer) => Some(signer),
                 Err(reply) => return reply,
             },
-        };
-        // One clock read for the guards (cookie timestamps, rate limits).
-        let now = if self.cookies.is_some() || self.rrl.is_some() {
-            crate::sys::unix_seconds()
-        } else {
-            0
         };
         // RFC 7873 §5.2: the server cookie is checked, and a new one made,
         // whatever the query is.
@@ -480,19 +480,21 @@ impl Dispatcher {
             }
             _ => {}
         }
+        // The rate-limiting name key is hashed only where it is read: UDP.
+        let keyed = self.rrl.is_some() && transport == Transport::Udp;
         match req.qclass {
             Class::IN => {}
             Class::CH => {
                 let answer = chaos::answer(&self.chaos, req);
                 render(req, &answer, transport, out);
-                return Handled::Message(answer.summary(req, self.rrl.is_some()));
+                return Handled::Message(answer.summary(req, keyed));
             }
             _ => return error(req, Rcode::REFUSED, transport, out),
         }
         match req.qtype {
             RType::OPT => error(req, Rcode::FORMERR, transport, out),
             t if t.is_meta() && t != RType::ANY => error(req, Rcode::NOTIMP, transport, out),
-            _ => Handled::Message(self.query.respond(req, transport, self.rrl.is_some(), out)),
+            _ => Handled::Message(self.query.respond(req, transport, keyed, out)),
         }
     }
 
@@ -590,7 +592,7 @@ impl Dispatcher {
     /// a client that brought a valid server cookie, nor for a request whose
     /// TSIG verified: `authenticated`), then the reply's COOKIE option.
     /// `req` is `None` for a message that did not parse as a query; `now` is
-    /// the Unix time in seconds (0: read the clock here).
+    /// the Unix time in seconds, read once per message (0 when no guard is on).
     #[allow(clippy::too_many_arguments)]
     fn limit(
         &self,
@@ -609,11 +611,6 @@ impl Dispatcher {
             && !authenticated
             && !cookie.is_some_and(|c| c.valid)
         {
-            let now = if now == 0 {
-                crate::sys::unix_seconds()
-            } else {
-                now
-            };
             match rrl.account(peer, response.kind, response.key, now) {
                 Action::Send => {}
                 Action::Drop => {

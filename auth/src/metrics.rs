@@ -327,20 +327,16 @@ impl Metrics {
             static LOCAL: RefCell<Vec<(u64, Arc<Worker>)>> = const { RefCell::new(Vec::new()) };
         }
         LOCAL.with(|local| {
-            let mut local = local.borrow_mut();
-            let worker = match local.iter().find(|(id, _)| *id == self.id) {
-                Some((_, w)) => Arc::clone(w),
-                None => {
-                    let w = Arc::new(Worker::new());
-                    if let Ok(mut all) = self.workers.lock() {
-                        all.push(Arc::clone(&w));
-                    }
-                    local.push((self.id, Arc::clone(&w)));
-                    w
-                }
-            };
-            drop(local);
-            f(&WorkerHandle { worker: &worker })
+            // Borrowed, not cloned: no reference-count update per message.
+            if let Some((_, w)) = local.borrow().iter().find(|(id, _)| *id == self.id) {
+                return f(&WorkerHandle { worker: w });
+            }
+            let w = Arc::new(Worker::new());
+            if let Ok(mut all) = self.workers.lock() {
+                all.push(Arc::clone(&w));
+            }
+            local.borrow_mut().push((self.id, Arc::clone(&w)));
+            f(&WorkerHandle { worker: &w })
         })
     }
 
