@@ -193,14 +193,22 @@ impl Refresher {
     /// Each refresh is counted in `metrics` when given.
     pub fn spawn(settings: SecondarySettings, metrics: Option<Arc<Metrics>>) -> Refresher {
         let expired = Arc::new(ExpiredZones::default());
-        for z in &settings.zones {
-            if let Ok((_, _, true)) = load_state(z) {
-                expired.set(&z.origin, true);
-            }
-        }
+        // Each zone's stored state, read once: it marks the expired zones
+        // now and gives the task its first timers.
+        let initial = settings
+            .zones
+            .iter()
+            .map(|z| (z.origin.clone(), timers_for(z.clone(), &expired)))
+            .collect();
         let (settings_tx, settings_rx) = watch::channel(settings);
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(settings_rx, wake_rx, Arc::clone(&expired), metrics));
+        let task = tokio::spawn(run(
+            initial,
+            settings_rx,
+            wake_rx,
+            Arc::clone(&expired),
+            metrics,
+        ));
         Refresher {
             settings: settings_tx,
             wake: wake_tx,
@@ -243,11 +251,6 @@ impl Drop for Refresher {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// Seconds since the Unix epoch.
-fn unix_now() -> u64 {
-    crate::sys::unix_seconds()
 }
 
 /// One zone's timers.
@@ -376,13 +379,13 @@ fn timers_for(config: SecondaryZone, expired_zones: &ExpiredZones) -> ZoneTimers
     };
     if let (Some(last), Some(_), false) = (t.last_ok, t.serial, t.expired) {
         // Due REFRESH after the last success (now, if that has passed).
-        let since = Duration::from_secs(unix_now().saturating_sub(last));
+        let since = Duration::from_secs(crate::sys::unix_seconds().saturating_sub(last));
         t.next = now + t.refresh_interval().saturating_sub(since);
     }
     if t.serial.is_some() && t.last_ok.is_none() {
         // A copy with no refresh on record (put there by another writer):
         // its expire clock starts now.
-        t.last_ok = Some(unix_now());
+        t.last_ok = Some(crate::sys::unix_seconds());
     }
     expired_zones.set(&t.config.origin, t.expired);
     tracing::info!(
@@ -395,13 +398,15 @@ fn timers_for(config: SecondaryZone, expired_zones: &ExpiredZones) -> ZoneTimers
     t
 }
 
+/// The refresher task: `zones` starts with the timers read at spawn; a new
+/// `settings` adds and drops zones (kept zones keep their timers).
 async fn run(
+    mut zones: HashMap<Name, ZoneTimers>,
     mut settings: watch::Receiver<SecondarySettings>,
     mut wake: mpsc::UnboundedReceiver<Name>,
     expired: Arc<ExpiredZones>,
     metrics: Option<Arc<Metrics>>,
 ) {
-    let mut zones: HashMap<Name, ZoneTimers> = HashMap::new();
     let mut keys = KeyRing::default();
     let mut reread = true;
     loop {
@@ -510,7 +515,7 @@ async fn refresh(
             Err(_) => TransferInResult::Failed,
         });
     }
-    let now = unix_now();
+    let now = crate::sys::unix_seconds();
     match result {
         Ok(()) => {
             t.last_ok = Some(now);

@@ -71,12 +71,9 @@ impl fmt::Display for TsigError {
     }
 }
 
-/// Seconds since the Unix epoch: the clock TSIG times are read against.
-pub fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
+/// Seconds since the Unix epoch: the clock TSIG times are read against (the
+/// same one the cookies and rate limiting read).
+pub use crate::sys::unix_seconds as now;
 
 /// The fields of a TSIG record (RFC 8945 §4.2), borrowing the message.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -451,7 +451,7 @@ fn dispatcher(
             },
         };
         Some(match previous.and_then(Dispatcher::cookies) {
-            Some(old) => old.reloaded(fresh, unix_now()),
+            Some(old) => old.reloaded(fresh, authd::sys::unix_seconds()),
             None => fresh,
         })
     } else {
@@ -503,13 +503,6 @@ fn count_reload(handle: &DispatcherHandle, ok: bool) {
     if let Some(m) = handle.load().metrics() {
         m.reloads[usize::from(!ok)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
-}
-
-/// Seconds since the Unix epoch.
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// The DBs to watch for serial changes, the NOTIFY targets of `config` and
