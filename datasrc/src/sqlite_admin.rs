@@ -1000,7 +1000,15 @@ pub fn apply_differences(
                 )));
             }
         }
-        let before = zone_records_by_id(&tx, origin, zone_id)?;
+        // Only the names this difference touches (and the apex, for the
+        // SOA): the whole zone is read and checked once, at the end.
+        let mut names: Vec<Name> = std::iter::once(origin)
+            .chain(d.deleted.iter().chain(&d.added).map(|r| &r.owner))
+            .cloned()
+            .collect();
+        names.sort();
+        names.dedup();
+        let before = records_at(&tx, origin, zone_id, &names)?;
         let Some(soa) = before
             .iter()
             .find(|r| r.record.rtype == RType::SOA && r.record.owner == *origin)
