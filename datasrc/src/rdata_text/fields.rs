@@ -205,22 +205,23 @@ impl<'a, 't> Reader<'a, 't> {
 
     /// Appends an IPv4 address (dotted quad).
     pub(crate) fn ipv4(&mut self, field: &str, out: &mut Buf) -> Result<(), String> {
-        let w = self.word(field)?;
-        let a: Ipv4Addr = w
-            .parse()
-            .map_err(|_| format!("bad {field} {w:?}: not an IPv4 address"))?;
+        let a: Ipv4Addr = self.address(field, "IPv4")?;
         out.extend_from_slice(&a.octets());
         Ok(())
     }
 
     /// Appends an IPv6 address (RFC 4291 §2.2).
     pub(crate) fn ipv6(&mut self, field: &str, out: &mut Buf) -> Result<(), String> {
-        let w = self.word(field)?;
-        let a: Ipv6Addr = w
-            .parse()
-            .map_err(|_| format!("bad {field} {w:?}: not an IPv6 address"))?;
+        let a: Ipv6Addr = self.address(field, "IPv6")?;
         out.extend_from_slice(&a.octets());
         Ok(())
+    }
+
+    /// The next word as an address of `family` ("IPv4", "IPv6").
+    fn address<A: std::str::FromStr>(&mut self, field: &str, family: &str) -> Result<A, String> {
+        let w = self.word(field)?;
+        w.parse()
+            .map_err(|_| format!("bad {field} {w:?}: not an {family} address"))
     }
 
     /// Appends one character-string (RFC 1035 §3.3): a length byte and at
