@@ -79,7 +79,17 @@ struct Templates {
     /// Estimated bytes in `current`.
     bytes: usize,
     processor: u64,
+    /// Admission doorkeeper: a fingerprint of the last key missed at each of
+    /// [`SEEN_SLOTS`] slots (allocated on the first miss). A template is built
+    /// only for a key missed before: where replies rarely repeat (referrals
+    /// spread over a TLD's delegations) building one per query cost more than
+    /// the rendering it saves, and evicted the templates that did repeat.
+    seen: Option<Box<[u32]>>,
 }
+
+/// Slots of the admission doorkeeper (4 bytes each): twice
+/// [`MAX_TEMPLATES`], so the keys of a full store rarely collide.
+const SEEN_SLOTS: usize = 1 << 16;
 
 impl Templates {
     fn get(&mut self, key: &TemplateKey) -> Option<std::rc::Rc<Template>> {
@@ -89,6 +99,20 @@ impl Templates {
         let t = self.old.remove(key)?;
         self.insert(*key, t.clone());
         Some(t)
+    }
+
+    /// After a miss on `key`: true when the same key was missed before (since
+    /// another key took its slot), so a template for it is worth building.
+    fn admit(&mut self, key: &TemplateKey) -> bool {
+        let (slot, fingerprint) = doorkeeper_slot(key);
+        let seen = self
+            .seen
+            .get_or_insert_with(|| vec![0; SEEN_SLOTS].into_boxed_slice());
+        if seen[slot] == fingerprint {
+            return true;
+        }
+        seen[slot] = fingerprint;
+        false
     }
 
     fn insert(&mut self, key: TemplateKey, t: std::rc::Rc<Template>) {
@@ -120,6 +144,14 @@ impl Templates {
         self.bytes += size;
         self.current.insert(key, t);
     }
+}
+
+/// `key`'s slot in the doorkeeper and its fingerprint there (never 0, so an
+/// empty slot matches no key).
+fn doorkeeper_slot(key: &TemplateKey) -> (usize, u32) {
+    use std::hash::BuildHasher;
+    let hash = foldhash::fast::FixedState::with_seed(0x5eed).hash_one(key);
+    (hash as usize & (SEEN_SLOTS - 1), (hash >> 32) as u32 | 1)
 }
 
 thread_local! {
@@ -176,10 +208,17 @@ pub(super) fn render_templated(
         dnssec,
         processor,
     );
-    let found = TEMPLATES.with(|t| t.borrow_mut().get(&key));
+    let found = TEMPLATES.with(|t| {
+        let mut t = t.borrow_mut();
+        match t.get(&key) {
+            Some(found) => Ok(found),
+            None => Err(t.admit(&key)),
+        }
+    });
     let template = match found {
-        Some(t) => t,
-        None => {
+        Ok(t) => t,
+        Err(false) => return false,
+        Err(true) => {
             let anchor = anchor.clone();
             ans.place_deferred();
             let mut question = Vec::with_capacity(anchor.as_wire().len() + 4);
@@ -253,7 +292,7 @@ pub(super) fn render_templated(
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_TEMPLATE_BYTES, Template, TemplateKey, Templates};
+    use super::{MAX_TEMPLATE_BYTES, Template, TemplateKey, Templates, doorkeeper_slot};
     use crate::wire::Rcode;
     use std::rc::Rc;
 
@@ -281,6 +320,33 @@ mod tests {
             rcode: Rcode::NOERROR,
             question_len: 20,
         })
+    }
+
+    /// A template is admitted on its key's second miss; a key that lost its
+    /// doorkeeper slot to another starts over; a new store admits nothing.
+    #[test]
+    fn admission_wants_a_second_miss() {
+        let mut t = Templates::default();
+        assert!(!t.admit(&key(1, 1)), "first miss");
+        assert!(t.admit(&key(1, 1)), "second miss");
+        assert!(t.admit(&key(1, 1)), "still seen");
+        assert!(!t.admit(&key(2, 1)), "another key, first miss");
+        assert!(
+            !t.admit(&key(1, 2)),
+            "the same RRsets for a newer processor"
+        );
+        // A key that shares key(1, 1)'s slot evicts its fingerprint.
+        let slot = doorkeeper_slot(&key(1, 1)).0;
+        let rival = (3..)
+            .map(|n| key(n, 1))
+            .find(|k| doorkeeper_slot(k).0 == slot)
+            .expect("a colliding key exists");
+        assert!(!t.admit(&rival));
+        assert!(
+            !t.admit(&key(1, 1)),
+            "its slot was taken: a first miss again"
+        );
+        assert!(t.admit(&key(1, 1)));
     }
 
     /// Past the byte bound the current generation becomes the old one; a hit
