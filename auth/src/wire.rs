@@ -576,6 +576,11 @@ pub struct MessageWriter<'a> {
     /// When set, the offset of every compression pointer written (for
     /// response templates that are later re-based onto another question).
     pointers: Option<Vec<u16>>,
+    /// The last owner name written: the address and length of the bytes it
+    /// was written from, and the offset a pointer to it takes. The records
+    /// of an RRset (and a glue name's A and AAAA) repeat their owner: it is
+    /// then one pointer, with no suffix hashing.
+    last_owner: Option<(usize, usize, u16)>,
 }
 
 /// The fixed fields of a record after its owner name (RFC 1035 §4.1.3).
@@ -619,6 +624,7 @@ impl<'a> MessageWriter<'a> {
             index: [0; 256],
             pointers: None,
             counts: [0; 4],
+            last_owner: None,
         }
     }
 
@@ -678,6 +684,12 @@ impl<'a> MessageWriter<'a> {
             p.retain(|&o| usize::from(o) < mark.0);
         }
         self.buf.truncate(mark.0);
+        if self
+            .last_owner
+            .is_some_and(|(_, _, at)| usize::from(at) >= mark.0)
+        {
+            self.last_owner = None;
+        }
         self.target_count = mark.1;
         self.counts = mark.2;
     }
@@ -695,7 +707,7 @@ impl<'a> MessageWriter<'a> {
     ) -> bool {
         let RecordMeta { rtype, class, ttl } = meta;
         let mark = self.mark();
-        self.write_name(owner.as_wire(), false);
+        self.write_owner(owner.as_wire());
         self.buf.extend_from_slice(&rtype.0.to_be_bytes());
         self.buf.extend_from_slice(&class.0.to_be_bytes());
         self.buf.extend_from_slice(&ttl.to_be_bytes());
@@ -773,14 +785,11 @@ impl<'a> MessageWriter<'a> {
         let Some(len) = authd_datasrc::name::wire_len(&self.buf[at..]) else {
             return;
         };
-        let mut copy = [0u8; MAX_NAME_LEN];
-        copy[..len].copy_from_slice(&self.buf[at..at + len]);
-        let name = &copy[..len];
-        let mut starts = [0usize; MAX_LABELS];
+        let mut starts = [0u8; MAX_LABELS];
         let mut hashes = [0u32; MAX_LABELS + 1];
-        let n = suffix_hashes(name, &mut starts, &mut hashes);
+        let n = suffix_hashes(&self.buf[at..at + len], &mut starts, &mut hashes);
         for j in 0..n {
-            self.add_target(at + starts[j], hashes[j]);
+            self.add_target(at + usize::from(starts[j]), hashes[j]);
         }
     }
 
@@ -869,34 +878,65 @@ impl<'a> MessageWriter<'a> {
     /// with the question's spelling; a name in RDATA (`exact`) only to the
     /// same bytes, so that it keeps its case (RFC 4343 §4.1), as BIND 9
     /// compresses.
-    fn write_name(&mut self, name: &[u8], exact: bool) {
-        let mut starts = [0usize; MAX_LABELS];
+    ///
+    /// Returns the offset a later pointer to the whole name can take: the
+    /// target it points to, or where its first label was written; `None` for
+    /// the root or past the 14-bit pointer range.
+    fn write_name(&mut self, name: &[u8], exact: bool) -> Option<u16> {
+        let mut starts = [0u8; MAX_LABELS];
         let mut hashes = [0u32; MAX_LABELS + 1];
         let n = suffix_hashes(name, &mut starts, &mut hashes);
         let mut found: Option<(usize, u16)> = None;
         for i in 0..n {
-            if let Some(t) = self.find_target(hashes[i], &name[starts[i]..], exact) {
+            let start = usize::from(starts[i]);
+            if let Some(t) = self.find_target(hashes[i], &name[start..], exact) {
                 found = Some((i, t));
                 break;
             }
         }
         let upto = found.map_or(n, |(i, _)| i);
+        let first = self.buf.len();
         for j in 0..upto {
             let offset = self.buf.len();
-            let len = name[starts[j]] as usize;
-            self.buf
-                .extend_from_slice(&name[starts[j]..starts[j] + 1 + len]);
+            let start = usize::from(starts[j]);
+            let len = usize::from(name[start]);
+            self.buf.extend_from_slice(&name[start..start + 1 + len]);
             self.add_target(offset, hashes[j]);
         }
         match found {
             Some((_, t)) => {
-                if let Some(p) = self.pointers.as_mut() {
-                    p.push(self.buf.len() as u16);
+                self.write_pointer(t);
+                if upto == 0 {
+                    return Some(t);
                 }
-                self.buf.extend_from_slice(&(0xC000u16 | t).to_be_bytes());
             }
             None => self.buf.push(0),
         }
+        (upto > 0 && first <= 0x3FFF).then_some(first as u16)
+    }
+
+    /// A compression pointer to offset `to` (recorded for templates).
+    fn write_pointer(&mut self, to: u16) {
+        if let Some(p) = self.pointers.as_mut() {
+            p.push(self.buf.len() as u16);
+        }
+        self.buf.extend_from_slice(&(0xC000u16 | to).to_be_bytes());
+    }
+
+    /// Writes a record's owner name: a pointer to the previous owner when it
+    /// is the same name (the same bytes, or equal ignoring ASCII case, as
+    /// [`Self::write_name`] compresses owners), else compressed as any name.
+    fn write_owner(&mut self, name: &[u8]) {
+        if let Some((addr, len, at)) = self.last_owner
+            && len == name.len()
+            && (addr == name.as_ptr() as usize || self.name_matches(usize::from(at), name, false))
+        {
+            self.write_pointer(at);
+            return;
+        }
+        self.last_owner = self
+            .write_name(name, false)
+            .map(|at| (name.as_ptr() as usize, name.len(), at));
     }
 }
 
@@ -909,29 +949,50 @@ const MAX_LABELS: usize = 128;
 /// count `n`.
 fn suffix_hashes(
     name: &[u8],
-    starts: &mut [usize; MAX_LABELS],
+    starts: &mut [u8; MAX_LABELS],
     hashes: &mut [u32; MAX_LABELS + 1],
 ) -> usize {
     let mut n = 0;
     let mut p = 0;
     while let Some(&len) = name.get(p) {
-        if len == 0 || n == MAX_LABELS || p + 1 + len as usize > name.len() {
+        if len == 0 || n == MAX_LABELS || p > MAX_NAME_LEN || p + 1 + len as usize > name.len() {
             break;
         }
-        starts[n] = p;
+        // A name is at most 255 bytes, so every label starts below 255.
+        starts[n] = p as u8;
         n += 1;
         p += 1 + len as usize;
     }
     hashes[n] = 0x9e37_79b9;
     for i in (0..n).rev() {
-        let len = name[starts[i]] as usize;
-        let mut h = hashes[i + 1] ^ len as u32;
-        for &b in &name[starts[i] + 1..starts[i] + 1 + len] {
-            h = (h.rotate_left(5) ^ u32::from(b.to_ascii_lowercase())).wrapping_mul(0x2722_0a95);
+        let start = usize::from(starts[i]);
+        let len = name[start] as usize;
+        let mut h = u64::from(hashes[i + 1] ^ len as u32);
+        // Eight bytes a step, each with bit 0x20 set: the two cases of a
+        // letter hash alike (other bytes may collide: matches are compared
+        // byte for byte afterwards).
+        let mut chunks = name[start + 1..start + 1 + len].chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            h = mix(h, u64::from_le_bytes(word));
         }
-        hashes[i] = h;
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            h = mix(h, u64::from_le_bytes(word));
+        }
+        // The high half: the product's best-mixed bits.
+        hashes[i] = (h >> 32) as u32;
     }
     n
+}
+
+/// One step of [`suffix_hashes`]: folds eight name bytes, case folded, into `h`.
+#[inline(always)]
+fn mix(h: u64, word: u64) -> u64 {
+    (h.rotate_left(23) ^ (word | 0x2020_2020_2020_2020)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 #[cfg(test)]
@@ -1246,5 +1307,57 @@ mod tests {
         assert_eq!(&buf[41..48], b"\x04mail\xC0\x10");
         assert_eq!(u16::from_be_bytes([buf[39], buf[40]]), 7);
         assert_eq!(&buf[6..8], &[0, 1]);
+    }
+
+    /// A repeated owner (the same `Name`, or an equal one in another case)
+    /// is a pointer to where the previous owner was written, not to the
+    /// question; a rolled-back owner is never pointed at.
+    #[test]
+    fn repeated_owners_point_at_the_previous_one() {
+        let mut buf = Vec::new();
+        let header = Header {
+            id: 1,
+            opcode: Opcode::QUERY,
+            flags: Flags::empty(),
+            rcode: Rcode::NOERROR,
+        };
+        let mut w = MessageWriter::new(&mut buf, header, 512);
+        // Question "example." at 12..21, then QTYPE/QCLASS: 25.
+        assert!(w.push_question(b"\x07example\x00\x00\x01\x00\x01"));
+        let meta = RecordMeta {
+            rtype: RType::A,
+            class: Class::IN,
+            ttl: 60,
+        };
+        let ns1: Name = "ns1.example.".parse().expect("name");
+        let ns1_upper: Name = "NS1.example.".parse().expect("name");
+        let ns2: Name = "ns2.example.".parse().expect("name");
+        let rdata = [192, 0, 2, 1];
+        // 25: "\x03ns1" + pointer to 12, then 10 bytes of fixed fields + 4 of RDATA.
+        assert!(w.push_record(Section::Additional, &ns1, meta, &rdata, std::iter::empty()));
+        assert_eq!(w.len(), 25 + 6 + 10 + 4);
+        // The same Name, then an equal one in another case: pointers to 25.
+        assert!(w.push_record(Section::Additional, &ns1, meta, &rdata, std::iter::empty()));
+        assert!(w.push_record(
+            Section::Additional,
+            &ns1_upper,
+            meta,
+            &rdata,
+            std::iter::empty()
+        ));
+        let mark = w.mark();
+        // ns2 is new: written at 77, then rolled back.
+        assert!(w.push_record(Section::Additional, &ns2, meta, &rdata, std::iter::empty()));
+        w.rollback(mark);
+        // Written again after the rollback: its labels again, not a pointer
+        // into the dropped bytes.
+        assert!(w.push_record(Section::Additional, &ns2, meta, &rdata, std::iter::empty()));
+        w.finish();
+        assert_eq!(&buf[25..31], b"\x03ns1\xC0\x0C");
+        assert_eq!(&buf[45..47], &[0xC0, 25]);
+        assert_eq!(&buf[61..63], &[0xC0, 25]);
+        assert_eq!(&buf[77..83], b"\x03ns2\xC0\x0C");
+        assert_eq!(buf.len(), 83 + 14);
+        assert_eq!(&buf[10..12], &[0, 4]);
     }
 }
