@@ -10,8 +10,9 @@
 #   bench/make_tld.py --delegations 300000 /tmp/tld-300k
 #   BENCH_AUTHD=target/release/authd bench/memory.sh /tmp/tld-300k/zone tld.
 # (1,000,000 delegations, the generator's default: about 140 MB of zone file;
-# each server then needs about a GiB of memory and several seconds to load,
-# which is what this measures; nothing here times out on a slow load.)
+# on the 2-core test machine each server then took 15-55 s to load and up to
+# 1.4-1.6 GiB resident, see docs/PERFORMANCE.md; nothing here times out on a
+# slow load.)
 #
 # For each server: the load time is from start until the first successful
 # "ORIGIN SOA" answer over UDP (dig with a 1 s timeout, polled every 10 ms);

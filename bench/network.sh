@@ -43,7 +43,10 @@
 #              uniform (referrals, delegation drawn uniformly), zipf
 #              (referrals, Zipf s = 1), nxdomain; servers authd memory, authd
 #              sqlite3 + cache (the default 65536 slots), authd sqlite3
-#              without cache, NSD, Knot DNS; 10 s per cell by default. Each
+#              without cache, NSD, Knot DNS; 10 s per cell by default. The
+#              sqlite3 database is made by loadzone first (1M: 1.5-2 minutes
+#              on the 2-core test machine; authd memory loads 1M in 35-55 s,
+#              NSD and Knot in 12-18 s). Each
 #              server gets up to 15 minutes to load (start until the first SOA
 #              answer; the times are printed in a table of their own). The
 #              answer check also compares, per sampled query, the AA flag and
