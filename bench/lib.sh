@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the bench scripts: sourced, not run.
 #
 # bench_workdir PREFIX: makes a temporary folder in $WORK and, on exit, stops

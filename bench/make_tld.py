@@ -19,7 +19,9 @@ TLDs are: dnssec-keygen and dnssec-signzone (Debian's bind9-utils) do it, so
 the zone file written is the signed one.
 
 Every byte depends only on the arguments (fixed seed): running it again gives
-identical files.
+identical files; with --sign, the same records and mixes, but fresh keys, so
+the DNSKEY and RRSIG records (and dnssec-signzone's "File written on"
+comment) differ from run to run. Signing leaves no file behind but the zone.
 
 Usage:
   bench/make_tld.py [--delegations N] [--queries N] [--origin NAME]
@@ -85,7 +87,7 @@ def sign(path, origin):
                                  check=True, capture_output=True, text=True).stdout.strip()
             with open(path, 'a') as f, open(os.path.join(keys, key + '.key')) as k:
                 f.write(k.read())
-        subprocess.run(['dnssec-signzone', '-q', '-K', keys, '-o', apex, '-3', 'aabbccdd', '-H', '0', '-A',
+        subprocess.run(['dnssec-signzone', '-q', '-K', keys, '-d', keys, '-o', apex, '-3', 'aabbccdd', '-H', '0', '-A',
                         '-s', '20261101000000', '-e', '20370101000000', '-f', path + '.signed', path],
                        check=True, capture_output=True)
         os.replace(path + '.signed', path)

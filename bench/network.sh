@@ -4,6 +4,7 @@
 #
 # usage: bench/network.sh [--quick] [--workers] [-l SECONDS] [--rounds N] [--edns]
 #        bench/network.sh --soak [-l SECONDS] [--edns]
+#        bench/network.sh --large [--delegations N] [--sign] [-l SECONDS] [--rounds N] [--edns]
 #   (default)  every server x every mix, SECONDS (default 10) per cell:
 #              root zone (tests/data/root.zone): queries-real, -nxdomain, -soa, -success
 #              small zone (auth/src/default/example.com.zone): success, nxdomain
@@ -36,6 +37,28 @@
 #   --metrics  instead: authd (memory, root zone) with metrics off, then on
 #              ([metrics] listen on a free port); root real + nxdomain, 5 s
 #              per cell by default
+#   --large    instead (issue 20): a TLD-like zone "tld." from
+#              bench/make_tld.py (N delegations, a third with in-zone glue,
+#              the rest with out-of-zone NS, DS on every tenth) and its mixes:
+#              uniform (referrals, delegation drawn uniformly), zipf
+#              (referrals, Zipf s = 1), nxdomain; servers authd memory, authd
+#              sqlite3 + cache (the default 65536 slots), authd sqlite3
+#              without cache, NSD, Knot DNS; 10 s per cell by default. The
+#              sqlite3 database is made by loadzone first (1M: 1.5-2 minutes
+#              on the 2-core test machine; authd memory loads 1M in 35-55 s,
+#              NSD and Knot in 12-18 s). Each
+#              server gets up to 15 minutes to load (start until the first SOA
+#              answer; the times are printed in a table of their own). The
+#              answer check also compares, per sampled query, the AA flag and
+#              the owner names and types of the authority and additional
+#              sections (lowercased, sorted), not only the rcode. A table of
+#              authd / NSD and authd / Knot (queries per CPU-second) follows.
+#   --delegations N  with --large: zone size (default 1,000,000)
+#   --sign     with --large: the zone signed with NSEC3 opt-out
+#              (make_tld.py --sign; needs bind9-utils, installed if missing),
+#              and every query asks for DNSSEC records (dnsperf -D: EDNS0 with
+#              the DO bit; dig +dnssec in the answer check), as validating
+#              resolvers do
 #
 # Every authd runs with rate limiting off (AUTHD_RRL__ENABLED=false) unless
 # the mode says otherwise: dnsperf sends everything from one address, which
@@ -64,7 +87,12 @@
 # build; SHARED=path to the shared data (default ../shared/data next to the
 # repository; without it the query mixes are made by bench/make_queries.py from
 # the repository's zones, identical to the shared ones);
-# repository). (Not AUTHD_*: authd would take those as configuration keys.)
+# BENCH_LARGE_DIR=path (--large): the folder for the generated zone and
+# mixes: used as it is when it already holds them (made by an earlier run with
+# the same --delegations/--sign, recorded in its make_tld.args; a folder
+# without that file, e.g. one made by hand with make_tld.py, is trusted),
+# else they are made there (default: the temporary work folder, removed at
+# the end). (Not AUTHD_*: authd would take those as configuration keys.)
 #
 # Everything stays on loopback; every server is stopped by PID at the end.
 set -euo pipefail
@@ -77,6 +105,9 @@ ARGS="$*"
 MODE=full
 SECS=
 ROUNDS=1
+DELEGATIONS=1000000
+SIGN=()
+DIG_DO=+nodnssec # the answer check with --large: +dnssec with --sign
 EDNS=()
 RATE=() # dnsperf -Q RATE, set by the soak run
 while [ $# -gt 0 ]; do
@@ -86,6 +117,12 @@ while [ $# -gt 0 ]; do
     --soak) MODE=soak ;;
     --guards) MODE=guards ;;
     --metrics) MODE=metrics ;;
+    --large) MODE=large ;;
+    --delegations)
+        DELEGATIONS=${2:?--delegations needs a count}
+        shift
+        ;;
+    --sign) SIGN=(--sign) ;;
     -l)
         SECS=${2:?-l needs seconds}
         shift
@@ -109,8 +146,8 @@ done
 if [ -z "$SECS" ]; then
     case $MODE in quick | guards | metrics) SECS=5 ;; soak) SECS=60 ;; *) SECS=10 ;; esac
 fi
-case $SECS$ROUNDS in *[!0-9]*)
-    echo "network.sh: -l and --rounds take whole numbers" >&2
+case $SECS$ROUNDS$DELEGATIONS in *[!0-9]*)
+    echo "network.sh: -l, --rounds and --delegations take whole numbers" >&2
     exit 2
     ;;
 esac
@@ -127,7 +164,10 @@ command -v dnsperf >/dev/null || need+=(dnsperf)
 command -v dig >/dev/null || need+=(dnsutils)
 command -v sqlite3 >/dev/null || need+=(sqlite3)
 command -v python3 >/dev/null || need+=(python3)
-if [ "$MODE" = quick ] || [ "$MODE" = full ]; then
+if [ "$MODE" = large ] && [ ${#SIGN[@]} -gt 0 ]; then
+    command -v dnssec-signzone >/dev/null || need+=(bind9-utils)
+fi
+if [ "$MODE" = quick ] || [ "$MODE" = full ] || [ "$MODE" = large ]; then
     command -v nsd >/dev/null || need+=(nsd)
     command -v knotd >/dev/null || need+=(knot)
     if [ "$MODE" = full ]; then
@@ -157,6 +197,9 @@ bench_workdir authd-network
 trap 'exit 130' INT TERM
 RESULTS=$WORK/results.tsv
 : >"$RESULTS"
+LOADS=$WORK/loads.tsv # round, zone, server id, name, seconds from start to the first SOA answer
+: >"$LOADS"
+ROUND=1
 HZ=$(getconf CLK_TCK)
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -213,6 +256,40 @@ elif [ "$MODE" = metrics ]; then
     ZONES=(root)
     MIXES[root]="real nxdomain"
     SERVERS=(authd-mem authd-mem-metrics)
+elif [ "$MODE" = large ]; then
+    # The zone and mixes: reused from BENCH_LARGE_DIR, else made there (or in $WORK).
+    LARGE_DIR=${BENCH_LARGE_DIR:-$WORK/tld}
+    LARGE_ARGS="--delegations $DELEGATIONS ${SIGN[*]}"
+    LARGE_ARGS=${LARGE_ARGS% }
+    LARGE_HOW=
+    if [ -r "$LARGE_DIR/zone" ] && [ -r "$LARGE_DIR/queries-nxdomain.txt" ]; then
+        if [ -r "$LARGE_DIR/make_tld.args" ]; then
+            if [ "$(cat "$LARGE_DIR/make_tld.args")" != "$LARGE_ARGS" ]; then
+                echo "network.sh: $LARGE_DIR holds a zone made with '$(cat "$LARGE_DIR/make_tld.args")', not '$LARGE_ARGS'" >&2
+                exit 1
+            fi
+            LARGE_HOW="reused, made with make_tld.py $LARGE_ARGS"
+        else
+            LARGE_HOW="reused as given (no make_tld.args: its size is not checked)"
+        fi
+    else
+        mkdir -p "$LARGE_DIR"
+        echo "network.sh: bench/make_tld.py $LARGE_ARGS $LARGE_DIR" >&2
+        t0=$(date +%s.%N)
+        # shellcheck disable=SC2086
+        python3 "$ROOT/bench/make_tld.py" $LARGE_ARGS "$LARGE_DIR" >&2
+        echo "$LARGE_ARGS" >"$LARGE_DIR/make_tld.args"
+        LARGE_HOW="made with make_tld.py $LARGE_ARGS in $(printf '%.0f' "$(echo "$(date +%s.%N) - $t0" | bc)") s"
+    fi
+    ZFILE[large]=$LARGE_DIR/zone
+    ZORIGIN[large]=tld.
+    ZONES=(large)
+    MIXES[large]="uniform zipf nxdomain"
+    SERVERS=(authd-mem authd-sql authd-sql-nocache nsd knot)
+    if [ ${#SIGN[@]} -gt 0 ]; then
+        EDNS+=(-D)
+        DIG_DO=+dnssec
+    fi
 elif [ "$MODE" = guards ]; then
     ZONES=(root)
     MIXES[root]="real nxdomain"
@@ -226,14 +303,18 @@ else
     SERVERS=(authd-mem authd-sql authd-sql-nocache nsd knot pdns pdns-nocache)
 fi
 mixfile() { # zone mix
-    if [ "$1" = root ]; then echo "$SHARED/root/queries-$2.txt"; else echo "$SHARED/smallzone/queries-$2.txt"; fi
+    if [ "$1" = large ]; then
+        echo "$LARGE_DIR/queries-$2.txt"
+    elif [ "$1" = root ]; then echo "$SHARED/root/queries-$2.txt"; else echo "$SHARED/smallzone/queries-$2.txt"; fi
 }
 
 needs_sqlite() { [[ " ${SERVERS[*]} " == *" authd-sql"* ]]; }
 needs_pdns() { [[ " ${SERVERS[*]} " == *" pdns"* ]]; }
 for z in "${ZONES[@]}"; do
     if needs_sqlite; then
-        "$LOADZONE" --db "$WORK/$z.sqlite3" "${ZORIGIN[$z]}" "${ZFILE[$z]}" >&2
+        "$LOADZONE" --db "$WORK/$z.sqlite3" "${ZORIGIN[$z]}" "${ZFILE[$z]}" >"$WORK/loadzone-$z.log" 2>&1 ||
+            { cat "$WORK/loadzone-$z.log" >&2; exit 1; }
+        cat "$WORK/loadzone-$z.log" >&2
     fi
     if needs_pdns; then
         mkdir -p "$WORK/pdns-$z"
@@ -273,10 +354,13 @@ done
 SERVER_PID=
 SERVER_NAME=
 
-# Waits until "ORIGIN SOA" is answered with an SOA record on $2 (60 s at most).
+# Waits until "ORIGIN SOA" is answered with an SOA record on $2 (60 s at
+# most; 15 minutes with --large, where loading takes a while).
+READY_TRIES=600
+[ "$MODE" = large ] && READY_TRIES=9000
 wait_ready() {
-    local pid=$1 port=$2 origin=$3 i
-    for i in $(seq 600); do
+    local pid=$1 port=$2 origin=$3 _
+    for _ in $(seq "$READY_TRIES"); do
         kill -0 "$pid" 2>/dev/null || return 1
         if dig @127.0.0.1 -p "$port" "$origin" SOA +norec +tries=1 +time=1 +noall +answer 2>/dev/null |
             grep -qP '\tIN\tSOA\t'; then
@@ -290,7 +374,8 @@ wait_ready() {
 # start SERVER ZONE PORT: starts it pinned to core 1 (both cores in workers mode).
 start_server() {
     local s=$1 z=$2 port=$3 cpus=1 log=$WORK/$1-$2.log origin=${ZORIGIN[$2]}
-    local zf=${ZFILE[$2]}
+    local zf=${ZFILE[$2]} t_start
+    t_start=$(date +%s.%N)
     case $s in
     authd-mem)
         SERVER_NAME="authd $("$AUTHD" --version | awk '{print $2}') (memory)"
@@ -405,8 +490,11 @@ EOF
     if ! wait_ready "$SERVER_PID" "$port" "$origin"; then
         echo "network.sh: $SERVER_NAME did not start on port $port; its log:" >&2
         tail -20 "$log" >&2
+        printf '%s\t%s\t%s\t%s\tfailed\n' "$ROUND" "$z" "$s" "$SERVER_NAME" >>"$LOADS"
         return 1
     fi
+    printf '%s\t%s\t%s\t%s\t%.2f\n' "$ROUND" "$z" "$s" "$SERVER_NAME" \
+        "$(echo "$(date +%s.%N) - $t_start" | bc)" >>"$LOADS"
     # Knot (and any server) may have set its own thread affinity: pin every
     # thread of every process again, and check.
     local p want=${cpus/0,1/0-1}
@@ -436,8 +524,20 @@ check_answers() {
     local z=$1 mix=$2 port=$3 ref=$WORK/ref-$1-$2 got=$WORK/got name type rc
     : >"$got"
     while read -r name type; do
-        rc=$(dig @127.0.0.1 -p "$port" "$name" "$type" +norec +tries=2 +time=2 +noall +comments 2>/dev/null |
-            sed -n 's/.*status: \([A-Z]*\),.*/\1/p')
+        if [ "$MODE" = large ]; then
+            # rcode, AA, and "owner/TYPE" of the authority and additional sections.
+            rc=$(dig @127.0.0.1 -p "$port" "$name" "$type" +norec +tries=2 +time=2 +noall +comments \
+                +authority +additional "$DIG_DO" 2>/dev/null | awk '
+                /status:/ { sub(/.*status: /, ""); sub(/,.*/, ""); rc = $0 }
+                /;; flags:/ { aa = ($0 ~ /flags:[^;]* aa[ ;]/) ? "aa" : "-" }
+                /^[^;]/ && NF >= 4 { n[tolower($1) "/" $4]++ }
+                END { s = ""; for (k in n) s = s " " k; print rc, aa, s }' |
+                { read -r rc aa rest; echo "$rc $aa $(tr ' ' '\n' <<<"$rest" | sed '/^$/d' | sort | paste -sd,)"; })
+            [ "${rc%% *}" = "" ] && rc=
+        else
+            rc=$(dig @127.0.0.1 -p "$port" "$name" "$type" +norec +tries=2 +time=2 +noall +comments 2>/dev/null |
+                sed -n 's/.*status: \([A-Z]*\),.*/\1/p')
+        fi
         echo "$name $type ${rc:-TIMEOUT}" >>"$got"
     done < <(sample "$(mixfile "$z" "$mix")")
     if [ ! -e "$ref" ]; then
@@ -597,6 +697,7 @@ fi
 
 echo "network.sh: mode $MODE, $SECS s per run, $ROUNDS round(s); load average $LOAD_START" >&2
 for round in $(seq "$ROUNDS"); do
+    ROUND=$round
     for z in "${ZONES[@]}"; do
         for s in "${SERVERS[@]}"; do
             port=$(free_port)
@@ -621,7 +722,11 @@ echo
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); nproc: $(nproc); CPU: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
 echo "command: bench/network.sh $ARGS"
 echo "dnsperf $(dnsperf -h 2>&1 | sed -n 's/.*[Vv]ersion \([0-9.]*\).*/\1/p' | head -1) pinned to core 0, $([ "$MODE" = workers ] && echo '-c 8' || echo '-c 1') -q 100 -b 4096 -l $SECS ${EDNS[*]}; load average at start $LOAD_START, at end $LOAD_END"
-python3 - "$RESULTS" "$MODE" <<'EOF'
+if [ "$MODE" = large ]; then
+    echo "zone: tld., $LARGE_DIR/zone ($LARGE_HOW): $(wc -c <"${ZFILE[large]}") bytes; $(awk '$0 !~ /^[;$]/ && NF' "${ZFILE[large]}" | wc -l) lines; mixes of $(wc -l <"$LARGE_DIR/queries-uniform.txt") queries"
+    if needs_sqlite; then echo "sqlite3: $(tail -1 "$WORK/loadzone-large.log")"; fi
+fi
+python3 - "$RESULTS" "$MODE" "$LOADS" <<'EOF'
 import statistics, sys
 from collections import OrderedDict
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
@@ -687,4 +792,34 @@ for c in out:
     bc = max(peers, key=lambda p: p["qpc"] if p["qpc"] == p["qpc"] else 0)
     print(f"| {c['zone']} | {c['mix']} | {c['name']} | {c['qps'] / bq['qps']:.2f} ({bq['name']}) | "
           f"{c['qpc'] / bc['qpc']:.2f} ({bc['name']}) |")
+if mode != "large":
+    sys.exit(0)
+# authd against each peer, queries per CPU-second (and qps).
+print()
+print("authd / NSD and authd / Knot in the same mix, queries per server CPU-second (qps ratio in brackets):")
+print()
+by = {(c["zone"], c["mix"], c["sid"]): c for c in out}
+def ratio(c, peer):
+    p = by.get((c["zone"], c["mix"], peer))
+    if not p or not p["qpc"] or p["qpc"] != p["qpc"]:
+        return "–"
+    return f"{c['qpc'] / p['qpc']:.2f} ({c['qps'] / p['qps']:.2f})"
+print("| zone | mix | authd | / NSD | / Knot |")
+print("|---|---|---|---:|---:|")
+for c in out:
+    if c["sid"].startswith("authd"):
+        print(f"| {c['zone']} | {c['mix']} | {c['name']} | {ratio(c, 'nsd')} | {ratio(c, 'knot')} |")
+# Start until the first SOA answer, per round.
+loads = OrderedDict()
+for l in open(sys.argv[3]):
+    if l.strip():
+        rnd, zone, sid, name, secs = l.rstrip("\n").split("\t")
+        loads.setdefault((zone, name), []).append(secs)
+print()
+print("Start until the first SOA answer (s), each round:")
+print()
+print("| zone | server | load time (s) |")
+print("|---|---|---|")
+for (zone, name), secs in loads.items():
+    print(f"| {zone} | {name} | {', '.join(secs)} |")
 EOF
