@@ -41,10 +41,6 @@ pub struct MemoryZone {
     /// (the separate `nsec3` table) keep them.
     /// Sorted by the owner's first label (the hash), lower-cased.
     nsec3: Vec<(Vec<u8>, Arc<RRset>)>,
-    /// Additional-section addresses of each NS, MX and SRV RRset, resolved at
-    /// build time, keyed by the RRset's address (stable while the snapshot —
-    /// or anyone holding the RRset — lives).
-    additional: FastMap<usize, Arc<[Arc<RRset>]>>,
     serial: u32,
     rrset_count: usize,
 }
@@ -132,12 +128,30 @@ impl MemoryZone {
             parents,
             ordered,
             nsec3,
-            additional: FastMap::default(),
             serial,
             rrset_count,
         };
-        zone.additional = zone.resolve_additional();
+        zone.attach_additional();
         zone
+    }
+
+    /// Stores in each node the additional-section addresses of its NS, MX
+    /// and SRV RRsets ([`Node::additional`]).
+    fn attach_additional(&mut self) {
+        let prepared = self.resolve_additional();
+        for node in self.nodes.values_mut() {
+            let lists: Vec<(RType, Arc<[Arc<RRset>]>)> = node
+                .rrsets
+                .iter()
+                .filter_map(|s| {
+                    let list = prepared.get(&(Arc::as_ptr(s) as usize))?;
+                    Some((s.rtype, list.clone()))
+                })
+                .collect();
+            if !lists.is_empty() {
+                node.additional = Some(lists.into_boxed_slice());
+            }
+        }
     }
 
     /// Resolves the additional-section addresses of every NS, MX and SRV RRset
@@ -495,9 +509,22 @@ impl DataSource for MemorySource {
         zone: &ZoneRef,
         rrset: &Arc<RRset>,
     ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
-        Ok(self
-            .zone(&zone.origin)
-            .and_then(|z| z.additional.get(&(Arc::as_ptr(rrset) as usize)).cloned()))
+        let Some(z) = self.zone(&zone.origin) else {
+            return Ok(None);
+        };
+        // Only for this snapshot's own RRset (a caller may hold an RRset of
+        // the snapshot a reload replaced).
+        let Some(node) = z.nodes.get(&rrset.owner) else {
+            return Ok(None);
+        };
+        if !node.get(rrset.rtype).is_some_and(|s| Arc::ptr_eq(s, rrset)) {
+            return Ok(None);
+        }
+        Ok(node
+            .additional
+            .as_deref()
+            .and_then(|lists| lists.iter().find(|(t, _)| *t == rrset.rtype))
+            .map(|(_, list)| list.clone()))
     }
 
     fn with_node_store(
@@ -519,5 +546,64 @@ impl DataSource for MemorySource {
 
     fn flush_cache(&self) {
         // Nothing cached: the snapshots are the data.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lookup::Outcome;
+
+    const ZONE: &str = "\
+$ORIGIN example.
+$TTL 3600
+@ SOA ns.example. admin.example. 1 3600 900 604800 300
+@ NS ns.example.
+ns A 192.0.2.53
+sub NS ns1.sub.example.
+sub NS ns.other.
+ns1.sub A 192.0.2.1
+ns1.sub AAAA 2001:db8::1
+";
+
+    /// A delegation's glue is prepared in its node at build time and handed
+    /// out for the snapshot's own NS RRset only: an equal copy (an RRset of
+    /// another snapshot) gets `None`, so the caller looks the targets up.
+    #[test]
+    fn glue_is_prepared_for_the_snapshots_own_rrset() {
+        let origin: Name = "example.".parse().expect("name");
+        let records =
+            zonefile::parse_master_text(ZONE, Path::new("example.zone"), &origin).expect("parses");
+        let zone = MemoryZone::from_records(origin.clone(), records.iter().map(|r| &r.record));
+        let source = MemorySource::with_zones("test", [Arc::new(zone)]);
+        let zref = source
+            .find_zone(&"www.sub.example.".parse().expect("name"))
+            .expect("no error")
+            .expect("zone");
+        let found = source
+            .lookup(
+                &zref,
+                &"www.sub.example.".parse().expect("name"),
+                RType::A,
+                LookupOptions::default(),
+            )
+            .expect("lookup");
+        let Outcome::Delegation(ns) = found.outcome else {
+            panic!("not a referral: {:?}", found.outcome);
+        };
+        let glue = source
+            .additional_addresses(&zref, &ns)
+            .expect("no error")
+            .expect("prepared");
+        let got: Vec<String> = glue
+            .iter()
+            .map(|s| format!("{} {}", s.owner, s.rtype))
+            .collect();
+        assert_eq!(got, ["ns1.sub.example. A", "ns1.sub.example. AAAA"]);
+        let copy = Arc::new(RRset::clone(&ns));
+        assert_eq!(
+            source.additional_addresses(&zref, &copy).expect("no error"),
+            None
+        );
     }
 }

@@ -13,6 +13,11 @@ use crate::rr::{RRset, RType};
 pub struct Node {
     /// The RRsets; at most one per type. Never contains a bare RRSIG set.
     pub rrsets: Vec<Arc<RRset>>,
+    /// The additional-section A and AAAA RRsets prepared for this node's NS,
+    /// MX and SRV RRsets, by type (memory snapshots fill it when built;
+    /// `None` elsewhere). Kept in the node a lookup has just read, so placing
+    /// a referral's glue costs no further probe into a cold table.
+    pub additional: Option<Box<[(RType, Arc<[Arc<RRset>]>)]>>,
 }
 
 impl Node {
@@ -101,6 +106,7 @@ impl NodeRef<'_> {
             NodeRef::Shared(n) => Ok(n.clone()),
             NodeRef::Lazy { node, .. } => Ok(Arc::new(Node {
                 rrsets: node.all()?,
+                additional: None,
             })),
         }
     }
