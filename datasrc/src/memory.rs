@@ -140,7 +140,7 @@ impl MemoryZone {
     fn attach_additional(&mut self) {
         let prepared = self.resolve_additional();
         for node in self.nodes.values_mut() {
-            let lists: Vec<(RType, Arc<[Arc<RRset>]>)> = node
+            let lists: Vec<(RType, crate::node::Additional)> = node
                 .rrsets
                 .iter()
                 .filter_map(|s| {

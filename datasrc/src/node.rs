@@ -17,8 +17,11 @@ pub struct Node {
     /// MX and SRV RRsets, by type (memory snapshots fill it when built;
     /// `None` elsewhere). Kept in the node a lookup has just read, so placing
     /// a referral's glue costs no further probe into a cold table.
-    pub additional: Option<Box<[(RType, Arc<[Arc<RRset>]>)]>>,
+    pub additional: Option<Box<[(RType, Additional)]>>,
 }
+
+/// Additional-section RRsets prepared for one RRset, in placing order.
+pub type Additional = Arc<[Arc<RRset>]>;
 
 impl Node {
     /// The RRset of type `rtype`, if any.
