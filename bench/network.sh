@@ -87,6 +87,7 @@
 # build; SHARED=path to the shared data (default ../shared/data next to the
 # repository; without it the query mixes are made by bench/make_queries.py from
 # the repository's zones, identical to the shared ones);
+# BENCH_SERVERS="authd-mem nsd knot" (--large): only these of its servers;
 # BENCH_LARGE_DIR=path (--large): the folder for the generated zone and
 # mixes: used as it is when it already holds them (made by an earlier run with
 # the same --delegations/--sign, recorded in its make_tld.args; a folder
@@ -285,7 +286,8 @@ elif [ "$MODE" = large ]; then
     ZORIGIN[large]=tld.
     ZONES=(large)
     MIXES[large]="uniform zipf nxdomain"
-    SERVERS=(authd-mem authd-sql authd-sql-nocache nsd knot)
+    # BENCH_SERVERS="authd-mem nsd knot" runs only those (a quick before/after).
+    read -r -a SERVERS <<<"${BENCH_SERVERS:-authd-mem authd-sql authd-sql-nocache nsd knot}"
     if [ ${#SIGN[@]} -gt 0 ]; then
         EDNS+=(-D)
         DIG_DO=+dnssec

@@ -140,7 +140,7 @@ impl MemoryZone {
     fn attach_additional(&mut self) {
         let prepared = self.resolve_additional();
         for node in self.nodes.values_mut() {
-            let lists: Vec<(RType, crate::node::Additional)> = node
+            node.additional = node
                 .rrsets
                 .iter()
                 .filter_map(|s| {
@@ -148,9 +148,6 @@ impl MemoryZone {
                     Some((s.rtype, list.clone()))
                 })
                 .collect();
-            if !lists.is_empty() {
-                node.additional = Some(lists.into_boxed_slice());
-            }
         }
     }
 
@@ -522,8 +519,8 @@ impl DataSource for MemorySource {
         }
         Ok(node
             .additional
-            .as_deref()
-            .and_then(|lists| lists.iter().find(|(t, _)| *t == rrset.rtype))
+            .iter()
+            .find(|(t, _)| *t == rrset.rtype)
             .map(|(_, list)| list.clone()))
     }
 

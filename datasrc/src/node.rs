@@ -15,9 +15,10 @@ pub struct Node {
     pub rrsets: Vec<Arc<RRset>>,
     /// The additional-section A and AAAA RRsets prepared for this node's NS,
     /// MX and SRV RRsets, by type (memory snapshots fill it when built;
-    /// `None` elsewhere). Kept in the node a lookup has just read, so placing
-    /// a referral's glue costs no further probe into a cold table.
-    pub additional: Option<Box<[(RType, Additional)]>>,
+    /// empty elsewhere). Kept in the node a lookup has just read, the first
+    /// inline (a node rarely has two of those types), so placing a
+    /// referral's glue costs no further probe into a cold table.
+    pub additional: smallvec::SmallVec<[(RType, Additional); 1]>,
 }
 
 /// Additional-section RRsets prepared for one RRset, in placing order.
@@ -109,7 +110,7 @@ impl NodeRef<'_> {
             NodeRef::Shared(n) => Ok(n.clone()),
             NodeRef::Lazy { node, .. } => Ok(Arc::new(Node {
                 rrsets: node.all()?,
-                additional: None,
+                additional: smallvec::SmallVec::new(),
             })),
         }
     }
