@@ -570,6 +570,7 @@ sub NS ns1.sub.example.
 sub NS ns.other.
 ns1.sub A 192.0.2.1
 ns1.sub AAAA 2001:db8::1
+away NS ns.other.
 ";
 
     /// A delegation's glue is prepared in its node at build time and handed
@@ -611,5 +612,19 @@ ns1.sub AAAA 2001:db8::1
             source.additional_addresses(&zref, &copy).expect("no error"),
             None
         );
+        // Out-of-zone name servers only: prepared, and empty.
+        let away = source
+            .lookup(
+                &zref,
+                &"away.example.".parse().expect("name"),
+                RType::A,
+                LookupOptions::default(),
+            )
+            .expect("lookup");
+        let Outcome::Delegation(ns) = away.outcome else {
+            panic!("not a referral: {:?}", away.outcome);
+        };
+        let glue = source.additional_addresses(&zref, &ns).expect("no error");
+        assert_eq!(glue.as_deref().map(<[_]>::len), Some(0));
     }
 }
