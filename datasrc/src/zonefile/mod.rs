@@ -1068,6 +1068,19 @@ mod tests {
         );
     }
 
+    /// A quoted string across lines (an escaped line end is not one) moves
+    /// the records after it down as many lines, as the file has them.
+    #[test]
+    fn lines_count_after_a_quoted_string_across_lines() {
+        let text = "$TTL 1\n@ SOA ns hm 1 2 3 4 5\nt TXT \"a\nb\\\nc\"\nx TXT ( \"1\n2\"\n\"3\" )\nw A 192.0.2.1\n";
+        let lines: Vec<usize> = parse_master_text(text, Path::new("z"), &origin())
+            .expect("parses")
+            .iter()
+            .map(|r| r.line)
+            .collect();
+        assert_eq!(lines, [2, 3, 5, 8]);
+    }
+
     #[test]
     fn include_of_a_device_is_refused_not_read() {
         let dir = tempfile::tempdir().expect("tempdir");
