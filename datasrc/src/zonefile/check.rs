@@ -29,7 +29,10 @@ pub fn check_zone(origin: &Name, records: &[SourcedRecord]) -> Result<(), ZoneFi
         cnames: Vec<&'a Rdata>,
         dnames: usize,
     }
-    let mut owners: HashMap<&Name, OwnerFacts<'_>> = HashMap::new();
+    // foldhash: several times faster than SipHash on names, which come from
+    // the zone file being checked, not from clients.
+    let mut owners: HashMap<&Name, OwnerFacts<'_>, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(records.len() / 2, Default::default());
     for r in records {
         let rec = &r.record;
         if !rec.owner.is_subdomain_of(origin) {
