@@ -86,8 +86,13 @@ pub fn check_zone(origin: &Name, records: &[SourcedRecord]) -> Result<(), ZoneFi
             }
         }
     }
-    // Report in file order.
-    for r in records {
+    // Report in file order: a second pass over the records (a probe each),
+    // only when some owner has a problem to report.
+    let problem = |f: &OwnerFacts<'_>| {
+        f.cname.is_some() && f.other.is_some() || f.cnames.len() > 1 || f.dnames > 1
+    };
+    let any_problem = owners.values().any(problem);
+    for r in records.iter().filter(|_| any_problem) {
         if let Some(OwnerFacts {
             cname,
             other,
