@@ -69,9 +69,10 @@ impl MemoryZone {
         Self::from_owned_records(origin, records.into_iter().cloned())
     }
 
-    /// As [`MemoryZone::from_records`], taking the records: their names and
-    /// RDATA move into the snapshot, never copied, so a large zone is not held
-    /// twice while it is built.
+    /// As [`MemoryZone::from_records`], taking the records: their names move
+    /// into the snapshot and each RDATA is copied once as its record is
+    /// consumed (see `compact`), so a large zone is never held twice while
+    /// it is built.
     ///
     /// Shape: each node's RRsets in type order, each RRset's RDATA in load
     /// order without duplicates and the smallest TTL of its records (as
@@ -131,7 +132,7 @@ impl MemoryZone {
                 && let Some(node) = nodes.get_mut(&s.owner)
                 && let Some(set) = node.rrsets.iter_mut().find(|set| set.rtype == covered)
             {
-                Arc::make_mut(set).push_sig(s.ttl, s.rdata);
+                Arc::make_mut(set).push_sig(s.ttl, compact(s.rdata));
             }
         }
         let mut nsec3 = Vec::new();
