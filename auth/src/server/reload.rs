@@ -478,7 +478,14 @@ fn load_master_file(origin: &Name, path: &Path, prev: Option<&ZoneState>) -> Zon
         return ZoneLoad::Failed(format!("{}:0: cannot read", path.display()));
     };
     let mut files = vec![main];
+    // Records share their file's `Arc`: paths are compared once per run of
+    // records from one file, not once per record.
+    let mut last: Option<&Arc<PathBuf>> = None;
     for r in &records {
+        if last.is_some_and(|l| Arc::ptr_eq(l, &r.file)) {
+            continue;
+        }
+        last = Some(&r.file);
         if !files.iter().any(|f| f.path == *r.file.as_ref()) {
             match digest(&r.file) {
                 Some(d) => files.push(d),
@@ -489,8 +496,7 @@ fn load_master_file(origin: &Name, path: &Path, prev: Option<&ZoneState>) -> Zon
         }
     }
     let parsed = start.elapsed();
-    let zone = MemoryZone::from_records(origin.clone(), records.iter().map(|r| &r.record));
-    drop(records);
+    let zone = MemoryZone::from_sourced_records(origin.clone(), records);
     tracing::debug!(
         "zone {origin}: read and checked in {} ms, snapshot built in {} ms",
         parsed.as_millis(),

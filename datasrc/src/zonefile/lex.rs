@@ -168,3 +168,120 @@ fn directive(rest: &[u8]) -> Option<Directive> {
         Directive::Internal
     })
 }
+
+/// Where master-file text can be cut into pieces that read alone as they
+/// read in place: see [`split`].
+pub(super) struct Split {
+    /// End of the leading directives (`$ORIGIN`, `$TTL`): the start of the
+    /// line of the first record.
+    pub(super) header_end: usize,
+    /// Each piece's first byte and 1-based first line, in file order; the
+    /// first piece starts at 0 (directives included), each later one at the
+    /// start of a line whose record names its owner, outside parentheses.
+    pub(super) starts: Vec<(usize, usize)>,
+    /// Number of records (entries that are not directives): one record each.
+    pub(super) records: usize,
+}
+
+/// Cuts `data` into pieces of about `piece` bytes at owner boundaries, by the
+/// rules of [`lex`] (comments, quotes, escapes, parentheses, line counting).
+///
+/// `None` when a piece could not be read on its own: a directive after the
+/// first record or an `$INCLUDE` (the state they change would have to follow
+/// from piece to piece), a first record with a blank owner, or a `(` left open.
+pub(super) fn split(data: &[u8], piece: usize) -> Option<Split> {
+    let mut starts = vec![(0usize, 1usize)];
+    let mut header_end = None;
+    let mut records = 0usize;
+    let (mut line, mut parens) = (1usize, 0usize);
+    let (mut in_entry, mut line_start, mut line_at) = (false, true, 0usize);
+    let mut i = 0;
+    while i < data.len() {
+        let c = data[i];
+        match c {
+            b'\n' => {
+                line += 1;
+                if parens == 0 {
+                    in_entry = false;
+                }
+                line_start = true;
+                i += 1;
+                line_at = i;
+                continue;
+            }
+            b';' => {
+                while i < data.len() && data[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b' ' | b'\t' | b'\r' => {
+                line_start = false;
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        if !in_entry {
+            in_entry = true;
+            match directive(&data[i..]) {
+                Some(Directive::Internal) if header_end.is_none() => {}
+                Some(_) => return None,
+                None => {
+                    records += 1;
+                    if header_end.is_none() {
+                        if !line_start {
+                            return None;
+                        }
+                        header_end = Some(line_at);
+                    } else if line_start
+                        && starts.last().is_some_and(|&(at, _)| line_at - at >= piece)
+                    {
+                        starts.push((line_at, line));
+                    }
+                }
+            }
+        }
+        line_start = false;
+        match c {
+            b'(' => {
+                parens += 1;
+                i += 1;
+            }
+            b')' => {
+                parens = parens.saturating_sub(1);
+                i += 1;
+            }
+            b'"' => {
+                i += 1;
+                while i < data.len() && data[i] != b'"' {
+                    match data[i] {
+                        b'\\' => i += 1,
+                        b'\n' => line += 1,
+                        _ => {}
+                    }
+                    i += 1;
+                }
+                i += 1;
+            }
+            _ => {
+                while i < data.len()
+                    && !matches!(
+                        data[i],
+                        b' ' | b'\t' | b'\r' | b'\n' | b'(' | b')' | b';' | b'"'
+                    )
+                {
+                    i += if data[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+        }
+    }
+    if parens > 0 {
+        return None;
+    }
+    Some(Split {
+        header_end: header_end?,
+        starts,
+        records,
+    })
+}

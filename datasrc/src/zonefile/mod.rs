@@ -23,6 +23,8 @@ use domain::base::iana::Class as DClass;
 use domain::base::rdata::ComposeRecordData;
 use domain::zonefile::inplace::{Entry, Zonefile};
 
+use rayon::prelude::*;
+
 use crate::name::Name;
 use crate::rdata_text::to_domain_name;
 use crate::rr::{Class, RType, Rdata, Record};
@@ -69,8 +71,29 @@ pub struct ZoneFileError {
 /// Errors: I/O errors and syntax errors, each with file and line. Zone-level
 /// checks are separate: see [`check_zone`].
 pub fn read_master_file(path: &Path, origin: &Name) -> Result<Vec<SourcedRecord>, ZoneFileError> {
-    let mut out = Vec::new();
-    read_into(path, origin, 0, &mut Ttls::default(), &mut out)?;
+    read_master_file_in(path, origin, PIECE)
+}
+
+/// Master files larger than this are read in pieces of about this size,
+/// bytes, in parallel (see [`parse_pieces`]); 1 MiB is some 20,000 records,
+/// so each piece's scratch memory is small and the pieces spread evenly.
+const PIECE: usize = 1 << 20;
+
+/// [`read_master_file`] with pieces of about `piece` bytes (tests use small ones).
+fn read_master_file_in(
+    path: &Path,
+    origin: &Name,
+    piece: usize,
+) -> Result<Vec<SourcedRecord>, ZoneFileError> {
+    let data = read_file(path)?;
+    let out = match parse_pieces(&data, path, origin, piece) {
+        Some(out) => out,
+        None => {
+            let mut out = Vec::new();
+            parse_into(&data, path, origin, 0, 0, &mut Ttls::default(), &mut out)?;
+            out
+        }
+    };
     if out.is_empty() {
         return Err(ZoneFileError {
             file: path.to_path_buf(),
@@ -94,6 +117,7 @@ pub fn parse_master_text(
         text.as_bytes(),
         file,
         origin,
+        0,
         0,
         &mut Ttls::default(),
         &mut out,
@@ -152,6 +176,14 @@ fn read_into(
     ttls: &mut Ttls,
     out: &mut Vec<SourcedRecord>,
 ) -> Result<(), ZoneFileError> {
+    let data = read_file(path)?;
+    parse_into(&data, path, origin, depth, 0, ttls, out)
+}
+
+/// The bytes of the regular file at `path`.
+///
+/// Errors: at line 0 of `path`, when it cannot be read or is not a regular file.
+fn read_file(path: &Path) -> Result<Vec<u8>, ZoneFileError> {
     let fail = |message: String| ZoneFileError {
         file: path.to_path_buf(),
         line: 0,
@@ -162,8 +194,88 @@ fn read_into(
     if !meta.is_file() {
         return Err(fail("cannot read: not a regular file".into()));
     }
-    let data = std::fs::read(path).map_err(|e| fail(format!("cannot read: {e}")))?;
-    parse_into(&data, path, origin, depth, ttls, out)
+    std::fs::read(path).map_err(|e| fail(format!("cannot read: {e}")))
+}
+
+/// Reads master-file text in pieces cut at owner boundaries ([`lex::split`]),
+/// in parallel, each piece starting from the `$ORIGIN` and `$TTL` the leading
+/// directives set. The records, lines and warnings are those of one serial
+/// read: `None` when the text does not split (see [`lex::split`]), has no
+/// `$TTL` before its first record, is at most two pieces long, or when a piece
+/// fails: the caller then reads it serially, which reports the error exactly
+/// as ever (the first one in file order).
+fn parse_pieces(
+    data: &[u8],
+    file: &Path,
+    origin: &Name,
+    piece: usize,
+) -> Option<Vec<SourcedRecord>> {
+    if data.len() <= 2 * piece {
+        return None;
+    }
+    let split = lex::split(data, piece)?;
+    let (later_origin, default) = header_state(&data[..split.header_end], origin)?;
+    let mut pieces: Vec<(std::ops::Range<usize>, usize)> = Vec::new();
+    for (i, &(start, line)) in split.starts.iter().enumerate() {
+        let end = split
+            .starts
+            .get(i + 1)
+            .map_or(data.len(), |&(next, _)| next);
+        pieces.push((start..end, line));
+    }
+    // Room for every record at once: the pieces' records move in, never copied.
+    let mut out = Vec::with_capacity(split.records);
+    // A few pieces per thread at a time: only their scratch memory and
+    // records exist besides `out`.
+    let wave = 2 * rayon::current_num_threads().max(1);
+    for group in pieces.chunks(wave) {
+        let parsed: Vec<Result<Vec<SourcedRecord>, ZoneFileError>> = group
+            .par_iter()
+            .map(|(range, line)| {
+                let first = range.start == 0;
+                // With a `$TTL` in force the TTL last stated is never used.
+                let mut ttls = Ttls {
+                    default: (!first).then_some(default),
+                    ..Ttls::default()
+                };
+                let here = if first { origin } else { &later_origin };
+                let mut recs = Vec::new();
+                let data = data.get(range.clone()).unwrap_or_default();
+                parse_into(data, file, here, 0, line - 1, &mut ttls, &mut recs)?;
+                Ok(recs)
+            })
+            .collect();
+        for recs in parsed {
+            out.append(&mut recs.ok()?);
+        }
+    }
+    Some(out)
+}
+
+/// The origin and default TTL that the leading directives `header` (only
+/// `$ORIGIN` and `$TTL`, one argument each) leave in force; `None` for
+/// anything else, or when no `$TTL` is among them.
+fn header_state(header: &[u8], origin: &Name) -> Option<(Name, u32)> {
+    let lexed = lex(header);
+    let mut current = origin.clone();
+    let mut default = None;
+    for (_, words) in lexed.iter() {
+        let [word, arg] = words else { return None };
+        let (word, arg) = (&header[word.clone()], &header[arg.clone()]);
+        if word.eq_ignore_ascii_case(b"$ORIGIN") {
+            current = Name::parse(std::str::from_utf8(arg).ok()?, Some(&current)).ok()?;
+        } else if word.eq_ignore_ascii_case(b"$TTL") {
+            let ttl = std::str::from_utf8(arg)
+                .ok()
+                .and_then(|t| t.parse::<u32>().ok())
+                .or_else(|| ttl_with_units(arg))?;
+            // As `limit_ttl`, whose warning the first piece gives.
+            default = Some(if ttl <= MAX_TTL { ttl } else { 0 });
+        } else {
+            return None;
+        }
+    }
+    Some((current, default?))
 }
 
 fn name_from_domain(n: &impl ToName) -> Result<Name, String> {
@@ -310,18 +422,22 @@ fn error_line(candidates: &[EntryStart], err_line: usize, err_col: usize) -> usi
     }
 }
 
+/// Reads master-file text into `out`; `line_base` is added to the lines of
+/// the records and warnings (the text's first line is line `line_base + 1`
+/// of `file`).
 fn parse_into(
     data: &[u8],
     file: &Path,
     origin: &Name,
     depth: usize,
+    line_base: usize,
     ttls: &mut Ttls,
     out: &mut Vec<SourcedRecord>,
 ) -> Result<(), ZoneFileError> {
     // A panic in the third-party scanner on input the checks here do not
     // foresee fails this file only, not the tool or the whole reload.
     let scanned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        scan_into(data, file, origin, depth, ttls, out)
+        scan_into(data, file, origin, depth, line_base, ttls, out)
     }));
     scanned.unwrap_or_else(|panic| {
         let what = panic
@@ -342,6 +458,7 @@ fn scan_into(
     file: &Path,
     origin: &Name,
     depth: usize,
+    line_base: usize,
     ttls: &mut Ttls,
     out: &mut Vec<SourcedRecord>,
 ) -> Result<(), ZoneFileError> {
@@ -438,7 +555,7 @@ fn scan_into(
         };
         // Directives the scanner consumed itself do not come back as entries.
         next = consumed_directives(&starts, &ttl_words, next, ttls, file);
-        let start_line = starts.get(next).map_or(0, |e| e.line);
+        let start_line = starts.get(next).map_or(0, |e| e.line + line_base);
         let explicit = matches!(
             ttl_words.get(next),
             Some(TtlWord::Record { explicit: true })
@@ -1066,6 +1183,120 @@ mod tests {
             e.to_string(),
             "z:4: w.example.org. A: bad address \"999.1.1.1\": not an IPv4 address"
         );
+    }
+
+    /// Everything a record says, where it was read, and its owner's case.
+    fn seen(recs: &[SourcedRecord]) -> Vec<(Vec<u8>, Record, PathBuf, usize)> {
+        recs.iter()
+            .map(|r| {
+                let wire = r.record.owner.as_wire().to_vec();
+                (wire, r.record.clone(), r.file.to_path_buf(), r.line)
+            })
+            .collect()
+    }
+
+    /// A quoted string across lines (an escaped line end is not one) moves
+    /// the records after it down as many lines, as the file has them.
+    #[test]
+    fn lines_count_after_a_quoted_string_across_lines() {
+        let text = "$TTL 1\n@ SOA ns hm 1 2 3 4 5\nt TXT \"a\nb\\\nc\"\nx TXT ( \"1\n2\"\n\"3\" )\nw A 192.0.2.1\n";
+        let lines: Vec<usize> = parse_master_text(text, Path::new("z"), &origin())
+            .expect("parses")
+            .iter()
+            .map(|r| r.line)
+            .collect();
+        assert_eq!(lines, [2, 3, 5, 8]);
+    }
+
+    /// The first difference, not the whole of both.
+    fn same(got: &[SourcedRecord], want: &[SourcedRecord], piece: usize) {
+        let (got, want) = (seen(got), seen(want));
+        if let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
+            panic!(
+                "piece {piece}: record {i}: {:?} != {:?}",
+                got.get(i),
+                want.get(i)
+            );
+        }
+    }
+
+    /// A file read in pieces gives the records, TTLs, files and lines of a
+    /// serial read: blank owners, parentheses across lines, comments and
+    /// quoted strings with newlines, escapes, TTL units, `$ORIGIN` and
+    /// `$TTL` in the leading directives, pieces of a few records each.
+    #[test]
+    fn pieces_read_as_one_text() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("big.zone");
+        let mut text = String::from(
+            "; head\n$ORIGIN example.org.\n$TTL 1h\n$ORIGIN sub\n\
+             @ IN SOA ns hm ( 1 2h\n 3 4 5 ) ; soa\n@ 300 NS ns\n",
+        );
+        for i in 0..400 {
+            text.push_str(&format!(
+                "n{i} 60 IN NS ns1.n{i}\n NS ns.other.\nns1.n{i} A 192.0.2.{}\n\
+                 \t AAAA 2001:db8::{i:x}\nT{i} TXT ( \"a;b\" \"multi\nline\"\n  \"x\\\"y\" )\n\
+                 ; a comment ( not open\nw\\{:03} 2d MX 10 mail\n\n",
+                i % 250,
+                i % 200 + 40
+            ));
+        }
+        std::fs::write(&path, &text).expect("write");
+        let serial = parse_master_text(&text, &path, &origin()).expect("serial");
+        assert_eq!(serial.len(), 2 + 400 * 6);
+        for piece in [64, 300, 5000] {
+            let data = std::fs::read(&path).expect("read");
+            let split = lex::split(&data, piece).expect("splits");
+            assert!(split.starts.len() > 10, "{piece}: {}", split.starts.len());
+            assert_eq!(split.records, serial.len());
+            let pieces = parse_pieces(&data, &path, &origin(), piece).expect("in pieces");
+            same(&pieces, &serial, piece);
+        }
+        let read = read_master_file_in(&path, &origin(), 300).expect("reads");
+        same(&read, &serial, 300);
+        assert_eq!(read[1].record.owner.to_string(), "sub.example.org.");
+        assert_eq!((read[1].record.ttl, read[1].line), (300, 7));
+        assert_eq!((read[3].record.ttl, read[3].line), (3600, 9));
+        // After a quoted string across lines, lines still count from the file.
+        assert_eq!((read[6].record.rtype, read[6].line), (RType::TXT, 12));
+        assert_eq!((read[7].record.rtype, read[7].line), (RType::MX, 16));
+        assert_eq!((read[8].record.ttl, read[8].line), (60, 18));
+    }
+
+    /// What pieces cannot follow is read serially: a directive after the
+    /// first record, `$INCLUDE`, no `$TTL`, a `(` left open; and an error in
+    /// any piece is reported as a serial read reports it (an RDATA error late
+    /// in the file before a syntax error early in it, as ever).
+    #[test]
+    fn pieces_fall_back_to_a_serial_read() {
+        let body: String = (0..200)
+            .map(|i| format!("n{i} NS ns.other.\nx{i} 60 A 192.0.2.1\n"))
+            .collect();
+        let head = "$TTL 300\n@ SOA ns hm 1 2 3 4 5\n@ NS ns\n";
+        let cut = |text: &str| lex::split(text.as_bytes(), 100).map(|s| s.starts.len());
+        assert!(cut(&format!("{head}{body}")).is_some_and(|n| n > 10));
+        for text in [
+            format!("{head}{body}$TTL 60\n{body}"),
+            format!("{head}{body}$ORIGIN sub\n{body}"),
+            format!("{head}$INCLUDE x\n{body}"),
+            format!("{head}{body}w TXT ( a\n"),
+            format!("$TTL 1\n $ORIGIN x\n \tSOA ns hm 1 2 3 4 5\n{body}"),
+        ] {
+            assert_eq!(cut(&text), None, "{text:.60}");
+        }
+        let no_ttl = format!("@ 300 SOA ns hm 1 2 3 4 5\n{body}");
+        assert!(cut(&no_ttl).is_some());
+        assert!(parse_pieces(no_ttl.as_bytes(), Path::new("z"), &origin(), 100).is_none());
+        // Read serially, the RDATA error at line 405 comes before the
+        // unknown type at line 4.
+        let bad = format!("{head}zz AX 1\n{body}w A 999.1.1.1\n{body}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("bad.zone");
+        std::fs::write(&path, &bad).expect("write");
+        let want = parse_master_text(&bad, &path, &origin()).expect_err("serial");
+        let got = read_master_file_in(&path, &origin(), 100).expect_err("pieces");
+        assert_eq!(got, want);
+        assert_eq!(got.line, 405, "{got}");
     }
 
     #[test]

@@ -86,8 +86,13 @@ pub(super) fn rdata_to_generic(
             out.push(b' ');
             out.extend_from_slice(data_encoding::HEXUPPER.encode(&wire).as_bytes());
         }
-        // The parentheses and line ends between the words, outside comments.
-        for gap in words[i..].windows(2).map(|w| &data[w[0].end..w[1].start]) {
+        // The parentheses and line ends between the words, outside comments,
+        // and the line ends inside quoted strings (the lexer counts those
+        // too: without them every later record would be reported a line early).
+        for (w, gap) in words[i..]
+            .windows(2)
+            .map(|w| (&data[w[1].clone()], &data[w[0].end..w[1].start]))
+        {
             let mut in_comment = false;
             for &c in gap {
                 match c {
@@ -103,6 +108,9 @@ pub(super) fn rdata_to_generic(
                     _ => {}
                 }
             }
+            if w.first() == Some(&b'"') {
+                out.resize(out.len() + quoted_line_breaks(w), b'\n');
+            }
         }
         at = end;
     }
@@ -111,6 +119,20 @@ pub(super) fn rdata_to_generic(
     }
     out.extend_from_slice(&data[at..]);
     Ok(Some(out))
+}
+
+/// The line ends the lexer counts in a quoted string: those not escaped.
+fn quoted_line_breaks(word: &[u8]) -> usize {
+    let (mut n, mut i) = (0, 0);
+    while i < word.len() {
+        match word[i] {
+            b'\\' => i += 1,
+            b'\n' => n += 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    n
 }
 
 /// A word of the lexer as an RDATA token: quoted strings without their
