@@ -44,7 +44,8 @@ pub struct MemoryZone {
     /// Names with at least one owner name below them (the proper ancestors of
     /// every owner, down from the apex): the empty-non-terminal test in one probe.
     parents: HashSet<Name, foldhash::fast::RandomState>,
-    /// Owner names in canonical order.
+    /// Owner names in canonical order, when the zone has NSEC RRsets (the
+    /// proofs need the order; nothing else on the query path does).
     ordered: Vec<Name>,
     /// NSEC3 RRsets: kept out of the name tree, since their owners are not
     /// names of the zone (RFC 5155 §7.2.9), as BIND 10 and the sqlite3 backend
@@ -176,11 +177,17 @@ impl MemoryZone {
         nsec3: Vec<Arc<RRset>>,
         rrset_count: usize,
     ) -> MemoryZone {
-        let mut ordered: Vec<Name> = nodes.keys().cloned().collect();
-        // Owner names are distinct: an unstable sort orders them the same.
-        ordered.par_sort_unstable();
+        // The canonical order serves NSEC proofs only: a zone without NSEC
+        // (unsigned, or NSEC3 as TLDs sign) skips the sort and the second
+        // copy of every owner name.
+        let mut ordered: Vec<Name> = Vec::new();
+        if nodes.values().any(|n| n.get(RType::NSEC).is_some()) {
+            ordered = nodes.keys().cloned().collect();
+            // Owner names are distinct: an unstable sort orders them the same.
+            ordered.par_sort_unstable();
+        }
         let mut parents = HashSet::default();
-        for owner in &ordered {
+        for owner in nodes.keys() {
             let mut name = owner.clone();
             while name != origin {
                 let Some(parent) = name.parent() else { break };
@@ -252,6 +259,9 @@ impl MemoryZone {
         // Lookups on an immutable snapshot: the RRsets are split between
         // threads, each with its own memo of the targets it has resolved.
         type Memo = FastMap<(Name, bool), Option<Vec<Arc<RRset>>>>;
+        // Most delegations of a TLD name out-of-zone servers: one empty list
+        // for all of them, not a heap block each.
+        let empty: Arc<[Arc<RRset>]> = Arc::from(Vec::new());
         let resolved: Vec<(usize, Arc<[Arc<RRset>]>)> = sets
             .par_iter()
             .map_init(Memo::default, |memo, set| {
@@ -275,7 +285,12 @@ impl MemoryZone {
                         }
                     }
                 }
-                Some((Arc::as_ptr(set) as usize, Arc::from(list)))
+                let list = if list.is_empty() {
+                    empty.clone()
+                } else {
+                    Arc::from(list)
+                };
+                Some((Arc::as_ptr(set) as usize, list))
             })
             .flatten()
             .collect();
@@ -566,8 +581,15 @@ impl DataSource for MemorySource {
         let z = self
             .zone(&zone.origin)
             .ok_or_else(|| DataSourceError::NoSuchZone(zone.origin.to_string()))?;
-        Ok(z.ordered
-            .iter()
+        let order: Vec<&Name> = if z.ordered.is_empty() {
+            let mut sorted: Vec<&Name> = z.nodes.keys().collect();
+            sorted.par_sort_unstable();
+            sorted
+        } else {
+            z.ordered.iter().collect()
+        };
+        Ok(order
+            .into_iter()
             .filter_map(|n| z.nodes.get(n))
             .flat_map(|node| node.rrsets.iter().map(|s| RRset::clone(s)))
             .chain(z.nsec3.iter().map(|(_, s)| RRset::clone(s)))
