@@ -78,7 +78,14 @@ impl MemoryZone {
         origin: Name,
         records: impl IntoIterator<Item = Record>,
     ) -> MemoryZone {
-        let mut nodes: FastMap<Name, Node> = FastMap::default();
+        Self::build(origin, records, 0)
+    }
+
+    /// [`MemoryZone::from_owned_records`], the node map made for `owners`
+    /// owner names from the start.
+    fn build(origin: Name, records: impl IntoIterator<Item = Record>, owners: usize) -> MemoryZone {
+        let mut nodes: FastMap<Name, Node> =
+            FastMap::with_capacity_and_hasher(owners, Default::default());
         let mut sigs: Vec<Record> = Vec::new();
         // Records of one owner mostly come together: they are grouped here and
         // the node map is probed once per group, not once per record.
@@ -329,7 +336,14 @@ impl MemoryZone {
     /// checked with [`zonefile::check_zone`], taking them (see
     /// [`MemoryZone::from_owned_records`]).
     pub fn from_sourced_records(origin: Name, records: Vec<SourcedRecord>) -> MemoryZone {
-        Self::from_owned_records(origin, records.into_iter().map(|r| r.record))
+        // The owner count, from the runs of equal owners (an upper bound), so
+        // the node map is made at its size: growing it would hold the old
+        // table and the new one (twice the size) at once, the peak of a load.
+        let owners = 1 + records
+            .windows(2)
+            .filter(|w| w[0].record.owner != w[1].record.owner)
+            .count();
+        Self::build(origin, records.into_iter().map(|r| r.record), owners)
     }
 
     /// Copies zone `zone` of `source` (e.g. an sqlite3 DB) into a snapshot,
