@@ -386,6 +386,9 @@ pub struct Record {
     pub rdata: Rdata,
 }
 
+/// The RDATA list of an [`RRset`].
+pub type Rdatas = smallvec::SmallVec<[Rdata; 1]>;
+
 /// An RRset (RFC 2181 §5) with the RRSIGs that cover it (RFC 4034 §3).
 ///
 /// Shape: one owner, type and class; `rdatas` in load order without duplicates;
@@ -400,8 +403,10 @@ pub struct RRset {
     pub class: Class,
     /// TTL in seconds.
     pub ttl: u32,
-    /// The RDATA of each record.
-    pub rdatas: Vec<Rdata>,
+    /// The RDATA of each record. One inline (the size of a `Vec`): most
+    /// RRsets of a large zone (glue, DS) hold one record and need no heap
+    /// block for the list.
+    pub rdatas: Rdatas,
     /// RRSIG RDATA covering this set.
     pub sigs: Vec<Rdata>,
     /// TTL of the RRSIGs, seconds.
@@ -416,7 +421,7 @@ impl RRset {
             rtype,
             class,
             ttl,
-            rdatas: Vec::new(),
+            rdatas: Rdatas::new(),
             sigs: Vec::new(),
             sig_ttl: 0,
         }
