@@ -618,7 +618,7 @@ impl Collector for Scrape {
                 serials,
             )?;
             type Field = fn(&authd_datasrc::CacheStats) -> u64;
-            let fields: [(&str, &str, Field); 4] = [
+            let fields: [(&str, &str, Field); 5] = [
                 (
                     "authd_cache_hits",
                     "Hot-spot cache probes answered from the cache.",
@@ -633,6 +633,11 @@ impl Collector for Scrape {
                     "authd_cache_evictions",
                     "Hot-spot cache entries evicted for room.",
                     |c| c.evictions,
+                ),
+                (
+                    "authd_cache_rejections",
+                    "Hot-spot cache misses not stored: the admission filter preferred the entry they would evict.",
+                    |c| c.rejections,
                 ),
                 (
                     "authd_cache_flushes",

@@ -25,7 +25,20 @@
 //! Entries share one LRU (`lru` crate) bounded by a slot count. Hits do not
 //! reorder it (that would need the write lock): they mark the entry, and an
 //! entry due for eviction that was marked since it last came round is moved to
-//! the front instead (second chance, as CLOCK does). Everything is keyed by
+//! the front instead (second chance, as CLOCK does).
+//!
+//! Once the slots are full, a new entry must earn its place (TinyLFU
+//! admission, as Caffeine and moka do: Einziger, Friedman and Manes, ACM
+//! Transactions on Storage 13(4), 2017): a count-min sketch (module `sketch`) counts
+//! every miss per key, and every second chance as one more sighting of the
+//! entry given it, its counters halved every 10 × its width of sightings; the
+//! new entry is stored only if its estimate exceeds that of the entry it would
+//! evict. So a scan of names never repeated (or repeated less often than the
+//! cached ones) passes by without evicting the hot set, where plain LRU would
+//! let it flush the cache and pay for storing each name it will never see
+//! again. A miss not admitted builds nothing to store: a node stays as the
+//! source lazily gives it, no key is copied. Without a bound every entry is
+//! admitted and nothing is counted. Everything is keyed by
 //! the wrapped source's [`DataSource::generation`]: when that changes (a commit
 //! to an sqlite3 file is seen within 200 ms, a reload at once) the cache is
 //! emptied, so no answer from before a change outlives it by more than the
@@ -33,6 +46,9 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::BuildHasher;
+#[cfg(not(test))]
+use std::hash::RandomState;
 use std::num::NonZeroUsize;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -45,8 +61,19 @@ use authd_datasrc::{
 };
 use lru::LruCache;
 
+mod sketch;
+use sketch::Sketch;
+
 /// Absent-name ranges kept per cache, beside the slots (a range is two names).
 pub const MAX_RANGES: usize = 65_536;
+
+/// Hashes keys for the admission sketch: with a random key per cache, so that
+/// no one can pick names sharing counters with the hot ones; in unit tests
+/// with a fixed one, so that what they count is the same every run.
+#[cfg(not(test))]
+type KeyHasher = RandomState;
+#[cfg(test)]
+type KeyHasher = std::hash::BuildHasherDefault<std::hash::DefaultHasher>;
 
 /// How many entries the cache may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,6 +250,10 @@ struct State {
     ranges: HashMap<Name, BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
     /// Ranges held, over all zones, in the order they came (for the bound).
     range_order: VecDeque<(Name, Vec<u8>)>,
+    /// Miss and second-chance counts per key, for admission once the slots
+    /// are full (bounded caches only). Kept through flushes: how often names
+    /// are asked for is the traffic's, not the data's.
+    sketch: Option<Sketch>,
     generation: u64,
 }
 
@@ -262,9 +293,12 @@ pub struct HotSpotCache {
     inner: Arc<dyn DataSource>,
     slots: Slots,
     state: Option<RwLock<State>>,
+    /// Hashes keys for the sketch.
+    hasher: KeyHasher,
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
+    rejections: AtomicU64,
     flushes: AtomicU64,
 }
 
@@ -281,6 +315,10 @@ impl HotSpotCache {
                 zones: None,
                 ranges: HashMap::new(),
                 range_order: VecDeque::new(),
+                sketch: match slots {
+                    Slots::Bounded(n) => Some(Sketch::new(n.get())),
+                    Slots::Disabled | Slots::Unlimited => None,
+                },
                 generation,
             })
         });
@@ -288,9 +326,11 @@ impl HotSpotCache {
             inner,
             slots,
             state,
+            hasher: KeyHasher::default(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            rejections: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
         }
     }
@@ -321,6 +361,7 @@ impl HotSpotCache {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
+            rejections: self.rejections.load(Ordering::Relaxed),
             flushes: self.flushes.load(Ordering::Relaxed),
             entries: self.len() as u64,
         }
@@ -340,7 +381,13 @@ impl HotSpotCache {
 
     /// Sets every counter to zero.
     pub fn reset_stats(&self) {
-        for c in [&self.hits, &self.misses, &self.evictions, &self.flushes] {
+        for c in [
+            &self.hits,
+            &self.misses,
+            &self.evictions,
+            &self.rejections,
+            &self.flushes,
+        ] {
             c.store(0, Ordering::Relaxed);
         }
     }
@@ -382,8 +429,56 @@ impl HotSpotCache {
         self.misses.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Whether to store an entry for `key`, just missed while the cache was
+    /// at `generation` (TinyLFU admission, see the module docs): always below
+    /// the slot count or without one; once full, only if the sketch has seen
+    /// `key` more often than the entry it would evict. Counts the miss in the
+    /// sketch either way, and a refusal in [`CacheStats::rejections`]. False
+    /// when the cache was flushed since (`put` would drop the entry).
+    fn admit(&self, key: KeyRef<'_>, generation: u64) -> bool {
+        let Slots::Bounded(n) = self.slots else {
+            return true;
+        };
+        let hash = self.hasher.hash_one(key);
+        let Some(mut guard) = self.state.as_ref().and_then(|l| l.write().ok()) else {
+            return false;
+        };
+        let state = &mut *guard;
+        if state.generation != generation {
+            return false;
+        }
+        let Some(sketch) = state.sketch.as_mut() else {
+            return true;
+        };
+        sketch.increment(hash);
+        if state.lru.len() < n.get() {
+            return true;
+        }
+        // The entry `put` would evict: as there, entries hit since eviction
+        // last came round go to the front instead, each hit round counted as
+        // a sighting. Ends: each turn clears a mark (hits take the read lock).
+        let victim = loop {
+            let Some((key, entry)) = state.lru.peek_lru() else {
+                return true;
+            };
+            let hash = self.hasher.hash_one(key.key());
+            if !entry.used.swap(false, Ordering::Relaxed) {
+                break hash;
+            }
+            let key = key.clone();
+            state.lru.promote(&key);
+            sketch.increment(hash);
+        };
+        if sketch.estimate(hash) > sketch.estimate(victim) {
+            return true;
+        }
+        self.rejections.fetch_add(1, Ordering::Relaxed);
+        false
+    }
+
     /// Caches `value`, read from the source while the cache was at
     /// `generation`: if it was flushed since, the value may predate the change.
+    /// Callers ask [`Self::admit`] first.
     fn put(&self, key: Key, value: Value, generation: u64) {
         let Some(mut state) = self.state.as_ref().and_then(|l| l.write().ok()) else {
             return;
@@ -577,8 +672,12 @@ impl<'a> View<'a> {
         }
     }
 
-    fn put(&self, key: KeyRef<'_>, value: Value) {
-        self.cache.put(key.owned(), value, self.generation);
+    /// Caches what `value` builds under `key`, if admitted: a miss not
+    /// admitted copies no key and builds no value.
+    fn put(&self, key: KeyRef<'_>, value: impl FnOnce() -> Value) {
+        if self.cache.admit(key, self.generation) {
+            self.cache.put(key.owned(), value(), self.generation);
+        }
     }
 
     /// A cached range says `name` owns nothing at or below it.
@@ -627,14 +726,18 @@ impl NodeStore for View<'_> {
                 match inner.node(name, dnssec)? {
                     // Cached fully built; a node with a row that does not parse
                     // is served as the source gives it, uncached, so that only
-                    // the lookups needing that row's type fail.
-                    Some(n) => match n.to_shared() {
+                    // the lookups needing that row's type fail. A node not
+                    // admitted is served as the source gives it, too: built
+                    // only as far as this lookup reads it.
+                    Some(n) if self.cache.admit(key, self.generation) => match n.to_shared() {
                         Ok(n) => {
-                            self.put(key, Value::Node(n.clone()));
+                            self.cache
+                                .put(key.owned(), Value::Node(n.clone()), self.generation);
                             Found::Node(NodeRef::Shared(n))
                         }
                         Err(_) => Found::Node(n),
                     },
+                    Some(n) => Found::Node(n),
                     None => {
                         let descendants = inner.has_descendants(name)?;
                         // Nothing here or below: remember the whole gap, not the name.
@@ -642,7 +745,7 @@ impl NodeStore for View<'_> {
                             Some(Ok(Some(range))) => {
                                 self.cache.put_range(self.zone, range, self.generation)
                             }
-                            _ => self.put(key, Value::Absent { descendants }),
+                            _ => self.put(key, || Value::Absent { descendants }),
                         }
                         Found::Absent { descendants }
                     }
@@ -687,7 +790,7 @@ impl NodeStore for View<'_> {
             return Ok(b);
         }
         let b = self.source()?.has_descendants(name)?;
-        self.put(key, Value::Descendants(b));
+        self.put(key, || Value::Descendants(b));
         Ok(b)
     }
 
@@ -701,7 +804,7 @@ impl NodeStore for View<'_> {
             return Ok(n);
         }
         let n = self.source()?.covering_nsec(name)?;
-        self.put(key, Value::Nsec(n.clone()));
+        self.put(key, || Value::Nsec(n.clone()));
         Ok(n)
     }
 
@@ -715,7 +818,7 @@ impl NodeStore for View<'_> {
             return Ok(n);
         }
         let n = self.source()?.covering_nsec3(hash)?;
-        self.put(key, Value::Nsec3(n.clone()));
+        self.put(key, || Value::Nsec3(n.clone()));
         Ok(n)
     }
 }
@@ -808,7 +911,9 @@ impl DataSource for HotSpotCache {
         let lookup = self.inner.lookup(zone, qname, qtype, opts)?;
         // Owners synthesized from a wildcard keep the wildcard owner in the
         // result, so the entry is valid for this qname only: fine, it is keyed by it.
-        self.put(key.owned(), Value::Lookup(lookup.clone()), generation);
+        if self.admit(key, generation) {
+            self.put(key.owned(), Value::Lookup(lookup.clone()), generation);
+        }
         Ok(lookup)
     }
 
@@ -831,7 +936,11 @@ impl DataSource for HotSpotCache {
         if let Some(ready) = self.inner.additional_addresses(zone, rrset)? {
             return Ok(Some(ready));
         }
-        if !matches!(rrset.rtype, RType::NS | RType::MX | RType::SRV) {
+        // Held by the caller alone, the RRset is not in the cache (a node not
+        // admitted): an entry keyed by its address would never be found again.
+        if !matches!(rrset.rtype, RType::NS | RType::MX | RType::SRV)
+            || Arc::strong_count(rrset) == 1
+        {
             return Ok(None);
         }
         // No generation check: `rrset` comes from a lookup that just made it.
@@ -848,11 +957,13 @@ impl DataSource for HotSpotCache {
         let generation = state.generation;
         drop(state);
         let ready = self.resolve_additional(zone, rrset)?;
-        let value = Value::Additional {
-            _rrset: rrset.clone(),
-            ready: ready.clone(),
-        };
-        self.put(key.owned(), value, generation);
+        if self.admit(key, generation) {
+            let value = Value::Additional {
+                _rrset: rrset.clone(),
+                ready: ready.clone(),
+            };
+            self.put(key.owned(), value, generation);
+        }
         Ok(ready)
     }
 
@@ -891,5 +1002,140 @@ impl DataSource for HotSpotCache {
     fn flush_cache(&self) {
         self.flush();
         self.inner.flush_cache();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use authd_datasrc::sqlite::SqliteSource;
+    use authd_datasrc::zonefile;
+
+    use super::*;
+
+    fn lookup(
+        src: &dyn DataSource,
+        qname: &Name,
+        qtype: RType,
+        opts: LookupOptions,
+    ) -> Option<(ZoneRef, Lookup)> {
+        let zone = src.find_zone(qname).expect("find_zone")?;
+        let l = src.lookup(&zone, qname, qtype, opts).expect("lookup");
+        Some((zone, l))
+    }
+
+    /// A DB of zone `tld.` with `n` delegations `d0.tld.` … (one NS each, the
+    /// name server out of zone, so no glue), and its path.
+    fn make_tld_db(dir: &Path, n: usize) -> PathBuf {
+        let zone = dir.join("tld.zone");
+        let mut text = String::from(
+            "$ORIGIN tld.\n$TTL 3600\n@ SOA ns.nic.example. host.nic.example. 1 7200 3600 1209600 3600\n\
+             @ NS ns.nic.example.\n",
+        );
+        for i in 0..n {
+            text.push_str(&format!("d{i} NS ns.dns{}.example.\n", i % 7));
+        }
+        std::fs::write(&zone, text).expect("write zone");
+        let db = dir.join("tld.sqlite3");
+        let origin: Name = "tld.".parse().expect("origin");
+        let records = zonefile::read_master_file(&zone, &origin).expect("parses");
+        let mut conn = authd_migrations::open_or_create(&db).expect("db");
+        authd_datasrc::sqlite_load::load_zone(&mut conn, &origin, &records, |_, _| {})
+            .expect("loads");
+        db
+    }
+
+    fn delegation(i: usize) -> Name {
+        format!("d{i}.tld.").parse().expect("name")
+    }
+
+    /// What `lookup` of `d<i>.tld. A` found: a referral to the cut.
+    fn referral(cached: &HotSpotCache, i: usize) -> Outcome {
+        let (_, l) =
+            lookup(cached, &delegation(i), RType::A, LookupOptions::default()).expect("zone");
+        assert!(matches!(l.outcome, Outcome::Delegation(_)), "d{i}: {l:?}");
+        l.outcome
+    }
+
+    /// TinyLFU admission: once the slots are full, a scan of names asked for
+    /// once evicts none of the names asked for repeatedly (plain LRU would have
+    /// replaced them all); a name asked for a second time is let in, evicting the
+    /// least recently used entry seen less often.
+    #[test]
+    fn a_scan_does_not_evict_the_hot_set_and_repeats_are_admitted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = make_tld_db(dir.path(), 200);
+        let cached = HotSpotCache::new(
+            Arc::new(SqliteSource::open(&db).expect("open")),
+            Slots::from_count(10),
+        );
+        // The hot set: 4 cuts, each asked 3 times. Entries: the apex node and
+        // the 4 cut nodes.
+        for _ in 0..3 {
+            for i in 0..4 {
+                referral(&cached, i);
+            }
+        }
+        assert_eq!(cached.len(), 5);
+        assert_eq!(cached.stats().misses, 6, "zone table, apex, 4 cuts");
+        // A scan of 100 other cuts, each once: the first 5 fill the slots, the
+        // other 95 are seen no more often than the entry they would evict.
+        for i in 100..200 {
+            referral(&cached, i);
+        }
+        let stats = cached.stats();
+        assert_eq!(cached.len(), 10);
+        assert_eq!(stats.misses, 106);
+        assert_eq!(stats.rejections, 95);
+        assert_eq!(stats.evictions, 0);
+        // The hot set is all hits still.
+        for i in 0..4 {
+            referral(&cached, i);
+        }
+        assert_eq!(cached.stats().misses, 106, "the hot set was evicted");
+        // A cut missed twice has been seen more often than the least recently
+        // used scan entry (once): the second miss stores it, the third ask hits.
+        referral(&cached, 50);
+        assert_eq!(
+            (cached.stats().misses, cached.stats().rejections),
+            (107, 96)
+        );
+        referral(&cached, 50);
+        let stats = cached.stats();
+        assert_eq!(
+            (stats.misses, stats.rejections, stats.evictions),
+            (108, 96, 1)
+        );
+        let first = referral(&cached, 50);
+        assert_eq!(cached.stats().misses, 108, "admitted");
+        assert_eq!(cached.len(), 10);
+        // What a rejected miss returns is what the source returns.
+        let plain = SqliteSource::open(&db).expect("open");
+        assert_eq!(
+            lookup(&plain, &delegation(150), RType::A, LookupOptions::default())
+                .map(|(_, l)| l.outcome),
+            Some(referral(&cached, 150))
+        );
+        assert!(matches!(first, Outcome::Delegation(_)));
+    }
+
+    /// Without a bound, nothing is counted or refused.
+    #[test]
+    fn unlimited_slots_admit_everything() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = make_tld_db(dir.path(), 50);
+        let cached = HotSpotCache::new(
+            Arc::new(SqliteSource::open(&db).expect("open")),
+            Slots::Unlimited,
+        );
+        for i in 0..50 {
+            referral(&cached, i);
+        }
+        let stats = cached.stats();
+        assert_eq!(
+            (cached.len(), stats.rejections, stats.evictions),
+            (51, 0, 0)
+        );
     }
 }

@@ -130,6 +130,9 @@ pub struct CacheStats {
     pub misses: u64,
     /// Entries evicted to respect the slot count.
     pub evictions: u64,
+    /// Misses not stored: the slots were full and the admission filter had
+    /// seen the key no more often than the entry it would have evicted.
+    pub rejections: u64,
     /// Times the cache was emptied because the source changed.
     pub flushes: u64,
     /// Entries held now.

@@ -4,7 +4,9 @@
 //! is rendered to wire form once (id 0, no RD, no EDNS, as BIND 10 did) and run
 //! through the real path — wire query → dispatcher → query processing → wire response — with
 //! no sockets, for each hot-spot cache variant: unlimited slots, 10 × #queries,
-//! #queries / 2, and disabled. Each variant starts cold. Before timing, every
+//! #queries / 2, and disabled, or the slot counts given with `--slots` (as
+//! numbers, or as percentages of the distinct qnames: a curve of throughput
+//! against cache size). Each variant starts cold. Before timing, every
 //! variant's responses are checked to be identical: byte for byte, or, where
 //! only name compression differs (a reply rendered from a template compresses
 //! against the zone cut, a direct rendering against the qname), equal once
@@ -66,8 +68,14 @@ struct Args {
     #[arg(long)]
     json: bool,
     /// Only these variants (comma-separated: unlimited,10x,half,disabled).
+    /// With `--slots`, these run first; without, `--slots` alone runs.
     #[arg(long, value_delimiter = ',')]
     variants: Option<Vec<String>>,
+    /// Variants of these slot counts (comma-separated), each a number of
+    /// slots or a percentage of the distinct qnames of the query file
+    /// (`1%,50%,200%`, rounded up; `0` disables the cache).
+    #[arg(long, value_delimiter = ',', value_name = "N|P%,...", value_parser = parse_slots)]
+    slots: Option<Vec<SlotCount>>,
     /// Serve only these zones of the source (comma-separated origins), as a
     /// `[[datasource]]` with `zones = [...]` does; default: every zone.
     #[arg(long, value_delimiter = ',', value_name = "ORIGIN,...", value_parser = parse_origin)]
@@ -91,17 +99,84 @@ struct Args {
 }
 
 struct Variant {
-    name: &'static str,
+    name: String,
     slots: Slots,
     slot_count: Option<usize>,
 }
 
+/// A `--slots` item.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum SlotCount {
+    /// This many slots.
+    Absolute(usize),
+    /// This percentage of the distinct qnames.
+    Percent(f64),
+}
+
+impl SlotCount {
+    /// The slot count, for a query file of `distinct` distinct qnames: a
+    /// percentage rounded up, and at least 1 (a percentage never disables).
+    fn count(self, distinct: usize) -> usize {
+        match self {
+            SlotCount::Absolute(n) => n,
+            SlotCount::Percent(p) => ((distinct as f64 * p / 100.0).ceil() as usize).max(1),
+        }
+    }
+
+    /// The variant's name: `1%` or `5000`, as given.
+    fn label(self) -> String {
+        match self {
+            SlotCount::Absolute(n) => n.to_string(),
+            SlotCount::Percent(p) => format!("{p}%"),
+        }
+    }
+}
+
+fn parse_slots(s: &str) -> Result<SlotCount, String> {
+    match s.strip_suffix('%') {
+        Some(p) => match p.parse::<f64>() {
+            Ok(p) if p.is_finite() && p > 0.0 => Ok(SlotCount::Percent(p)),
+            _ => Err(format!(
+                "{s:?}: expected a positive percentage, such as 50%"
+            )),
+        },
+        None => s
+            .parse::<usize>()
+            .map(SlotCount::Absolute)
+            .map_err(|_| format!("{s:?}: expected a slot count or a percentage, such as 50%")),
+    }
+}
+
+/// How many different qnames `queries` (wire queries) ask about, ASCII case
+/// folded as DNS compares names.
+fn distinct_qnames(queries: &[Vec<u8>]) -> usize {
+    let names: std::collections::HashSet<Vec<u8>> = queries
+        .iter()
+        .map(|wire| {
+            // The qname runs from the header to the type and class (4 bytes).
+            let end = wire.len().saturating_sub(4).max(12);
+            wire.get(12..end).unwrap_or_default().to_ascii_lowercase()
+        })
+        .collect();
+    names.len()
+}
+
 struct Row {
-    variant: &'static str,
+    variant: String,
     slots: Option<usize>,
     queries: usize,
     seconds: f64,
+    /// CPU time of the timing loop's thread, seconds: unlike `seconds`, not
+    /// inflated when other processes take the core.
+    cpu_seconds: f64,
     hit_rate: f64,
+}
+
+/// CPU time this thread has used, seconds (`CLOCK_THREAD_CPUTIME_ID`); 0
+/// where that clock cannot be read.
+fn thread_cpu_seconds() -> f64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map_or(0.0, |t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
 }
 
 /// The client address every query comes from (no access control applies to
@@ -266,10 +341,17 @@ fn run() -> Result<()> {
         bail!("-n must be at least 1");
     }
     let (mut queries, skipped) = read_queries(&args.queryfile, &mut std::io::stderr())?;
+    // Before the cookie goes in: `distinct_qnames` reads the qname up to
+    // the last 4 bytes.
+    let distinct = distinct_qnames(&queries);
     if args.cookie_queries {
         queries = queries.iter().map(|q| with_client_cookie(q)).collect();
-        if args.variants.as_ref().is_none_or(|v| v.len() != 1) {
-            bail!("--cookie-queries needs one --variants (server cookies carry the time)");
+        let picked =
+            args.variants.as_ref().map_or(0, Vec::len) + args.slots.as_ref().map_or(0, Vec::len);
+        if picked != 1 {
+            bail!(
+                "--cookie-queries needs one --variants or --slots (server cookies carry the time)"
+            );
         }
     }
     if queries.is_empty() {
@@ -278,39 +360,51 @@ fn run() -> Result<()> {
     let q = queries.len();
     let all = [
         Variant {
-            name: "unlimited",
+            name: "unlimited".into(),
             slots: Slots::Unlimited,
             slot_count: None,
         },
         Variant {
-            name: "10x",
+            name: "10x".into(),
             slots: Slots::from_count(10 * q),
             slot_count: Some(10 * q),
         },
         Variant {
-            name: "half",
+            name: "half".into(),
             slots: Slots::from_count((q / 2).max(1)),
             slot_count: Some((q / 2).max(1)),
         },
         Variant {
-            name: "disabled",
+            name: "disabled".into(),
             slots: Slots::Disabled,
             slot_count: Some(0),
         },
     ];
-    let variants: Vec<&Variant> = match &args.variants {
+    let slot_variants: Vec<Variant> = args
+        .slots
+        .iter()
+        .flatten()
+        .map(|s| {
+            let n = s.count(distinct);
+            Variant {
+                name: s.label(),
+                slots: Slots::from_count(n),
+                slot_count: Some(n),
+            }
+        })
+        .collect();
+    let mut variants: Vec<&Variant> = match &args.variants {
+        None if !slot_variants.is_empty() => Vec::new(),
         None => all.iter().collect(),
         Some(names) => {
-            let picked: Vec<&Variant> = all
-                .iter()
-                .filter(|v| names.iter().any(|n| n == v.name))
-                .collect();
+            let picked: Vec<&Variant> = all.iter().filter(|v| names.contains(&v.name)).collect();
             if picked.len() != names.len() {
                 bail!("unknown variant in {names:?} (unlimited, 10x, half, disabled)");
             }
             picked
         }
     };
+    variants.extend(&slot_variants);
     let source = open_source(&args)?;
     let selection = match &args.zones {
         None => ZoneSelection::All,
@@ -371,6 +465,7 @@ fn run() -> Result<()> {
         )?;
         let mut out = Vec::with_capacity(4096);
         let start = Instant::now();
+        let cpu_start = thread_cpu_seconds();
         for _ in 0..args.iterations {
             // In batches, as a UDP worker answers each `recvmmsg` batch.
             for batch in queries.chunks(UDP_BATCH) {
@@ -381,11 +476,13 @@ fn run() -> Result<()> {
             }
         }
         let seconds = start.elapsed().as_secs_f64();
+        let cpu_seconds = thread_cpu_seconds() - cpu_start;
         rows.push(Row {
-            variant: v.name,
+            variant: v.name.clone(),
             slots: v.slot_count,
             queries: q * args.iterations,
             seconds,
+            cpu_seconds,
             hit_rate: cache.map_or(0.0, |c| c.stats().hit_rate()),
         });
     }
@@ -396,12 +493,13 @@ fn run() -> Result<()> {
             .iter()
             .map(|r| {
                 format!(
-                    "{{\"backend\":\"{backend}\",\"variant\":\"{}\",\"slots\":{},\"queries\":{},\"seconds\":{:.6},\"qps\":{:.2},\"hit_rate\":{:.4}}}",
+                    "{{\"backend\":\"{backend}\",\"variant\":\"{}\",\"slots\":{},\"distinct_qnames\":{distinct},\"queries\":{},\"seconds\":{:.6},\"qps\":{:.2},\"cpu_seconds\":{:.6},\"hit_rate\":{:.4}}}",
                     r.variant,
                     r.slots.map_or("null".to_string(), |s| s.to_string()),
                     r.queries,
                     r.seconds,
                     r.queries as f64 / r.seconds,
+                    r.cpu_seconds,
                     r.hit_rate
                 )
             })
@@ -418,24 +516,32 @@ fn run() -> Result<()> {
             println!("  Origin: {o}");
         }
         println!(
-            "  Query data: file={} ({q} queries, {skipped} lines skipped)",
+            "  Query data: file={} ({q} queries, {distinct} distinct qnames, {skipped} lines skipped)",
             args.queryfile.display()
         );
         println!();
         println!(
-            "{:<8} {:<10} {:>10} {:>12} {:>10} {:>14} {:>9}",
-            "backend", "variant", "slots", "queries", "seconds", "queries/s", "hit rate"
+            "{:<8} {:<10} {:>10} {:>12} {:>10} {:>14} {:>9} {:>14}",
+            "backend",
+            "variant",
+            "slots",
+            "queries",
+            "seconds",
+            "queries/s",
+            "hit rate",
+            "queries/CPU-s"
         );
         for r in &rows {
             println!(
-                "{:<8} {:<10} {:>10} {:>12} {:>10.3} {:>14.0} {:>8.1}%",
+                "{:<8} {:<10} {:>10} {:>12} {:>10.3} {:>14.0} {:>8.1}% {:>14.0}",
                 backend,
                 r.variant,
                 r.slots.map_or("unlimited".to_string(), |s| s.to_string()),
                 r.queries,
                 r.seconds,
                 r.queries as f64 / r.seconds,
-                r.hit_rate * 100.0
+                r.hit_rate * 100.0,
+                r.queries as f64 / r.cpu_seconds
             );
         }
     }
@@ -506,6 +612,42 @@ mod tests {
             .expect("query");
         assert_eq!(&wire[12..25], b"\x03a b\x07example\x00");
         assert_eq!(&wire[25..27], &16u16.to_be_bytes());
+    }
+
+    #[test]
+    fn slot_counts_parse_and_scale() {
+        assert_eq!(parse_slots("5000"), Ok(SlotCount::Absolute(5000)));
+        assert_eq!(parse_slots("0"), Ok(SlotCount::Absolute(0)));
+        assert_eq!(parse_slots("12.5%"), Ok(SlotCount::Percent(12.5)));
+        assert_eq!(
+            parse_slots("0%"),
+            Err("\"0%\": expected a positive percentage, such as 50%".into())
+        );
+        assert_eq!(
+            parse_slots("half"),
+            Err("\"half\": expected a slot count or a percentage, such as 50%".into())
+        );
+        // 1% of 176,906 is 1,769.06: rounded up. Never below one slot.
+        assert_eq!(SlotCount::Percent(1.0).count(176_906), 1_770);
+        assert_eq!(SlotCount::Percent(200.0).count(176_906), 353_812);
+        assert_eq!(SlotCount::Percent(1.0).count(3), 1);
+        assert_eq!(SlotCount::Absolute(7).count(176_906), 7);
+        assert_eq!(SlotCount::Percent(12.5).label(), "12.5%");
+        assert_eq!(SlotCount::Absolute(7).label(), "7");
+    }
+
+    #[test]
+    fn distinct_qnames_fold_case() {
+        let queries: Vec<Vec<u8>> = [
+            "a.example. A",
+            "A.Example. AAAA",
+            "b.example. A",
+            "a.example. MX",
+        ]
+        .iter()
+        .map(|l| query_line(l).expect("parses").expect("a query"))
+        .collect();
+        assert_eq!(distinct_qnames(&queries), 2);
     }
 
     /// The first five skipped lines are named with line number and reason,

@@ -178,6 +178,12 @@ pub(super) fn render_templated(
         if p.owner.is_some() || n == TEMPLATE_SETS {
             return false; // wildcard synthesis, or too many sets
         }
+        // Held by this reply alone: no source keeps it (the hot-spot cache
+        // passes on what it does not admit), so no later lookup returns this
+        // address and a template keyed by it would never be found.
+        if Arc::strong_count(&p.rrset) == 1 {
+            return false;
+        }
         sets[n] = Arc::as_ptr(&p.rrset) as usize;
         n += 1;
     }
