@@ -98,7 +98,7 @@ impl RangePolicy {
     fn fetch(&self) -> bool {
         let n = self.absent.fetch_add(1, Ordering::Relaxed) + 1;
         let bypassing = n < self.bypass_until.load(Ordering::Relaxed);
-        if n % RANGE_WINDOW == 0 {
+        if n.is_multiple_of(RANGE_WINDOW) {
             let used = self.used.swap(0, Ordering::Relaxed);
             if !bypassing && used * 2 < RANGE_WINDOW {
                 self.bypass_until.store(n + RANGE_BYPASS, Ordering::Relaxed);
