@@ -1359,8 +1359,9 @@ fn dnssec_through_hot_spot_cache() {
 /// different lengths and cases share a referral or a negative answer.
 #[test]
 fn reused_renderings_keep_rcode_case_and_names() {
-    // Three rounds: a template is built on a reply's second sighting (the
-    // admission doorkeeper) and used from the third.
+    // Three rounds: a template is built on a reply's first sighting, or its
+    // second where a thread's hit rate is low (the admission doorkeeper),
+    // and used from the third at the latest.
     for_each_backend("example.com.", ZONE, |backend, s| {
         for _ in 0..3 {
             let r = s.q("www.example.com.", RecordType::TXT);

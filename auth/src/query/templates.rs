@@ -90,6 +90,9 @@ struct Templates {
     /// Replies still to render without templates: set when a window's hit
     /// rate shows they cost more than they save (see [`Templates::pays`]).
     bypass: u32,
+    /// Build a template only on a reply's second sighting ([`Templates::admit`]):
+    /// set while a window's hit rate is under [`EAGER_HIT_PERCENT`].
+    wary: bool,
 }
 
 /// Template lookups per measuring window.
@@ -107,6 +110,14 @@ const BYPASS: u32 = 65_536;
 /// and Zipf ones (about 30%) 12%; the root zone's mixes (over 80%) are
 /// 1.35x-2.6x faster with them.
 const MIN_HIT_PERCENT: u32 = 50;
+
+/// The hit rate from which a template is built on a reply's first sighting,
+/// percent. Below it most replies are seen once or twice, and a template
+/// built on the first sighting would mostly be wasted (Zipf referrals over a
+/// TLD: 15% slower without the doorkeeper); above it (the root zone's real
+/// mix) the second rendering the doorkeeper costs every reply is the waste
+/// (12% slower with it).
+const EAGER_HIT_PERCENT: u32 = 75;
 
 /// Slots of the admission doorkeeper (4 bytes each): twice
 /// [`MAX_TEMPLATES`], so the keys of a full store rarely collide.
@@ -131,6 +142,7 @@ impl Templates {
             if self.window.1 * 100 < MIN_HIT_PERCENT * WINDOW {
                 self.bypass = BYPASS;
             }
+            self.wary = self.window.1 * 100 < EAGER_HIT_PERCENT * WINDOW;
             self.window = (0, 0);
         }
     }
@@ -266,7 +278,7 @@ pub(super) fn render_templated(
         t.count(found.is_some());
         match found {
             Some(found) => Ok(found),
-            None => Err(t.admit(&key)),
+            None => Err(!t.wary || t.admit(&key)),
         }
     });
     let template = match found {
@@ -347,8 +359,8 @@ pub(super) fn render_templated(
 #[cfg(test)]
 mod tests {
     use super::{
-        BYPASS, MAX_TEMPLATE_BYTES, MIN_HIT_PERCENT, Template, TemplateKey, Templates, WINDOW,
-        doorkeeper_slot,
+        BYPASS, EAGER_HIT_PERCENT, MAX_TEMPLATE_BYTES, MIN_HIT_PERCENT, Template, TemplateKey,
+        Templates, WINDOW, doorkeeper_slot,
     };
     use crate::wire::Rcode;
     use std::rc::Rc;
@@ -400,6 +412,24 @@ mod tests {
         }
         assert!(t.pays(), "measured again after the bypass");
         assert_eq!(t.window, (0, 0));
+    }
+
+    /// Templates are built on a reply's first sighting until a window's hit
+    /// rate falls under [`EAGER_HIT_PERCENT`], then on its second.
+    #[test]
+    fn a_low_hit_rate_makes_templates_wait_for_a_second_sighting() {
+        let mut t = Templates::default();
+        assert!(!t.wary);
+        let eager = EAGER_HIT_PERCENT * WINDOW / 100;
+        for i in 0..WINDOW {
+            t.count(i < eager);
+        }
+        assert!(!t.wary, "exactly {EAGER_HIT_PERCENT}% hits");
+        for i in 0..WINDOW {
+            t.count(i < eager - 1);
+        }
+        assert!(t.wary, "one hit fewer");
+        assert_eq!(t.bypass, 0, "still above {MIN_HIT_PERCENT}%");
     }
 
     /// A template is admitted on its key's second miss; a key that lost its
