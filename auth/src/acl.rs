@@ -61,6 +61,14 @@ impl FromStr for Cidr {
     }
 }
 
+/// `ip`, or the IPv4 address an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) carries.
+fn unmapped(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
 fn mask(addr: IpAddr, prefix: u8) -> IpAddr {
     match addr {
         IpAddr::V4(a) => {
@@ -85,13 +93,23 @@ impl Cidr {
         }
     }
 
+    /// The block a client is accounted in (rate limiting, TCP connection
+    /// limits): `ipv4_prefix` bits of an IPv4 address, `ipv6_prefix` of an
+    /// IPv6 one. An IPv4-mapped IPv6 address counts as the IPv4 address.
+    pub fn client_block(ip: IpAddr, ipv4_prefix: u8, ipv6_prefix: u8) -> Cidr {
+        let ip = unmapped(ip);
+        let bits = if ip.is_ipv4() {
+            ipv4_prefix
+        } else {
+            ipv6_prefix
+        };
+        Cidr::from_prefix(ip, bits)
+    }
+
     /// True when `ip` is inside the block. An IPv4-mapped IPv6 address
     /// (`::ffff:192.0.2.1`) is taken as the IPv4 address.
     pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
+        let ip = unmapped(ip);
         ip.is_ipv4() == self.addr.is_ipv4() && mask(ip, self.prefix) == self.addr
     }
 }
@@ -209,6 +227,17 @@ impl FromIterator<AclEntry> for Acl {
 
 #[cfg(test)]
 mod tests {
+    /// A client's block: its prefix for its family, an IPv4-mapped IPv6
+    /// address taken as the IPv4 one (rate-limiting logs named `::/24`).
+    #[test]
+    fn client_blocks_unmap_ipv4_mapped_addresses() {
+        let block =
+            |ip: &str| super::Cidr::client_block(ip.parse().expect("ip"), 24, 56).to_string();
+        assert_eq!(block("192.0.2.77"), "192.0.2.0/24");
+        assert_eq!(block("::ffff:192.0.2.77"), "192.0.2.0/24");
+        assert_eq!(block("2001:db8:1:2ff:3::4"), "2001:db8:1:200::/56");
+    }
+
     use super::*;
 
     fn ip(s: &str) -> IpAddr {

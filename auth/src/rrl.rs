@@ -137,7 +137,7 @@ impl RateLimiter {
         if self.settings.exempt.iter().any(|c| c.contains(client)) {
             return Action::Send;
         }
-        let (prefix, bits, v6) = self.prefix(client);
+        let (block, prefix, v6) = self.prefix(client);
         let key = mix(
             mix(
                 mix(prefix as u64, (prefix >> 64) as u64),
@@ -180,7 +180,6 @@ impl RateLimiter {
             )
             && let Some(suppressed) = LIMITED_LOG.allow()
         {
-            let block = Cidr::from_prefix(client, bits);
             tracing::warn!(
                 suppressed,
                 "rate limit: {block} exceeds {} {} responses/s{}",
@@ -217,26 +216,16 @@ impl RateLimiter {
         true
     }
 
-    /// The client's prefix (masked address bits), its length, and whether
-    /// it is IPv6 (an IPv4-mapped address counts as IPv4).
-    fn prefix(&self, client: IpAddr) -> (u128, u8, bool) {
-        let v4 = match client {
-            IpAddr::V4(a) => Some(a),
-            IpAddr::V6(a) => a.to_ipv4_mapped(),
+    /// The client's block ([`Cidr::client_block`]) as its masked address
+    /// bits, and whether it is IPv6.
+    fn prefix(&self, client: IpAddr) -> (Cidr, u128, bool) {
+        let block =
+            Cidr::client_block(client, self.settings.ipv4_prefix, self.settings.ipv6_prefix);
+        let (bits, v6) = match block.addr {
+            IpAddr::V4(a) => (u128::from(u32::from(a)), false),
+            IpAddr::V6(a) => (u128::from(a), true),
         };
-        match (v4, client) {
-            (Some(a), _) => {
-                let bits = self.settings.ipv4_prefix.min(32);
-                let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
-                (u128::from(u32::from(a) & mask), bits, false)
-            }
-            (None, IpAddr::V6(a)) => {
-                let bits = self.settings.ipv6_prefix.min(128);
-                let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
-                (u128::from(a) & mask, bits, true)
-            }
-            (None, IpAddr::V4(a)) => (u128::from(u32::from(a)), 32, false),
-        }
+        (block, bits, v6)
     }
 }
 

@@ -86,16 +86,7 @@ impl ConnTable {
     }
 
     fn prefix(&self, ip: IpAddr) -> Cidr {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        let bits = if ip.is_ipv4() {
-            self.limits.ipv4_prefix
-        } else {
-            self.limits.ipv6_prefix
-        };
-        Cidr::from_prefix(ip, bits)
+        Cidr::client_block(ip, self.limits.ipv4_prefix, self.limits.ipv6_prefix)
     }
 
     /// Takes a place for a connection from `ip` (`transfer_client`: the
