@@ -59,6 +59,7 @@ use authd_datasrc::{Class, Name, RType, Rdata, Record, SourceList};
 use crate::acl::Acl;
 use crate::log_limit::LogLimit;
 use crate::tsig::read_name;
+use crate::wire::read_rdata;
 use crate::wire::{self, Flags, HEADER_LEN, Header, Rcode, Request, u16_at};
 
 /// How long an UPDATE waits for a DB another writer holds before SERVFAIL.
@@ -520,37 +521,6 @@ fn parse_sections(msg: &[u8], req: &Request<'_>) -> Option<(Vec<Rr>, Vec<Rr>)> {
     let prereqs = read(prcount)?;
     let updates = read(upcount)?;
     Some((prereqs, updates))
-}
-
-/// The RDATA of `len` bytes at `at` with the names RFC 3597 §4 lets senders
-/// compress (the RFC 1035 types) decompressed; `None` when malformed.
-fn read_rdata(msg: &[u8], at: usize, len: usize, rtype: RType) -> Option<Rdata> {
-    let end = at.checked_add(len)?;
-    let raw = msg.get(at..end)?;
-    // (bytes before the names, names, bytes after them)
-    let (prefix, names, suffix) = match rtype.0 {
-        2..=5 | 7..=9 | 12 => (0, 1, 0),
-        15 => (2, 1, 0),
-        6 => (0, 2, 20),
-        14 => (0, 2, 0),
-        _ => return Some(Rdata::from_wire(raw)),
-    };
-    let mut out = raw.get(..prefix)?.to_vec();
-    let mut pos = at + prefix;
-    for _ in 0..names {
-        let (name, next) = read_name(msg, pos)?;
-        if next > end {
-            return None;
-        }
-        out.extend_from_slice(name.as_wire());
-        pos = next;
-    }
-    let rest = msg.get(pos..end)?;
-    if rest.len() != suffix {
-        return None;
-    }
-    out.extend_from_slice(rest);
-    Some(Rdata::from_wire(&out))
 }
 
 /// §3.2: the prerequisites against the zone's `records`.

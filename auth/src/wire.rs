@@ -7,7 +7,7 @@
 //! at a size limit, leaving the caller to set TC.
 
 use authd_datasrc::name::MAX_NAME_LEN;
-use authd_datasrc::{Class, Name, RType};
+use authd_datasrc::{Class, Name, RType, Rdata};
 
 /// Size of the DNS header, bytes.
 pub const HEADER_LEN: usize = 12;
@@ -993,6 +993,39 @@ fn suffix_hashes(
 #[inline(always)]
 fn mix(h: u64, word: u64) -> u64 {
     (h.rotate_left(23) ^ (word | 0x2020_2020_2020_2020)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// The RDATA of `len` bytes at `at` with the names RFC 3597 §4 lets senders
+/// compress (the RFC 1035 types) decompressed; `None` when malformed (a
+/// name running past the RDATA, or bytes left after the names where the type
+/// has none, or not the 20 of an SOA). For UPDATE and incoming transfers.
+pub(crate) fn read_rdata(msg: &[u8], at: usize, len: usize, rtype: RType) -> Option<Rdata> {
+    let end = at.checked_add(len)?;
+    let raw = msg.get(at..end)?;
+    // (bytes before the names, names, bytes after them)
+    let (prefix, names, suffix) = match rtype.0 {
+        2..=5 | 7..=9 | 12 => (0, 1, 0),
+        15 => (2, 1, 0),
+        6 => (0, 2, 20),
+        14 => (0, 2, 0),
+        _ => return Some(Rdata::from_wire(raw)),
+    };
+    let mut out = raw.get(..prefix)?.to_vec();
+    let mut pos = at + prefix;
+    for _ in 0..names {
+        let (name, next) = crate::tsig::read_name(msg, pos)?;
+        if next > end {
+            return None;
+        }
+        out.extend_from_slice(name.as_wire());
+        pos = next;
+    }
+    let rest = msg.get(pos..end)?;
+    if rest.len() != suffix {
+        return None;
+    }
+    out.extend_from_slice(rest);
+    Some(Rdata::from_wire(&out))
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use authd_datasrc::zonefile::SourcedRecord;
-use authd_datasrc::{Class, Name, RType, Rdata, Record};
+use authd_datasrc::{Class, Name, RType, Record};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -279,7 +279,7 @@ pub fn parse_reply(
             return Err(bad("a record not of class IN"));
         }
         let rtype = RType(rtype);
-        let rdata = decompress(msg, start, end, rtype)
+        let rdata = crate::wire::read_rdata(msg, start, usize::from(rdlen), rtype)
             .ok_or_else(|| XfrError::Malformed(format!("bad RDATA of {owner} {rtype}")))?;
         records.push(Record {
             owner,
@@ -291,40 +291,6 @@ pub fn parse_reply(
         pos = end;
     }
     Ok(records)
-}
-
-/// The RDATA at `msg[start..end]` of type `rtype`, with the names of the
-/// RFC 1035 types decompressed (RFC 3597 §4); `None` when malformed.
-fn decompress(msg: &[u8], start: usize, end: usize, rtype: RType) -> Option<Rdata> {
-    // (bytes before the first name, names in a row)
-    let (prefix, names) = match rtype.0 {
-        2..=5 | 7..=9 | 12 => (0, 1),
-        15 => (2, 1),
-        6 | 14 => (0, 2),
-        _ => return Some(Rdata::from_wire(msg.get(start..end)?)),
-    };
-    let mut out = msg.get(start..start + prefix)?.to_vec();
-    let mut pos = start + prefix;
-    for _ in 0..names {
-        let (name, next) = tsig::read_name(msg, pos)?;
-        if next > end {
-            return None;
-        }
-        out.extend_from_slice(name.as_wire());
-        pos = next;
-    }
-    out.extend_from_slice(msg.get(pos..end)?);
-    if rtype == RType::SOA && out.len() != soa_len(&out)? {
-        return None;
-    }
-    Some(Rdata::from_wire(&out))
-}
-
-/// The length SOA RDATA `d` must have: two names and 20 bytes.
-fn soa_len(d: &[u8]) -> Option<usize> {
-    let m = authd_datasrc::name::wire_len(d)?;
-    let r = authd_datasrc::name::wire_len(d.get(m..)?)?;
-    Some(m + r + 20)
 }
 
 /// Asks `primary` for the SOA serial of `origin`.
