@@ -67,8 +67,56 @@ impl Lexed {
 pub(super) fn lex(data: &[u8]) -> Lexed {
     let mut entries = Vec::new();
     let mut words = Vec::new();
+    let unclosed = scan(data, |event| {
+        match event {
+            Event::Entry {
+                at, line, owner, ..
+            } => entries.push(EntryStart {
+                line,
+                owner,
+                directive: directive(&data[at..]),
+                first_word: words.len(),
+            }),
+            Event::Word(range) => words.push(range),
+        }
+        true
+    })
+    .unclosed;
+    Lexed {
+        entries,
+        words,
+        unclosed,
+    }
+}
+
+/// What [`scan`] meets, in text order.
+enum Event {
+    /// An entry starts at byte `at`, on 1-based line `line` (which starts at
+    /// byte `line_at`); `owner` when at the start of that line.
+    Entry {
+        at: usize,
+        line: usize,
+        owner: bool,
+        line_at: usize,
+    },
+    /// A word (a quoted string with its quotes is one).
+    Word(Range<usize>),
+}
+
+/// How a [`scan`] ended.
+struct Scanned {
+    /// The line of the outermost `(` still open at the end of the text.
+    unclosed: Option<usize>,
+    /// The callback stopped it.
+    stopped: bool,
+}
+
+/// The tokenizer's one loop: walks `data` by the rules in the module docs
+/// and hands each entry start and word to `event`, which returns false to
+/// stop.
+fn scan(data: &[u8], mut event: impl FnMut(Event) -> bool) -> Scanned {
     let (mut line, mut parens, mut opened) = (1usize, 0usize, 0usize);
-    let (mut in_entry, mut line_start) = (false, true);
+    let (mut in_entry, mut line_start, mut line_at) = (false, true, 0usize);
     let mut i = 0;
     while i < data.len() {
         let c = data[i];
@@ -80,6 +128,7 @@ pub(super) fn lex(data: &[u8]) -> Lexed {
                 }
                 line_start = true;
                 i += 1;
+                line_at = i;
                 continue;
             }
             b';' => {
@@ -97,12 +146,18 @@ pub(super) fn lex(data: &[u8]) -> Lexed {
         }
         if !in_entry {
             in_entry = true;
-            entries.push(EntryStart {
+            let entry = Event::Entry {
+                at: i,
                 line,
                 owner: line_start,
-                directive: directive(&data[i..]),
-                first_word: words.len(),
-            });
+                line_at,
+            };
+            if !event(entry) {
+                return Scanned {
+                    unclosed: None,
+                    stopped: true,
+                };
+            }
         }
         line_start = false;
         match c {
@@ -129,7 +184,7 @@ pub(super) fn lex(data: &[u8]) -> Lexed {
                     i += 1;
                 }
                 i += 1;
-                words.push(start..i.min(data.len()));
+                event(Event::Word(start..i.min(data.len())));
             }
             _ => {
                 let start = i;
@@ -141,14 +196,13 @@ pub(super) fn lex(data: &[u8]) -> Lexed {
                 {
                     i += if data[i] == b'\\' { 2 } else { 1 };
                 }
-                words.push(start..i.min(data.len()));
+                event(Event::Word(start..i.min(data.len())));
             }
         }
     }
-    Lexed {
-        entries,
-        words,
+    Scanned {
         unclosed: (parens > 0).then_some(opened),
+        stopped: false,
     }
 }
 
@@ -193,90 +247,34 @@ pub(super) fn split(data: &[u8], piece: usize) -> Option<Split> {
     let mut starts = vec![(0usize, 1usize)];
     let mut header_end = None;
     let mut records = 0usize;
-    let (mut line, mut parens) = (1usize, 0usize);
-    let (mut in_entry, mut line_start, mut line_at) = (false, true, 0usize);
-    let mut i = 0;
-    while i < data.len() {
-        let c = data[i];
-        match c {
-            b'\n' => {
-                line += 1;
-                if parens == 0 {
-                    in_entry = false;
-                }
-                line_start = true;
-                i += 1;
-                line_at = i;
-                continue;
-            }
-            b';' => {
-                while i < data.len() && data[i] != b'\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            b' ' | b'\t' | b'\r' => {
-                line_start = false;
-                i += 1;
-                continue;
-            }
-            _ => {}
-        }
-        if !in_entry {
-            in_entry = true;
-            match directive(&data[i..]) {
-                Some(Directive::Internal) if header_end.is_none() => {}
-                Some(_) => return None,
-                None => {
-                    records += 1;
-                    if header_end.is_none() {
-                        if !line_start {
-                            return None;
-                        }
-                        header_end = Some(line_at);
-                    } else if line_start
-                        && starts.last().is_some_and(|&(at, _)| line_at - at >= piece)
-                    {
-                        starts.push((line_at, line));
+    let scanned = scan(data, |event| {
+        let Event::Entry {
+            at,
+            line,
+            owner,
+            line_at,
+        } = event
+        else {
+            return true;
+        };
+        match directive(&data[at..]) {
+            Some(Directive::Internal) if header_end.is_none() => {}
+            Some(_) => return false,
+            None => {
+                records += 1;
+                if header_end.is_none() {
+                    if !owner {
+                        return false;
                     }
+                    header_end = Some(line_at);
+                } else if owner && starts.last().is_some_and(|&(at, _)| line_at - at >= piece) {
+                    starts.push((line_at, line));
                 }
             }
         }
-        line_start = false;
-        match c {
-            b'(' => {
-                parens += 1;
-                i += 1;
-            }
-            b')' => {
-                parens = parens.saturating_sub(1);
-                i += 1;
-            }
-            b'"' => {
-                i += 1;
-                while i < data.len() && data[i] != b'"' {
-                    match data[i] {
-                        b'\\' => i += 1,
-                        b'\n' => line += 1,
-                        _ => {}
-                    }
-                    i += 1;
-                }
-                i += 1;
-            }
-            _ => {
-                while i < data.len()
-                    && !matches!(
-                        data[i],
-                        b' ' | b'\t' | b'\r' | b'\n' | b'(' | b')' | b';' | b'"'
-                    )
-                {
-                    i += if data[i] == b'\\' { 2 } else { 1 };
-                }
-            }
-        }
-    }
-    if parens > 0 {
+        true
+    });
+    if scanned.stopped || scanned.unclosed.is_some() {
         return None;
     }
     Some(Split {
