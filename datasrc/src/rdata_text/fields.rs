@@ -271,13 +271,7 @@ impl<'a, 't> Reader<'a, 't> {
         min: usize,
         out: &mut Buf,
     ) -> Result<(), String> {
-        let s = self.joined(field)?;
-        let bytes = decode_base64(&s).ok_or_else(|| format!("bad {field}: not base64"))?;
-        if bytes.len() < min {
-            return Err(format!("missing {field}"));
-        }
-        out.extend_from_slice(&bytes);
-        Ok(())
+        self.decoded_rest(field, min, out, "base64", decode_base64)
     }
 
     /// Appends the hex of the remaining words; at least `min` bytes.
@@ -287,8 +281,21 @@ impl<'a, 't> Reader<'a, 't> {
         min: usize,
         out: &mut Buf,
     ) -> Result<(), String> {
+        self.decoded_rest(field, min, out, "hex", decode_hex)
+    }
+
+    /// Appends the remaining words joined and decoded from `encoding` by
+    /// `decode`; at least `min` bytes.
+    fn decoded_rest(
+        &mut self,
+        field: &str,
+        min: usize,
+        out: &mut Buf,
+        encoding: &str,
+        decode: fn(&str) -> Option<Vec<u8>>,
+    ) -> Result<(), String> {
         let s = self.joined(field)?;
-        let bytes = decode_hex(&s).ok_or_else(|| format!("bad {field}: not hex"))?;
+        let bytes = decode(&s).ok_or_else(|| format!("bad {field}: not {encoding}"))?;
         if bytes.len() < min {
             return Err(format!("missing {field}"));
         }
