@@ -604,9 +604,7 @@ async fn ixfr_from(t: &mut ZoneTimers, primary: &Primary, ours: u32) -> Result<(
             serial,
             messages,
         } => {
-            let soa = diffs
-                .last()
-                .and_then(|d| soa_timers(d.new_soa.rdata.as_wire()));
+            let soa = diffs.last().and_then(|d| d.new_soa.rdata.soa_timers());
             let n = diffs.len();
             let (file, o) = (t.config.file.clone(), origin.clone());
             let rows = tokio::task::spawn_blocking(move || xfrin::store_ixfr(&file, &o, &diffs))
@@ -644,7 +642,7 @@ async fn store_full(
         .records
         .first()
         .filter(|r| r.rtype == RType::SOA)
-        .and_then(|r| soa_timers(r.rdata.as_wire()));
+        .and_then(|r| r.rdata.soa_timers());
     tracing::info!(
         "secondary zone {origin}: {how} from {primary}: serial {} -> {serial}, {written} RRs in {} message(s), {} ms",
         t.serial.map_or("none".into(), |s| s.to_string()),
@@ -654,18 +652,6 @@ async fn store_full(
     t.serial = Some(serial);
     t.soa_timers = soa.or(t.soa_timers);
     Ok(())
-}
-
-/// REFRESH, RETRY and EXPIRE of SOA RDATA in wire form.
-fn soa_timers(d: &[u8]) -> Option<(u32, u32, u32)> {
-    let m = authd_datasrc::name::wire_len(d)?;
-    let r = authd_datasrc::name::wire_len(d.get(m..)?)?;
-    let at = m + r;
-    let n = |i: usize| {
-        d.get(at + 4 * i..at + 4 * i + 4)
-            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    Some((n(1)?, n(2)?, n(3)?))
 }
 
 #[cfg(test)]

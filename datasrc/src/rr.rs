@@ -341,6 +341,12 @@ impl Rdata {
         self.soa_u32(4)
     }
 
+    /// SOA REFRESH, RETRY and EXPIRE, seconds (RFC 1035 §3.3.13), or `None`
+    /// if the bytes are not a SOA.
+    pub fn soa_timers(&self) -> Option<(u32, u32, u32)> {
+        Some((self.soa_u32(1)?, self.soa_u32(2)?, self.soa_u32(3)?))
+    }
+
     /// SOA SERIAL, or `None` if the bytes are not a SOA.
     pub fn soa_serial(&self) -> Option<u32> {
         self.soa_u32(0)
