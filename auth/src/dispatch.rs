@@ -817,7 +817,6 @@ mod tests {
             .with_transfer(TransferPolicy {
                 allow: acl(allow),
                 zones: Vec::new(),
-                journal_dbs: Vec::new(),
             })
             .with_keys(KeyRing::new(keys().to_vec()))
     }

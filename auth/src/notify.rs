@@ -1,10 +1,12 @@
 //! NOTIFY to secondaries (RFC 1996) when a served zone's SOA serial changes.
 //!
-//! A poller thread opens every served sqlite3 DB read-only and, every
-//! [`POLL_INTERVAL`], reads `PRAGMA data_version` (which changes when another
-//! connection commits: `loadzone`, `zone update`, an `sqlite3` shell). On a
-//! change it reads every zone's SOA; a zone whose serial differs from the one
-//! seen before is announced to its targets ([`crate::config::NotifyConfig`]).
+//! A poller thread watches the write side of every served source
+//! ([`authd_datasrc::SourceList::writers`]): every [`POLL_INTERVAL`] it reads
+//! its change mark ([`ZoneWriter::change_mark`]; sqlite3's `PRAGMA
+//! data_version`, which moves on any commit: UPDATE, a transfer in,
+//! `loadzone`, `zone update`, an `sqlite3` shell). On a change it reads every
+//! zone's SOA; a zone whose serial differs from the one seen before is
+//! announced to its targets ([`crate::config::NotifyConfig`]).
 //! The first poll only records the serials: starting authd sends nothing.
 //!
 //! Each (zone, target) gets its own task: a UDP socket bound to loopback when
@@ -23,11 +25,10 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use authd_datasrc::{Class, Name, RType, Rdata};
-use rusqlite::Connection;
+use authd_datasrc::{Class, Name, RType, Rdata, ZoneWriter};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
 
@@ -105,15 +106,29 @@ pub fn is_reply_to(reply: &[u8], id: u16, origin: &Name) -> bool {
         .is_some_and(|q| q.eq_ignore_ascii_case(want))
 }
 
-/// What to watch and whom to tell: the sqlite3 DBs served and the targets.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What to watch and whom to tell: the write sides of the sources served
+/// and the targets.
+#[derive(Clone, Default)]
 pub struct NotifySettings {
-    /// The sqlite3 zone DBs whose zones are announced, in data-source order.
-    pub dbs: Vec<PathBuf>,
+    /// The write sides whose zones are announced, in data-source order.
+    pub writers: Vec<Arc<dyn ZoneWriter>>,
     /// The targets (`[notify]`).
     pub config: NotifyConfig,
     /// The TSIG keys the targets name (`[[key]]`).
     pub keys: KeyRing,
+}
+
+impl PartialEq for NotifySettings {
+    fn eq(&self, other: &NotifySettings) -> bool {
+        self.config == other.config
+            && self.keys == other.keys
+            && self.writers.len() == other.writers.len()
+            && self
+                .writers
+                .iter()
+                .zip(&other.writers)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+    }
 }
 
 /// NOTIFY to secondaries, running: a poller thread and a sender task. Its
@@ -184,44 +199,46 @@ impl Drop for Notifier {
 }
 
 struct Watched {
-    path: PathBuf,
-    conn: Option<Connection>,
-    data_version: Option<i64>,
+    writer: Arc<dyn ZoneWriter>,
+    mark: Option<u64>,
     serials: HashMap<Name, u32>,
     primed: bool,
 }
 
 impl Watched {
-    fn new(path: PathBuf) -> Watched {
+    fn new(writer: Arc<dyn ZoneWriter>) -> Watched {
         Watched {
-            path,
-            conn: None,
-            data_version: None,
+            writer,
+            mark: None,
             serials: HashMap::new(),
             primed: false,
         }
     }
 }
 
-/// Polls the DBs of the current settings every [`POLL_INTERVAL`] until the
-/// sender task is gone. A DB that stays in the settings keeps its state; one
-/// that leaves them is forgotten; with no target nothing is polled.
+/// Polls the write sides of the current settings every [`POLL_INTERVAL`]
+/// until the sender task is gone. One that stays in the settings keeps its
+/// state; one that leaves them is forgotten; with no target nothing is polled.
 fn poll_loop(settings: watch::Receiver<NotifySettings>, tx: mpsc::Sender<SerialChange>) {
     let mut watched: Vec<Watched> = Vec::new();
     loop {
-        let (dbs, active) = {
+        let (writers, active) = {
             let s = settings.borrow();
-            (s.dbs.clone(), !s.config.is_empty())
+            (s.writers.clone(), !s.config.is_empty())
         };
         if !active {
             watched.clear();
-        } else if watched.len() != dbs.len() || watched.iter().zip(&dbs).any(|(w, d)| w.path != *d)
+        } else if watched.len() != writers.len()
+            || watched
+                .iter()
+                .zip(&writers)
+                .any(|(w, d)| !Arc::ptr_eq(&w.writer, d))
         {
             let mut old = std::mem::take(&mut watched);
-            for path in dbs {
-                match old.iter().position(|w| w.path == path) {
+            for writer in writers {
+                match old.iter().position(|w| Arc::ptr_eq(&w.writer, &writer)) {
                     Some(i) => watched.push(old.swap_remove(i)),
-                    None => watched.push(Watched::new(path)),
+                    None => watched.push(Watched::new(writer)),
                 }
             }
         }
@@ -239,33 +256,27 @@ fn poll_loop(settings: watch::Receiver<NotifySettings>, tx: mpsc::Sender<SerialC
     }
 }
 
-/// One poll of one DB: the zones whose serial changed since the last poll.
+/// One poll of one write side: the zones whose serial changed since the
+/// last poll.
 fn poll(w: &mut Watched) -> Vec<SerialChange> {
-    if w.conn.is_none() {
-        match authd_migrations::open_for_serving(&w.path) {
-            Ok((c, _)) => w.conn = Some(c),
-            Err(e) => {
-                tracing::debug!("NOTIFY poll of {}: {e}", w.path.display());
-                return Vec::new();
-            }
-        }
-    }
-    let Some(conn) = &w.conn else {
-        return Vec::new();
-    };
-    let version: Option<i64> = conn.query_row("PRAGMA data_version", [], |r| r.get(0)).ok();
-    if version.is_some() && version == w.data_version {
-        return Vec::new();
-    }
-    w.data_version = version;
-    let soas = match read_soas(conn) {
-        Ok(s) => s,
+    let mark = match w.writer.change_mark() {
+        Ok(m) => m,
         Err(e) => {
-            tracing::warn!("NOTIFY poll of {}: {e}", w.path.display());
-            w.conn = None;
+            tracing::debug!("NOTIFY poll of {}: {e}", w.writer.describe());
             return Vec::new();
         }
     };
+    if w.mark == Some(mark) {
+        return Vec::new();
+    }
+    let soas = match w.writer.apex_soas() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("NOTIFY poll of {}: {e}", w.writer.describe());
+            return Vec::new();
+        }
+    };
+    w.mark = Some(mark);
     let mut changes = Vec::new();
     for (origin, ttl, soa) in soas {
         let Some(serial) = soa.soa_serial() else {
@@ -286,34 +297,6 @@ fn poll(w: &mut Watched) -> Vec<SerialChange> {
     }
     w.primed = true;
     changes
-}
-
-/// Every class-IN zone's apex SOA in the DB: (apex, TTL, RDATA). Rows that do
-/// not parse are skipped.
-fn read_soas(conn: &Connection) -> rusqlite::Result<Vec<(Name, u32, Rdata)>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT z.name, r.ttl, r.rdata FROM zones z JOIN records r ON r.zone_id = z.id \
-         WHERE z.rdclass = 'IN' AND r.rdtype = 'SOA' AND r.name = z.name",
-    )?;
-    let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, i64>(1)?,
-            r.get::<_, String>(2)?,
-        ))
-    })?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (name, ttl, rdata) = row?;
-        let Ok(origin) = Name::parse(&name, Some(&Name::root())) else {
-            continue;
-        };
-        let Ok(soa) = Rdata::from_text(RType::SOA, &rdata, &origin) else {
-            continue;
-        };
-        out.push((origin, u32::try_from(ttl).unwrap_or(0), soa));
-    }
-    Ok(out)
 }
 
 /// A message id that is hard to guess (RFC 5452 §9.2 spirit).

@@ -21,27 +21,31 @@
 //! meanwhile are merged into one refresh per zone. The SOA query goes over
 //! TCP, like the transfers.
 //!
-//! Timer state survives a restart: the time of the last successful refresh
-//! and whether the zone expired are kept in the table `authd_secondary` of
-//! the zone's DB (ignored by BIND 10 and by authd's schema checks). At start
-//! a zone refreshed less than REFRESH ago waits for its timer instead of
-//! being transferred again, and an expired one stays unserved until a
-//! refresh succeeds. A copy with no refresh on record (written by another
-//! tool) is refreshed at once, and its expire clock starts at start-up.
+//! Every write goes through the zone's write side, found by origin in the
+//! served [`SourceList`] ([`SourceList::writer`]): the transfers, and the
+//! timer state, which survives a restart: the time of the last successful
+//! refresh, whether the zone expired and whether a NOTIFY's refresh is
+//! still to do ([`SecondaryState`]; sqlite3 keeps it in `authd_secondary`,
+//! a table of `migrations/`, ignored by BIND 10). At start a zone refreshed
+//! less than REFRESH ago waits for its timer instead of being transferred
+//! again, an expired one stays unserved until a refresh succeeds, and one
+//! whose NOTIFY-triggered refresh was interrupted (a crash mid-transfer; the
+//! primary will not NOTIFY again) is refreshed at once. A copy with no
+//! refresh on record (written by another tool) is refreshed at once, and its
+//! expire clock starts at start-up.
 //!
 //! Every step is logged with the zone, the primary, the serials and the
 //! outcome; the next event is logged after each refresh.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use authd_datasrc::sqlite_admin::serial_gt;
-use authd_datasrc::{Name, RType};
-use rusqlite::{Connection, OptionalExtension, params};
+use authd_datasrc::sqlite::SqliteWriter;
+use authd_datasrc::write::{SecondaryState, serial_gt};
+use authd_datasrc::{Name, RType, SourceList, ZoneWriter};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -166,13 +170,24 @@ impl SecondaryPolicy {
     }
 }
 
-/// The secondary zones and the keys their primaries use.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The secondary zones, the keys their primaries use, and the sources
+/// serving them (whose write sides take the transfers).
+#[derive(Clone, Default)]
 pub struct SecondarySettings {
     /// `[[secondary]]`.
     pub zones: Vec<SecondaryZone>,
     /// `[[key]]`.
     pub keys: KeyRing,
+    /// The sources served (the zones' writers are found here by origin).
+    pub sources: SourceList,
+}
+
+impl PartialEq for SecondarySettings {
+    fn eq(&self, other: &SecondarySettings) -> bool {
+        self.zones == other.zones
+            && self.keys == other.keys
+            && self.sources.same_sources(&other.sources)
+    }
 }
 
 /// The running refresher: one task for every secondary zone. Its settings
@@ -198,7 +213,10 @@ impl Refresher {
         let initial = settings
             .zones
             .iter()
-            .map(|z| (z.origin.clone(), timers_for(z.clone(), &expired)))
+            .map(|z| {
+                let writer = writer_for(&settings.sources, &z.origin);
+                (z.origin.clone(), timers_for(z.clone(), writer, &expired))
+            })
             .collect();
         let (settings_tx, settings_rx) = watch::channel(settings);
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
@@ -256,6 +274,11 @@ impl Drop for Refresher {
 /// One zone's timers.
 struct ZoneTimers {
     config: SecondaryZone,
+    /// The zone's write side (`None`: no source serves it; every refresh
+    /// fails until a reload gives one).
+    writer: Option<Arc<dyn ZoneWriter>>,
+    /// A NOTIFY's refresh is still to do (stored: retried at start).
+    pending: bool,
     /// Our serial (`None`: no copy).
     serial: Option<u32>,
     /// SOA REFRESH, RETRY, EXPIRE of our copy, seconds.
@@ -283,66 +306,35 @@ impl ZoneTimers {
     }
 }
 
-/// The SOA timers and serial of `origin` in `conn`, if the zone is there.
-fn read_soa(conn: &Connection, origin: &Name) -> Option<SoaState> {
-    let text: String = conn
-        .query_row(
-            "SELECT r.rdata FROM records r JOIN zones z ON r.zone_id = z.id \
-             WHERE z.name = ?1 AND z.rdclass = 'IN' AND r.rdtype = 'SOA' AND r.rname = ?2",
-            params![origin.to_string(), origin.reversed_text()],
-            |row| row.get(0),
-        )
-        .ok()?;
-    // MNAME RNAME SERIAL REFRESH RETRY EXPIRE MINIMUM
-    let words: Vec<&str> = text.split_whitespace().collect();
-    let num = |i: usize| words.get(i).and_then(|w| w.parse::<u32>().ok());
-    Some((num(2)?, (num(3)?, num(4)?, num(5)?)))
+/// The write side of secondary zone `origin` in `sources`.
+fn writer_for(sources: &SourceList, origin: &Name) -> Option<Arc<dyn ZoneWriter>> {
+    match sources.writer(origin) {
+        Ok(Some(w)) => Some(w),
+        Ok(None) => {
+            tracing::warn!("secondary zone {origin}: no source that takes writes serves it");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("secondary zone {origin}: {e}");
+            None
+        }
+    }
 }
 
-const STATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS authd_secondary \
-     (zone TEXT PRIMARY KEY, last_ok INTEGER, expired INTEGER NOT NULL DEFAULT 0)";
-
-/// Reads zone `z`'s copy and stored state from its DB (created if missing).
-fn load_state(z: &SecondaryZone) -> Result<(Option<SoaState>, Option<u64>, bool), String> {
-    let conn = open(&z.file)?;
-    let soa = read_soa(&conn, &z.origin);
-    let row: Option<(Option<i64>, i64)> = conn
-        .query_row(
-            "SELECT last_ok, expired FROM authd_secondary WHERE zone = ?1",
-            [z.origin.to_string()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-        .map_err(|e| e.to_string())?;
-    let (last_ok, expired) = match row {
-        Some((l, e)) => (l.and_then(|l| u64::try_from(l).ok()), e != 0),
-        None => (None, false),
-    };
-    Ok((soa, last_ok, expired))
-}
-
-/// Opens (creating if needed) zone DB `file` with the state table.
-fn open(file: &Path) -> Result<Connection, String> {
-    let conn = authd_migrations::open_or_create(file).map_err(|e| e.to_string())?;
-    let _ = conn.busy_timeout(Duration::from_secs(5));
-    conn.execute(STATE_TABLE, []).map_err(|e| e.to_string())?;
-    Ok(conn)
-}
-
-/// Stores zone `z`'s state.
-fn save_state(z: &SecondaryZone, last_ok: Option<u64>, expired: bool) -> Result<(), String> {
-    let conn = open(&z.file)?;
-    conn.execute(
-        "INSERT INTO authd_secondary (zone, last_ok, expired) VALUES (?1, ?2, ?3) \
-         ON CONFLICT(zone) DO UPDATE SET last_ok = excluded.last_ok, expired = excluded.expired",
-        params![
-            z.origin.to_string(),
-            last_ok.and_then(|l| i64::try_from(l).ok()),
-            i64::from(expired)
-        ],
-    )
-    .map_err(|e| e.to_string())?;
-    Ok(())
+/// Reads zone `origin`'s copy (serial and timers) and stored state.
+fn load_state(
+    writer: &dyn ZoneWriter,
+    origin: &Name,
+) -> Result<(Option<SoaState>, SecondaryState), String> {
+    let soa = writer
+        .soa(origin)
+        .map_err(|e| e.to_string())?
+        .and_then(|r| Some((r.rdata.soa_serial()?, r.rdata.soa_timers()?)));
+    let state = writer
+        .secondary_state(origin)
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    Ok((soa, state))
 }
 
 /// Creates every secondary zone's DB (2.2 schema) if missing, so the sqlite3
@@ -351,33 +343,48 @@ fn save_state(z: &SecondaryZone, last_ok: Option<u64>, expired: bool) -> Result<
 /// Errors: the first DB that cannot be created or opened, with its path.
 pub fn prepare_dbs(zones: &[SecondaryZone]) -> Result<(), String> {
     for z in zones {
-        open(&z.file).map_err(|e| format!("{}: {e}", z.file.display()))?;
+        SqliteWriter::create(&z.file).map_err(|e| e.to_string())?;
     }
     Ok(())
 }
 
-/// Timers for zone `config`, from its DB.
-fn timers_for(config: SecondaryZone, expired_zones: &ExpiredZones) -> ZoneTimers {
+/// Timers for zone `config`, from its stored copy and state.
+fn timers_for(
+    config: SecondaryZone,
+    writer: Option<Arc<dyn ZoneWriter>>,
+    expired_zones: &ExpiredZones,
+) -> ZoneTimers {
     let now = Instant::now();
-    let (soa, last_ok, expired) = match load_state(&config) {
+    let read = match &writer {
+        Some(w) => load_state(w.as_ref(), &config.origin),
+        None => Err("no write side".to_string()),
+    };
+    let (soa, state) = match read {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(
                 "secondary zone {}: cannot read its state: {e}",
                 config.origin
             );
-            (None, None, false)
+            (None, SecondaryState::default())
         }
     };
     let mut t = ZoneTimers {
         serial: soa.map(|s| s.0),
         soa_timers: soa.map(|s| s.1),
-        last_ok,
-        expired,
+        last_ok: state.last_ok,
+        expired: state.expired,
+        pending: state.pending,
         next: now,
         config,
+        writer,
     };
-    if let (Some(last), Some(_), false) = (t.last_ok, t.serial, t.expired) {
+    if t.pending {
+        tracing::info!(
+            "secondary zone {}: the refresh a NOTIFY asked for did not finish; refreshing now",
+            t.config.origin
+        );
+    } else if let (Some(last), Some(_), false) = (t.last_ok, t.serial, t.expired) {
         // Due REFRESH after the last success (now, if that has passed).
         let since = Duration::from_secs(crate::sys::unix_seconds().saturating_sub(last));
         t.next = now + t.refresh_interval().saturating_sub(since);
@@ -415,14 +422,16 @@ async fn run(
             keys = s.keys;
             let mut kept = HashMap::new();
             for z in s.zones {
+                let writer = writer_for(&s.sources, &z.origin);
                 let timers = match zones.remove(&z.origin) {
                     Some(mut t) if t.config.file == z.file => {
                         t.config = z;
+                        t.writer = writer;
                         t
                     }
                     _ => {
                         let e = Arc::clone(&expired);
-                        match tokio::task::spawn_blocking(move || timers_for(z, &e)).await {
+                        match tokio::task::spawn_blocking(move || timers_for(z, writer, &e)).await {
                             Ok(t) => t,
                             Err(_) => continue,
                         }
@@ -462,6 +471,12 @@ async fn run(
                     if let Some(t) = zones.get_mut(&origin) {
                         tracing::info!("secondary zone {origin}: NOTIFY received, refreshing now");
                         t.next = Instant::now();
+                        if !t.pending {
+                            // Stored first: a crash during the transfer
+                            // retries it at start.
+                            t.pending = true;
+                            save(t).await;
+                        }
                     }
                 }
             }
@@ -519,6 +534,7 @@ async fn refresh(
     match result {
         Ok(()) => {
             t.last_ok = Some(now);
+            t.pending = false;
             if t.expired {
                 tracing::info!(
                     "secondary zone {origin}: a primary answered again; serving it again"
@@ -543,12 +559,7 @@ async fn refresh(
         }
     }
     expired_zones.set(&origin, t.expired);
-    let (cfg, last_ok, expired) = (t.config.clone(), t.last_ok, t.expired);
-    match tokio::task::spawn_blocking(move || save_state(&cfg, last_ok, expired)).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!("secondary zone {origin}: cannot store its state: {e}"),
-        Err(e) => tracing::warn!("secondary zone {origin}: cannot store its state: {e}"),
-    }
+    save(t).await;
     tracing::info!(
         "secondary zone {origin}: serial {}, next refresh in {:.0}s{}",
         t.serial.map_or("none".into(), |s| s.to_string()),
@@ -558,6 +569,36 @@ async fn refresh(
             .as_secs_f64(),
         if t.expired { ", expired" } else { "" }
     );
+}
+
+/// Stores zone `t`'s state through its write side (off the runtime).
+async fn save(t: &ZoneTimers) {
+    let origin = t.config.origin.clone();
+    let Some(writer) = t.writer.clone() else {
+        tracing::warn!("secondary zone {origin}: cannot store its state: no write side");
+        return;
+    };
+    let state = SecondaryState {
+        last_ok: t.last_ok,
+        expired: t.expired,
+        pending: t.pending,
+    };
+    let o = origin.clone();
+    match tokio::task::spawn_blocking(move || writer.save_secondary_state(&o, &state)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!("secondary zone {origin}: cannot store its state: {e}"),
+        Err(e) => tracing::warn!("secondary zone {origin}: cannot store its state: {e}"),
+    }
+}
+
+/// The write side of `t`, or why there is none.
+fn writer_of(t: &ZoneTimers) -> Result<Arc<dyn ZoneWriter>, XfrError> {
+    t.writer.clone().ok_or_else(|| {
+        XfrError::Store(format!(
+            "no source that takes writes serves {}",
+            t.config.origin
+        ))
+    })
 }
 
 /// Checks `primary`'s serial and transfers the zone when it is newer than
@@ -606,10 +647,11 @@ async fn ixfr_from(t: &mut ZoneTimers, primary: &Primary, ours: u32) -> Result<(
         } => {
             let soa = diffs.last().and_then(|d| d.new_soa.rdata.soa_timers());
             let n = diffs.len();
-            let (file, o) = (t.config.file.clone(), origin.clone());
-            let rows = tokio::task::spawn_blocking(move || xfrin::store_ixfr(&file, &o, &diffs))
-                .await
-                .map_err(|e| XfrError::Store(e.to_string()))??;
+            let (writer, o) = (writer_of(t)?, origin.clone());
+            let rows =
+                tokio::task::spawn_blocking(move || xfrin::store_ixfr(writer.as_ref(), &o, &diffs))
+                    .await
+                    .map_err(|e| XfrError::Store(e.to_string()))??;
             tracing::info!(
                 "secondary zone {origin}: IXFR from {primary}: serial {ours} -> {serial}, \
                  {n} difference(s), {rows} journal rows, {messages} message(s), {} ms",
@@ -632,12 +674,13 @@ async fn store_full(
 ) -> Result<(), XfrError> {
     let origin = t.config.origin.clone();
     let serial = zone.serial;
-    let (file, o, p) = (t.config.file.clone(), origin.clone(), primary.clone());
+    let (writer, o, p) = (writer_of(t)?, origin.clone(), primary.clone());
     let zone = Arc::new(zone);
     let z = Arc::clone(&zone);
-    let written = tokio::task::spawn_blocking(move || xfrin::store_axfr(&file, &o, &z, &p))
-        .await
-        .map_err(|e| XfrError::Store(e.to_string()))??;
+    let written =
+        tokio::task::spawn_blocking(move || xfrin::store_axfr(writer.as_ref(), &o, &z, &p))
+            .await
+            .map_err(|e| XfrError::Store(e.to_string()))??;
     let soa = zone
         .records
         .first()

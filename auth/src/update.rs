@@ -34,9 +34,9 @@
 //!
 //! Only the apex and the names of the prerequisite and update sections are
 //! read, so an update costs the same in a small zone and in the root zone.
-//! The result is written in one SQLite transaction
-//! ([`sqlite_admin::update_zone_with`], on the writer connection kept for the
-//! DB between updates: [`Writers`]): the RRs, the SOA serial moved per
+//! The result is written in one transaction through the zone's write side
+//! ([`authd_datasrc::ZoneWriter::update`], found by origin through the
+//! [`SourceList`]): the RRs, the SOA serial moved per
 //! `[update] serial` (or the SOA the update gave), the `diffs` journal rows in
 //! BIND 10's layout, so IXFR and NOTIFY follow; the serving source sees the
 //! commit as a new generation at once. A change that changes nothing writes
@@ -47,14 +47,10 @@
 
 use std::collections::HashSet;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::Duration;
 
-use rusqlite::Connection;
-
-use authd_datasrc::sqlite_admin::{self, AdminError, Change, Scope, SerialPolicy, serial_gt};
-use authd_datasrc::{Class, Name, RType, Rdata, Record, SourceList};
+use authd_datasrc::write::{Change, Scope, SerialPolicy, WRITE_LOCK_WAIT, serial_gt};
+use authd_datasrc::{Class, Name, RType, Rdata, Record, SourceList, WriteError};
 
 use crate::acl::Acl;
 use crate::log_limit::LogLimit;
@@ -63,7 +59,7 @@ use crate::wire::read_rdata;
 use crate::wire::{self, Flags, HEADER_LEN, Header, Rcode, Request, u16_at};
 
 /// How long an UPDATE waits for a DB another writer holds before SERVFAIL.
-pub const BUSY_WAIT: Duration = Duration::from_secs(2);
+pub const BUSY_WAIT: Duration = WRITE_LOCK_WAIT;
 
 /// Class NONE (RFC 2136 §1.3: "delete an RR" and "RRset does not exist").
 const NONE: Class = Class(254);
@@ -164,121 +160,6 @@ pub struct UpdatePolicy {
     pub serial: SerialPolicy,
     /// Updates of zones with a DNSKEY at the apex allowed.
     pub dnssec: bool,
-    /// The sqlite3 file of each data source, in [`SourceList`] order (`None`:
-    /// a memory source, whose zones are not updated).
-    pub dbs: Vec<Option<PathBuf>>,
-    /// The writer connection kept for each DB between updates ([`Writers`]).
-    pub writers: Writers,
-}
-
-/// One writer connection per zone DB, kept between updates (opening one,
-/// checking its schema and preparing its statements cost about as much as
-/// the update itself). Outside an update it holds no transaction and no read
-/// snapshot: each update's `BEGIN IMMEDIATE` sees every commit made before
-/// it, by anyone. It is reopened when the file at the path is another one
-/// (replaced or recreated), and dropped after a storage error or a
-/// transaction left open. An update that finds the DB's connection in use
-/// opens one of its own, as every update did before, so a busy DB still
-/// gives SERVFAIL after [`BUSY_WAIT`]. A new policy (a reload) starts empty.
-#[derive(Default)]
-pub struct Writers(Mutex<Vec<(PathBuf, Slot)>>);
-
-/// The kept connection of one DB, when there is one.
-type Slot = Arc<Mutex<Option<Writer>>>;
-
-/// A kept connection and the file (device, inode) it was opened on.
-pub struct Writer {
-    conn: Connection,
-    file: Option<(u64, u64)>,
-}
-
-impl std::fmt::Debug for Writers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Writers")
-    }
-}
-
-/// A copy starts with no connections.
-impl Clone for Writers {
-    fn clone(&self) -> Writers {
-        Writers::default()
-    }
-}
-
-/// Connections are not policy: every `Writers` is equal.
-impl PartialEq for Writers {
-    fn eq(&self, _: &Writers) -> bool {
-        true
-    }
-}
-
-impl Eq for Writers {}
-
-/// The (device, inode) of the file at `path`.
-fn file_id(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-}
-
-/// A new writer connection to `db`, waiting up to [`BUSY_WAIT`] for a lock.
-fn open_writer(db: &Path) -> Result<Connection, Refusal> {
-    let conn = authd_migrations::open_or_create(db)
-        .map_err(|e| refuse(Rcode::SERVFAIL, format!("opening {}: {e}", db.display())))?;
-    conn.busy_timeout(BUSY_WAIT)
-        .map_err(|e| refuse(Rcode::SERVFAIL, format!("{}: {e}", db.display())))?;
-    Ok(conn)
-}
-
-impl Writers {
-    /// Runs `f` with the kept connection to `db` (opened if need be), or
-    /// with a connection of its own when the kept one is in use.
-    fn with<T>(
-        &self,
-        db: &Path,
-        f: impl FnOnce(&mut Connection) -> Result<T, Refusal>,
-    ) -> Result<T, Refusal> {
-        let slot = {
-            let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-            match all.iter().find(|(p, _)| p == db) {
-                Some((_, slot)) => Arc::clone(slot),
-                None => {
-                    let slot = Arc::new(Mutex::new(None));
-                    all.push((db.to_path_buf(), Arc::clone(&slot)));
-                    slot
-                }
-            }
-        };
-        let mut kept = match slot.try_lock() {
-            Ok(kept) => kept,
-            Err(TryLockError::Poisoned(p)) => {
-                let mut kept = p.into_inner();
-                *kept = None;
-                kept
-            }
-            Err(TryLockError::WouldBlock) => return f(&mut open_writer(db)?),
-        };
-        let file = file_id(db);
-        if kept
-            .as_ref()
-            .is_none_or(|w| w.file.is_none() || w.file != file)
-        {
-            *kept = None;
-            let conn = open_writer(db)?;
-            *kept = Some(Writer {
-                conn,
-                file: file_id(db),
-            });
-        }
-        let Some(writer) = kept.as_mut() else {
-            return Err(refuse(Rcode::SERVFAIL, "no writer connection"));
-        };
-        let result = f(&mut writer.conn);
-        let failed = matches!(&result, Err(r) if r.rcode == Rcode::SERVFAIL);
-        if failed || !writer.conn.is_autocommit() {
-            *kept = None;
-        }
-        result
-    }
 }
 
 impl UpdatePolicy {
@@ -402,27 +283,20 @@ fn run(
     }
     let (prereqs, updates) = parse_sections(msg, req)
         .ok_or_else(|| refuse(Rcode::FORMERR, "malformed prerequisite or update section"))?;
-    // §3.1.2: a zone served here, from an sqlite3 source.
-    let db = match sources.find_zone(zone) {
-        Ok(Some((source, found))) if found.origin == *zone => {
-            let at = sources
-                .sources()
-                .iter()
-                .position(|s| std::sync::Arc::ptr_eq(s, source));
-            match at.and_then(|i| policy.dbs.get(i)).and_then(Option::as_ref) {
-                Some(db) => db,
-                None => {
-                    return Err(refuse(
-                        Rcode::NOTAUTH,
-                        format!(
-                            "zone served by {} (not an sqlite3 [[datasource]]): \
-                             only sqlite3 zones take updates",
-                            source.describe()
-                        ),
-                    ));
-                }
+    // §3.1.2: a zone served here, from a source that takes writes.
+    let writer = match sources.find_zone(zone) {
+        Ok(Some((source, found))) if found.origin == *zone => match source.writer() {
+            Some(w) => w,
+            None => {
+                return Err(refuse(
+                    Rcode::NOTAUTH,
+                    format!(
+                        "zone served by {}, which takes no writes: only sqlite3 zones take updates",
+                        source.describe()
+                    ),
+                ));
             }
-        }
+        },
         Ok(_) => return Err(refuse(Rcode::NOTAUTH, "not a zone served here")),
         Err(e) => return Err(refuse(Rcode::SERVFAIL, e.to_string())),
     };
@@ -436,7 +310,7 @@ fn run(
         return Err(refuse(Rcode::REFUSED, "not allowed to update the zone"));
     }
     let dnssec = policy.dnssec_for(zone);
-    let plan = |records: &[Record]| {
+    let plan = |records: &[Record]| -> Result<Change, Refusal> {
         check_prerequisites(zone, &prereqs, records)?;
         let permits = permissions(zone, &updates, full, &granted, client)?;
         prescan(zone, &updates)?;
@@ -462,24 +336,28 @@ fn run(
         .collect();
     let scope = Scope::Names(&names);
     let serial = policy.serial_for(zone);
-    policy.writers.with(db, |conn| {
-        match sqlite_admin::update_zone_with(conn, zone, scope, serial, now, plan) {
-            Ok(Ok(report)) if report.journal_rows == 0 => Ok(None),
-            Ok(Ok(report)) => Ok(Some({
-                // Served at once: the sources poll for the new generation.
-                authd_datasrc::sqlite::note_local_write();
-                format!(
-                    "serial {} -> {}, {} RRs added, {} deleted",
-                    report.old_serial, report.new_serial, report.added, report.deleted
-                )
-            })),
-            Ok(Err(refusal)) => Err(refusal),
-            Err(e @ (AdminError::Update(_) | AdminError::Check(_))) => {
-                Err(refuse(Rcode::REFUSED, format!("{e}; nothing was changed")))
-            }
-            Err(e) => Err(refuse(Rcode::SERVFAIL, format!("{e}; nothing was changed"))),
+    // The planner's refusal, kept here: the write side only learns that it
+    // refused (nothing written).
+    let mut refusal = None;
+    let mut planner = |records: &[Record]| match plan(records) {
+        Ok(change) => Some(change),
+        Err(r) => {
+            refusal = Some(r);
+            None
         }
-    })
+    };
+    match writer.update(zone, scope, serial, now, &mut planner) {
+        Ok(Some(report)) if report.journal_rows == 0 => Ok(None),
+        Ok(Some(report)) => Ok(Some(format!(
+            "serial {} -> {}, {} RRs added, {} deleted",
+            report.old_serial, report.new_serial, report.added, report.deleted
+        ))),
+        Ok(None) => Err(refusal.unwrap_or_else(|| refuse(Rcode::SERVFAIL, "refused"))),
+        Err(e @ (WriteError::Update(_) | WriteError::Check(_))) => {
+            Err(refuse(Rcode::REFUSED, format!("{e}; nothing was changed")))
+        }
+        Err(e) => Err(refuse(Rcode::SERVFAIL, format!("{e}; nothing was changed"))),
+    }
 }
 
 /// The prerequisite and update sections of `msg` (§2.4, §2.5); `None` when

@@ -20,9 +20,9 @@
 //! the first message carries the question (RFC 5936 §2.2).
 //!
 //! IXFR answers a single SOA when the client's serial is not older than ours
-//! (RFC 1982 arithmetic). Otherwise it reads the `diffs` journal of the sqlite3
-//! DB that holds the zone ([`TransferPolicy::journal_dbs`], the first one with
-//! the zone as an exact match) as BIND 10 did, and answers: current SOA, the
+//! (RFC 1982 arithmetic). Otherwise it reads the journal of the zone's source
+//! through its write side ([`authd_datasrc::ZoneWriter::journal`]; sqlite3
+//! reads the `diffs` table as BIND 10 did), and answers: current SOA, the
 //! journal rows in order (old SOA, deletions, new SOA, additions, repeated),
 //! current SOA. When the journal cannot bridge the client's serial to ours, or
 //! the zone comes from a source without a journal (memory), the answer is a
@@ -37,9 +37,8 @@
 //! the dispatcher appends to each (RFC 8945 §5.3.1).
 
 use std::net::IpAddr;
-use std::path::PathBuf;
 
-use authd_datasrc::sqlite_admin::{self, DiffRow, serial_gt};
+use authd_datasrc::write::{DiffRow, serial_gt};
 use authd_datasrc::{Class, DataSource, Name, RRset, RType, Rdata, SourceList, ZoneRef};
 
 use crate::acl::Acl;
@@ -52,7 +51,7 @@ use crate::wire::{
 
 pub use crate::acl::Cidr;
 
-/// Who may transfer zones, and where IXFR journals are read from.
+/// Who may transfer zones.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TransferPolicy {
     /// Who may AXFR/IXFR a zone without its own list (`[transfer] allow`);
@@ -60,8 +59,6 @@ pub struct TransferPolicy {
     pub allow: Acl,
     /// Zones with their own list (`[[transfer.zone]]`), replacing `allow`.
     pub zones: Vec<(Name, Acl)>,
-    /// sqlite3 zone DBs whose `diffs` journal answers IXFR, in data-source order.
-    pub journal_dbs: Vec<PathBuf>,
 }
 
 impl TransferPolicy {
@@ -257,7 +254,7 @@ pub fn transfer(
             );
             return pack(vec![soa_rr]);
         }
-        match journal(policy, source.as_ref(), &zone, theirs, serial) {
+        match journal(source.as_ref(), &zone, theirs, serial) {
             Some(rows) => {
                 let mut rrs = Vec::with_capacity(rows.len() + 2);
                 rrs.push(soa_rr);
@@ -326,56 +323,21 @@ fn push_sigs<'a>(rrs: &mut Vec<Rr<'a>>, set: &'a RRset) {
     }));
 }
 
-/// The journal from `begin` to `end` for `zone`, from the first journal DB that
-/// holds it as an exact match, checked to start with the deletion of SOA
-/// `begin` and end with the addition of SOA `end`.
-fn journal(
-    policy: &TransferPolicy,
-    source: &dyn DataSource,
-    zone: &ZoneRef,
-    begin: u32,
-    end: u32,
-) -> Option<Vec<DiffRow>> {
-    for db in &policy.journal_dbs {
-        let conn = match authd_migrations::open_for_serving(db) {
-            Ok((c, _)) => c,
-            Err(e) => {
-                tracing::debug!("journal DB {}: {e}", db.display());
-                continue;
-            }
-        };
-        let id = match sqlite_admin::find_zone_id(&conn, &zone.origin) {
-            Ok(Some(id)) => id,
-            Ok(None) => continue,
-            Err(e) => {
-                tracing::warn!("journal DB {}: {e}", db.display());
-                return None;
-            }
-        };
-        let rows = match sqlite_admin::read_journal(&conn, id, &zone.origin, begin, end) {
-            Ok(rows) => rows?,
-            Err(e) => {
-                tracing::warn!("journal of {} in {}: {e}", zone.origin, db.display());
-                return None;
-            }
-        };
-        let first_ok = rows.first().is_some_and(|d| {
-            !d.add && d.record.rtype == RType::SOA && d.record.rdata.soa_serial() == Some(begin)
-        });
-        let last_soa = rows.iter().rev().find(|d| d.record.rtype == RType::SOA);
-        let last_ok = last_soa.is_some_and(|d| d.add && d.record.rdata.soa_serial() == Some(end));
-        if !(first_ok && last_ok) {
-            tracing::warn!(
-                "journal of {} in {} from {begin} to {end} is malformed",
-                zone.origin,
-                db.display()
-            );
-            return None;
+/// The journal from `begin` to `end` for `zone`, from its source's write
+/// side (checked there to start with the deletion of SOA `begin` and end
+/// with the addition of SOA `end`); `None`: no journal bridges them.
+fn journal(source: &dyn DataSource, zone: &ZoneRef, begin: u32, end: u32) -> Option<Vec<DiffRow>> {
+    let Some(writer) = source.writer() else {
+        tracing::debug!("no journal for {} ({})", zone.origin, source.describe());
+        return None;
+    };
+    match writer.journal(&zone.origin, begin, end) {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::warn!("journal of {} in {}: {e}", zone.origin, writer.describe());
+            None
         }
-        return Some(rows);
     }
-    tracing::debug!("no journal for {} ({})", zone.origin, source.describe());
-    None
 }
 
 /// Writes one answer RR; false when it does not fit the writer's limit.

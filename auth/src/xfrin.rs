@@ -16,13 +16,13 @@
 //! is [`XfrError::Inconsistent`]. Names in the RDATA of the RFC 1035 types
 //! (NS, CNAME, PTR, MX, SOA, …) are decompressed (RFC 3597 §4).
 //!
-//! [`store_axfr`] writes a transferred zone into a BIND 10 sqlite3 DB in one
-//! transaction ([`authd_datasrc::sqlite_load::load_zone`], which runs the
-//! zone checks: records outside the zone, CNAME beside other data, …), so a
+//! [`store_axfr`] and [`store_ixfr`] write a transfer through the zone's
+//! write side ([`ZoneWriter`]) in one transaction, which runs the zone
+//! checks (records outside the zone, CNAME beside other data, …), so a
 //! failed transfer never replaces the previous version.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,7 +36,9 @@ use crate::tsig::{self, ReplyProblem, ReplyVerifier};
 use crate::wire::{
     Flags, HEADER_LEN, Header, MAX_TCP_MESSAGE, MessageWriter, Opcode, Rcode, RecordMeta, Section,
 };
-use authd_datasrc::sqlite_admin::{self, Difference, serial_gt};
+use authd_datasrc::sqlite_load::LoadError;
+use authd_datasrc::write::{Difference, JournalPolicy, serial_gt};
+use authd_datasrc::{WriteError, ZoneWriter};
 
 /// Bound on connecting, sending the request and reading each message.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
@@ -560,51 +562,36 @@ pub async fn ixfr(primary: &Primary, origin: &Name, ours: u32) -> Result<Ixfr, X
     }
 }
 
-/// Applies IXFR differences to `origin` in the zone DB `file` in one
-/// transaction, appending them to its `diffs` journal. Returns the journal
-/// rows written.
+/// Applies IXFR differences to `origin` through its write side in one
+/// transaction, journaled (so downstream secondaries get IXFR from us).
+/// Returns the journal rows written.
 ///
 /// Errors: [`XfrError::Inconsistent`] when a difference does not apply (an
 /// RR to delete that is absent, …) or the result fails the zone checks;
-/// [`XfrError::Store`] when the DB cannot be opened or written. The previous
-/// content stays in both cases.
-pub fn store_ixfr(file: &Path, origin: &Name, diffs: &[Difference]) -> Result<usize, XfrError> {
-    let mut conn =
-        authd_migrations::open_or_create(file).map_err(|e| XfrError::Store(e.to_string()))?;
-    let _ = conn.busy_timeout(Duration::from_secs(5));
-    sqlite_admin::apply_differences(&mut conn, origin, diffs).map_err(|e| match e {
-        sqlite_admin::AdminError::Sqlite { .. } => XfrError::Store(e.to_string()),
-        other => XfrError::Inconsistent(other.to_string()),
-    })
+/// [`XfrError::Store`] when the storage fails. The previous content stays in
+/// both cases.
+pub fn store_ixfr(
+    writer: &dyn ZoneWriter,
+    origin: &Name,
+    diffs: &[Difference],
+) -> Result<usize, XfrError> {
+    writer.apply_differences(origin, diffs).map_err(store_error)
 }
 
-/// Writes `zone` (transferred from `from`) as the content of `origin` in the
-/// zone DB `file` (created with the 2.2 schema if missing), in one
-/// transaction, after clearing the zone's `diffs` journal (which no longer
-/// leads to this content). Returns the number of RRs written.
+/// Writes `zone` (transferred from `from`) as the whole content of `origin`
+/// through its write side, clearing the zone's journal (which no longer
+/// leads to this content) in the same transaction. Returns the number of RRs
+/// written.
 ///
 /// Errors: [`XfrError::Inconsistent`] when the zone fails the zone checks
-/// (records outside the zone, …); [`XfrError::Store`] when the DB cannot be
-/// opened or written. The previous content stays in both cases.
+/// (records outside the zone, …); [`XfrError::Store`] when the storage
+/// fails. The previous content stays in both cases.
 pub fn store_axfr(
-    file: &Path,
+    writer: &dyn ZoneWriter,
     origin: &Name,
     zone: &Transferred,
     from: &Primary,
 ) -> Result<usize, XfrError> {
-    let mut conn =
-        authd_migrations::open_or_create(file).map_err(|e| XfrError::Store(e.to_string()))?;
-    let _ = conn.busy_timeout(Duration::from_secs(5));
-    // The journal no longer leads to the new content: a difference kept from
-    // before would be chained to later ones across the gap. Cleared first,
-    // so a failed load loses at most the journal (IXFR out falls back to
-    // AXFR), never leaves it wrong.
-    conn.execute(
-        "DELETE FROM diffs WHERE zone_id IN \
-         (SELECT id FROM zones WHERE name = ?1 AND rdclass = 'IN')",
-        [origin.to_string()],
-    )
-    .map_err(|e| XfrError::Store(format!("clearing the journal: {e}")))?;
     let source = Arc::new(PathBuf::from(format!(
         "AXFR of {origin} from {}",
         from.addr
@@ -619,12 +606,21 @@ pub fn store_axfr(
             line: i + 1,
         })
         .collect();
-    match authd_datasrc::sqlite_load::load_zone(&mut conn, origin, &sourced, |_, _| {}) {
-        Ok(report) => Ok(report.total()),
-        Err(e @ authd_datasrc::sqlite_load::LoadError::Sqlite { .. }) => {
-            Err(XfrError::Store(e.to_string()))
-        }
-        Err(e) => Err(XfrError::Inconsistent(e.to_string())),
+    writer
+        .replace_zone(origin, &sourced, JournalPolicy::Clear, &mut |_, _| {})
+        .map(|report| report.total())
+        .map_err(store_error)
+}
+
+/// A failed write as a transfer error: storage, or content that does not apply.
+fn store_error(e: WriteError) -> XfrError {
+    match e {
+        WriteError::Sqlite { .. }
+        | WriteError::Load(LoadError::Sqlite { .. })
+        | WriteError::Open(_)
+        | WriteError::Gone(_)
+        | WriteError::NotSupported(_) => XfrError::Store(e.to_string()),
+        other => XfrError::Inconsistent(other.to_string()),
     }
 }
 

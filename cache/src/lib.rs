@@ -1062,6 +1062,12 @@ impl DataSource for HotSpotCache {
         self.flush();
         self.inner.flush_cache();
     }
+
+    fn writer(&self) -> Option<Arc<dyn authd_datasrc::ZoneWriter>> {
+        // Passed through: a commit moves the wrapped source's generation,
+        // which this cache checks before every probe.
+        self.inner.writer()
+    }
 }
 
 #[cfg(test)]

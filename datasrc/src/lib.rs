@@ -14,9 +14,11 @@ pub mod source;
 pub mod sqlite;
 pub mod sqlite_admin;
 pub mod sqlite_load;
+pub mod write;
 pub mod zonefile;
 
 pub use lookup::{DataSourceError, Lookup, LookupOptions, Outcome, ZoneRef};
 pub use name::{Name, NameError};
 pub use rr::{Class, RRset, RType, Rdata, Record, RrError};
 pub use source::{CacheStats, DataSource, SourceList, ZoneSelection};
+pub use write::{WriteError, ZoneWriter};

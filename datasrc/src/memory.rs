@@ -680,6 +680,12 @@ impl DataSource for MemorySource {
     fn flush_cache(&self) {
         // Nothing cached: the snapshots are the data.
     }
+
+    fn writer(&self) -> Option<Arc<dyn crate::write::ZoneWriter>> {
+        // Snapshots are built from master files or copied from a DB and
+        // replaced whole on reload; nothing writes into them.
+        None
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use crate::lookup::{DataSourceError, Lookup, LookupOptions, ZoneRef};
 use crate::name::Name;
 use crate::node::NodeStore;
 use crate::rr::{RRset, RType};
+use crate::write::ZoneWriter;
 
 /// A backend that holds zones and answers lookups in them.
 ///
@@ -119,6 +120,13 @@ pub trait DataSource: Send + Sync {
     /// Empties every cache in this source (and in the sources it wraps), as
     /// an operator asks (`authc flush-cache`); the data served is unchanged.
     fn flush_cache(&self);
+
+    /// The write side of this source ([`crate::write`]): UPDATE, incoming
+    /// transfers, the secondary timers, `zone` and `loadzone` change zones
+    /// through it; IXFR out reads its journal and NOTIFY out its serials. A
+    /// commit through it is visible to this source's next lookup.
+    /// `None`: the source takes no writes (memory zones from master files).
+    fn writer(&self) -> Option<Arc<dyn ZoneWriter>>;
 }
 
 /// Counters of a caching source (the hot-spot cache), since it was made.
@@ -257,6 +265,52 @@ impl SourceList {
             source.begin_batch();
         }
         Batch { list: self }
+    }
+
+    /// The write side of the source serving zone `origin` (by origin, never
+    /// by position): the first source whose [`ZoneSelection`] names it
+    /// (`zones = [...]`, a `[[secondary]]` zone's DB, where the zone may not
+    /// exist yet), else the source whose zone `origin` is (as an exact match).
+    /// `None`: no source serves it, or its source takes no writes.
+    ///
+    /// Errors: a storage failure finding the zone.
+    pub fn writer(&self, origin: &Name) -> Result<Option<Arc<dyn ZoneWriter>>, DataSourceError> {
+        for entry in &self.entries {
+            if let ZoneSelection::Only(zones) = &entry.selection
+                && zones.contains(origin)
+            {
+                return Ok(entry.source.writer());
+            }
+        }
+        match self.find_zone(origin)? {
+            Some((source, zone)) if zone.origin == *origin => Ok(source.writer()),
+            _ => Ok(None),
+        }
+    }
+
+    /// The write sides of the sources (each once, in priority order), for
+    /// readers of every zone's serial (NOTIFY out).
+    pub fn writers(&self) -> Vec<Arc<dyn ZoneWriter>> {
+        let mut out: Vec<Arc<dyn ZoneWriter>> = Vec::new();
+        for source in &self.sources {
+            if let Some(w) = source.writer()
+                && !out.iter().any(|o| Arc::ptr_eq(o, &w))
+            {
+                out.push(w);
+            }
+        }
+        out
+    }
+
+    /// True when both lists hold the same sources (the same objects) with
+    /// the same selections, in the same order.
+    pub fn same_sources(&self, other: &SourceList) -> bool {
+        self.entries.len() == other.entries.len()
+            && self
+                .entries
+                .iter()
+                .zip(&other.entries)
+                .all(|(a, b)| Arc::ptr_eq(&a.source, &b.source) && a.selection == b.selection)
     }
 
     /// The best zone for `qname` and the source holding it.

@@ -26,64 +26,21 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::name::{Name, wire_name_len};
 use crate::rr::{Class, RType, Rdata, Record};
-use crate::sqlite_load::{LoadError, LoadReport, load_zone};
+use crate::sqlite_load::{LoadReport, load_zone};
 use crate::zonefile::{SourcedRecord, check_zone};
+
+pub use crate::write::{
+    Change, DiffRow, Difference, Scope, SerialPolicy, UpdateReport, WriteError as AdminError,
+    serial_gt,
+};
 
 /// `diffs.operation` of an added RR (BIND 10's `DIFF_ADD`).
 pub const DIFF_ADD: i64 = 0;
 /// `diffs.operation` of a deleted RR (BIND 10's `DIFF_DELETE`).
 pub const DIFF_DELETE: i64 = 1;
 
-/// Why an administrative operation failed. In every case a transaction that was
-/// open is rolled back, so the DB is as it was before the call.
-#[derive(Debug, thiserror::Error)]
-pub enum AdminError {
-    /// The zone is not in the DB (class IN).
-    #[error("zone {0} is not in the DB")]
-    NoZone(String),
-    /// `create` of a zone that already exists.
-    #[error("zone {0} already exists (use loadzone to replace its content)")]
-    ZoneExists(String),
-    /// An SQL statement failed (locked DB, not a 2.x schema, ...).
-    #[error("{action} failed: {source}")]
-    Sqlite {
-        /// What was being done.
-        action: &'static str,
-        /// The SQLite error.
-        source: rusqlite::Error,
-    },
-    /// A stored row cannot be read (bad name, type, TTL or rdata text).
-    #[error("{table} row {id} ({name}): {reason}")]
-    BadRow {
-        /// `records`, `nsec3` or `diffs`.
-        table: &'static str,
-        /// The row's `id`.
-        id: i64,
-        /// The row's owner name as stored.
-        name: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The zone content fails the zone checks (no SOA, no apex NS, CNAME beside
-    /// other data, ...); the message names the offending owner and the row.
-    #[error("{0}")]
-    Check(String),
-    /// An update that cannot be applied (deleting an absent RR, adding a
-    /// present one, touching the SOA or NSEC3 chain, ...).
-    #[error("{0}")]
-    Update(String),
-    /// Loading records (zone creation) failed.
-    #[error(transparent)]
-    Load(#[from] LoadError),
-}
-
 fn sql(action: &'static str) -> impl Fn(rusqlite::Error) -> AdminError {
     move |source| AdminError::Sqlite { action, source }
-}
-
-/// RFC 1982 §3.2: `a` is greater than `b` in 32-bit serial number arithmetic.
-pub fn serial_gt(a: u32, b: u32) -> bool {
-    a != b && a.wrapping_sub(b) < 0x8000_0000
 }
 
 /// One zone of a DB, as `zone list` shows it.
@@ -548,22 +505,6 @@ fn check_rnames(conn: &Connection, origin: &Name) -> Result<(), AdminError> {
     Ok(())
 }
 
-/// What [`update_zone`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UpdateReport {
-    /// The SOA serial before.
-    pub old_serial: u32,
-    /// The SOA serial after (per the [`SerialPolicy`], or the SOA the change
-    /// gave; equal to the old one when nothing changed).
-    pub new_serial: u32,
-    /// RRs added.
-    pub added: usize,
-    /// RRs deleted.
-    pub deleted: usize,
-    /// Rows appended to `diffs`.
-    pub journal_rows: usize,
-}
-
 /// A copy of SOA RDATA (wire form) with SERIAL replaced.
 fn with_serial(soa: &Rdata, serial: u32) -> Option<Rdata> {
     let d = soa.as_wire();
@@ -582,72 +523,6 @@ fn rdata_text(rec: &Record) -> Result<String, AdminError> {
     rec.rdata
         .to_text(rec.rtype)
         .map_err(|e| AdminError::Update(format!("{} {}: {e}", rec.owner, rec.rtype)))
-}
-
-/// How the SOA serial moves when a change is applied (RFC 1982 arithmetic:
-/// the new serial is always greater than the old one).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum SerialPolicy {
-    /// Old serial + 1 (wrapping).
-    #[default]
-    Increment,
-    /// The current Unix time in seconds, or old + 1 when that is not greater.
-    UnixTime,
-    /// `YYYYMMDDnn` of the current UTC date with `nn` = 00, or old + 1 when
-    /// that is not greater.
-    DateSerial,
-}
-
-impl SerialPolicy {
-    /// The serial after `old` at Unix time `now` (seconds).
-    pub fn next(self, old: u32, now: u64) -> u32 {
-        let candidate = match self {
-            SerialPolicy::Increment => None,
-            SerialPolicy::UnixTime => u32::try_from(now).ok(),
-            SerialPolicy::DateSerial => {
-                let days = i64::try_from(now / 86_400).unwrap_or(0);
-                let (y, m, d) = crate::rdata_text::types::civil_from_days(days);
-                u32::try_from(y * 1_000_000 + m * 10_000 + d * 100).ok()
-            }
-        };
-        candidate
-            .filter(|c| serial_gt(*c, old))
-            .unwrap_or_else(|| old.wrapping_add(1))
-    }
-}
-
-/// A change to a zone, worked out by [`update_zone_with`]'s planner from the
-/// zone's content read inside the update's transaction.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Change {
-    /// RRs to add (absent from the zone).
-    pub add: Vec<Record>,
-    /// RRs to delete (matched on owner, type and RDATA; TTL ignored).
-    pub delete: Vec<Record>,
-    /// A replacement apex SOA RDATA whose serial is greater than the current
-    /// one (RFC 2136 §3.4.2.2); `None`: the serial moves per the
-    /// [`SerialPolicy`].
-    pub soa: Option<Rdata>,
-}
-
-impl Change {
-    /// True when the change changes nothing.
-    pub fn is_empty(&self) -> bool {
-        self.add.is_empty() && self.delete.is_empty() && self.soa.is_none()
-    }
-}
-
-/// What [`update_zone_with`] reads, gives its planner and checks after.
-#[derive(Debug, Clone, Copy)]
-pub enum Scope<'a> {
-    /// The whole zone (`records` and `nsec3`): the result gets every check
-    /// of [`check_stored_zone`].
-    Zone,
-    /// The RRs at these owner names and at the apex only (a dynamic update
-    /// into a large zone): the change must touch no other name, and the
-    /// zone checks (one SOA, apex NS, CNAME exclusivity, names in the zone)
-    /// run over those names, which is where a change can break them.
-    Names(&'a [Name]),
 }
 
 /// Applies one incremental change to zone `origin` in one transaction: deletes
@@ -947,21 +822,6 @@ fn journal(
     Ok(rows)
 }
 
-/// One difference sequence of an incremental transfer (RFC 1995 §4): the
-/// zone at `old_soa`'s serial becomes the zone at `new_soa`'s by deleting
-/// `deleted` and adding `added` (neither holds a SOA).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Difference {
-    /// The SOA before.
-    pub old_soa: Record,
-    /// RRs deleted (matched on owner, type and RDATA; TTL ignored).
-    pub deleted: Vec<Record>,
-    /// The SOA after.
-    pub new_soa: Record,
-    /// RRs added.
-    pub added: Vec<Record>,
-}
-
 /// Applies the differences of an incremental transfer (RFC 1995) to zone
 /// `origin`, in order and in one transaction, appending each to the `diffs`
 /// journal as [`update_zone`] does, so the zone can be transferred on by
@@ -1075,19 +935,6 @@ pub fn apply_differences(
     check_rnames(&tx, origin)?;
     tx.commit().map_err(sql("committing"))?;
     Ok(rows)
-}
-
-/// One journal row (`diffs`), parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DiffRow {
-    /// `diffs.id` (journal order).
-    pub id: i64,
-    /// The serial the row belongs to.
-    pub version: u32,
-    /// True for an addition (operation 0), false for a deletion (operation 1).
-    pub add: bool,
-    /// The RR.
-    pub record: Record,
 }
 
 /// The journal of zone `zone_id` (apex `origin`) from serial `begin` to serial

@@ -111,6 +111,21 @@ pub fn load_zone(
     conn: &mut Connection,
     origin: &Name,
     records: &[SourcedRecord],
+    progress: impl FnMut(usize, usize),
+) -> Result<LoadReport, LoadError> {
+    load_zone_with(conn, origin, records, false, progress)
+}
+
+/// [`load_zone`], also deleting the zone's `diffs` journal in the same
+/// transaction when `clear_journal` (an incoming AXFR: the journal no longer
+/// leads to the new content).
+///
+/// Errors: as [`load_zone`].
+pub(crate) fn load_zone_with(
+    conn: &mut Connection,
+    origin: &Name,
+    records: &[SourcedRecord],
+    clear_journal: bool,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<LoadReport, LoadError> {
     check_zone(origin, records)?;
@@ -154,6 +169,10 @@ pub fn load_zone(
             (tx.last_insert_rowid(), true)
         }
     };
+    if clear_journal {
+        tx.execute("DELETE FROM diffs WHERE zone_id=?1", [zone_id])
+            .map_err(sql("clearing the journal"))?;
+    }
     let mut replaced = tx
         .execute("DELETE FROM records WHERE zone_id=?1", [zone_id])
         .map_err(sql("deleting the old records"))?;

@@ -422,6 +422,70 @@ pub fn open_or_create(path: &Path) -> Result<Connection, Error> {
     Ok(conn)
 }
 
+/// authd's own tables, kept beside BIND 10's schema in the same file (so a
+/// zone DB stays one self-contained file and `dbutil --backup` carries them),
+/// each `CREATE TABLE IF NOT EXISTS` and created when first written, so a DB
+/// authd only serves is never changed. Each is (table, DDL); a later column
+/// is added by [`ensure_authd_table`] from [`AUTHD_COLUMNS`].
+pub const AUTHD_TABLES: [(&str, &str); 1] = [(
+    "authd_secondary",
+    include_str!("../sql/authd_secondary.sql"),
+)];
+
+/// Columns added to authd's tables after their first version: (table,
+/// column, its definition). Older files get them when the table is next
+/// written.
+pub const AUTHD_COLUMNS: [(&str, &str, &str); 1] =
+    [("authd_secondary", "pending", "INTEGER NOT NULL DEFAULT 0")];
+
+/// Creates authd's table `table` ([`AUTHD_TABLES`]) in the DB behind `conn`
+/// if missing, and adds any of its [`AUTHD_COLUMNS`] an older file lacks.
+///
+/// Errors: `table` is not one of [`AUTHD_TABLES`] ([`rusqlite::Error::InvalidParameterName`]),
+/// or the SQL fails (read-only or locked DB).
+pub fn ensure_authd_table(conn: &Connection, table: &str) -> Result<(), rusqlite::Error> {
+    let Some((_, ddl)) = AUTHD_TABLES.iter().find(|(t, _)| *t == table) else {
+        return Err(rusqlite::Error::InvalidParameterName(table.to_string()));
+    };
+    conn.execute_batch(ddl)?;
+    for (_, column, def) in AUTHD_COLUMNS.iter().filter(|(t, _, _)| *t == table) {
+        let mut stmt = conn.prepare(&format!(
+            "SELECT 1 FROM pragma_table_info('{table}') WHERE name=?1"
+        ))?;
+        if !stmt.exists([column])? {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {def}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Opens an existing zone DB read-write for a served source's writer: never
+/// creating a file (a DB deleted while served must not come back empty),
+/// waiting at most `lock_wait` for another writer's lock from the first
+/// statement on, with the version checks of [`open_for_serving`].
+///
+/// Errors: [`Error::Missing`], [`Error::NotWritable`] (no write permission:
+/// tried again at the next write, so a DB made writable later is written),
+/// and those of [`detect`].
+pub fn open_for_writing(path: &Path, lock_wait: Duration) -> Result<Connection, Error> {
+    require_exists(path)?;
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|source| unreadable(path, source))?;
+    conn.busy_timeout(lock_wait)
+        .map_err(|source| unreadable(path, source))?;
+    if conn.is_readonly("main").unwrap_or(true) {
+        return Err(Error::NotWritable {
+            path: path.to_path_buf(),
+        });
+    }
+    let version = detect_at(&conn, path)?;
+    require_servable(path, version)?;
+    Ok(conn)
+}
+
 /// Reads a zone DB's schema version without modifying the file (for `dbutil --check`).
 ///
 /// Unlike [`open_for_serving`] no version policy is applied: 1.0 and 1000.0 are returned as

@@ -56,8 +56,10 @@ use authd::rrl::RateLimiter;
 use authd::secondary::{Refresher, SecondarySettings};
 use authd::server::reload::{self, LoadState};
 use authd::server::{DispatcherHandle, Server, ServerSettings};
-use authd_datasrc::sqlite::SqliteSource;
+use authd_datasrc::sqlite::{SqliteSource, SqliteWriter};
+use authd_datasrc::write::JournalPolicy;
 use authd_datasrc::{DataSource, Name};
+use authd_datasrc::{SourceList, ZoneWriter};
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -362,7 +364,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         m.set_dnstap(Arc::clone(tap));
     }
     // Follow the secondary zones' primaries (RFC 1035 §4.3.5, RFC 1996).
-    let refresher = Refresher::spawn(secondary_settings(&config), metrics.clone());
+    let refresher = Refresher::spawn(secondary_settings(&config, &sources), metrics.clone());
+    let notify = notify_settings(&config, &sources);
     let handle = DispatcherHandle::new(Arc::new(
         dispatcher(&config, sources, None, metrics.clone(), &refresher)?
             .with_dnstap(dnstap.clone()),
@@ -378,8 +381,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         tracing::info!("metrics on http://{bound}/metrics");
     }
     // NOTIFY secondaries when a served sqlite3 zone's serial changes (RFC 1996).
-    let notifier =
-        Notifier::spawn(notify_settings(&config)).context("cannot start the NOTIFY poller")?;
+    let notifier = Notifier::spawn(notify).context("cannot start the NOTIFY poller")?;
     let (ask_reload, asked) = mpsc::channel(4);
     let stop = Arc::new(Notify::new());
     if let Some(path) = &config.control_socket {
@@ -476,10 +478,11 @@ fn dispatcher(
 }
 
 /// The secondary zones of `config` and the keys their primaries use.
-fn secondary_settings(config: &Config) -> SecondarySettings {
+fn secondary_settings(config: &Config, sources: &SourceList) -> SecondarySettings {
     SecondarySettings {
         zones: config.secondary.clone(),
         keys: config.key_ring(),
+        sources: sources.clone(),
     }
 }
 
@@ -505,11 +508,11 @@ fn count_reload(handle: &DispatcherHandle, ok: bool) {
     }
 }
 
-/// The DBs to watch for serial changes, the NOTIFY targets of `config` and
-/// the keys they sign with.
-fn notify_settings(config: &Config) -> NotifySettings {
+/// The write sides to watch for serial changes, the NOTIFY targets of
+/// `config` and the keys they sign with.
+fn notify_settings(config: &Config, sources: &SourceList) -> NotifySettings {
     NotifySettings {
-        dbs: config.sqlite_dbs(),
+        writers: sources.writers(),
         config: config.notify.clone(),
         keys: config.key_ring(),
     }
@@ -599,7 +602,8 @@ async fn reload_loop(
                 for f in &loaded.report.failed {
                     tracing::error!("reload: {f}");
                 }
-                refresher.update(secondary_settings(&config));
+                refresher.update(secondary_settings(&config, &loaded.sources));
+                let notify = notify_settings(&config, &loaded.sources);
                 log_serving(&loaded.sources, "reload: ");
                 let current = handle.load();
                 let metrics = current.metrics().cloned();
@@ -615,7 +619,7 @@ async fn reload_loop(
                     Ok(next) => {
                         handle.store(Arc::new(next));
                         count_reload(&handle, true);
-                        notifier.update(notify_settings(&config));
+                        notifier.update(notify);
                         warn_restart_only(&running, &config);
                         if (
                             config.rrl.settings.ipv4_prefix,
@@ -705,7 +709,7 @@ fn prepare_example_db(path: &Path) -> anyhow::Result<()> {
     let origin: Name = EXAMPLE_ORIGIN
         .parse()
         .map_err(|e| anyhow!("bad example origin: {e}"))?;
-    let mut conn = authd_migrations::open_or_create(path).map_err(|e| anyhow!("{e}"))?;
+    let writer = SqliteWriter::create(path).map_err(|e| anyhow!("{e}"))?;
     let have = SqliteSource::open(path)
         .and_then(|s| s.zones())
         .map_err(|e| anyhow!("{e}"))?
@@ -725,7 +729,8 @@ fn prepare_example_db(path: &Path) -> anyhow::Result<()> {
             authd_datasrc::sqlite_load::located(&e)
         )
     })?;
-    let report = authd_datasrc::sqlite_load::load_zone(&mut conn, &origin, &records, |_, _| {})
+    let report = writer
+        .replace_zone(&origin, &records, JournalPolicy::Keep, &mut |_, _| {})
         .map_err(|e| anyhow!("{e}"))?;
     tracing::info!(
         "created {} with the bundled example zone ({} RRs)",

@@ -25,7 +25,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use authd_datasrc::sqlite_load::{self, located};
+use authd_datasrc::ZoneWriter;
+use authd_datasrc::sqlite::SqliteWriter;
+use authd_datasrc::sqlite_load::located;
+use authd_datasrc::write::JournalPolicy;
 use authd_datasrc::zonefile;
 use clap::Parser;
 
@@ -68,9 +71,9 @@ fn run(args: &Args) -> Result<String, String> {
     let records = zonefile::read_master_file(&args.masterfile, &origin).map_err(|e| located(&e))?;
     // Checked before the DB is opened, so a bad file never creates an empty DB.
     zonefile::check_zone(&origin, &records).map_err(|e| located(&e))?;
-    let mut conn = authd_migrations::open_or_create(&args.db).map_err(|e| e.to_string())?;
+    let writer = SqliteWriter::create(&args.db).map_err(|e| e.to_string())?;
     let show = records.len() >= PROGRESS_MIN_RRS && std::io::stderr().is_terminal();
-    let report = sqlite_load::load_zone(&mut conn, &origin, &records, |done, total| {
+    let mut progress = |done: usize, total: usize| {
         if show {
             let pct = if total == 0 {
                 100.0
@@ -84,10 +87,12 @@ fn run(args: &Args) -> Result<String, String> {
             }
             let _ = err.flush();
         }
-    })
-    .map_err(|e| e.to_string())?;
+    };
+    let report = writer
+        .replace_zone(&origin, &records, JournalPolicy::Keep, &mut progress)
+        .map_err(|e| e.to_string())?;
     // The log folded into the main file: a plain `cp` of the quiet DB is whole.
-    if let Err(e) = authd_migrations::checkpoint(&conn) {
+    if let Err(e) = writer.checkpoint() {
         eprintln!("loadzone: warning: {}: checkpoint: {e}", args.db.display());
     }
     Ok(format!(

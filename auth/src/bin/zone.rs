@@ -19,12 +19,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use authd_datasrc::sqlite::SqliteWriter;
 use authd_datasrc::sqlite_admin::{self, AdminError};
 use authd_datasrc::sqlite_load::located;
 use authd_datasrc::zonefile::{self, SourcedRecord};
 use authd_datasrc::{Name, Record};
 use clap::{Parser, Subcommand};
-use rusqlite::Connection;
 
 /// Largest `--ttl`, as an `i64` for clap's range (RFC 2181 §8).
 const MAX_TTL: i64 = zonefile::MAX_TTL as i64;
@@ -133,45 +133,18 @@ fn main() -> ExitCode {
     }
 }
 
-/// A connection that writes; when dropped, the DB's write-ahead log is
-/// folded into the main file, so a plain `cp` of the quiet DB is whole.
-struct Writer(Connection);
-
-impl std::ops::Deref for Writer {
-    type Target = Connection;
-    fn deref(&self) -> &Connection {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Writer {
-    fn deref_mut(&mut self) -> &mut Connection {
-        &mut self.0
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        if let Err(e) = authd_migrations::checkpoint(&self.0) {
-            eprintln!("zone: warning: checkpoint: {e}");
-        }
-    }
-}
-
-/// Opens an existing zone DB read-write.
-fn open_existing(db: &Path) -> Result<Writer, String> {
+/// Opens an existing zone DB read-write (its write-ahead log is folded into
+/// the main file when the writer is dropped, so a plain `cp` of the quiet DB
+/// is whole).
+fn open_existing(db: &Path) -> Result<SqliteWriter, String> {
     if !db.exists() {
         return Err(format!("zone DB {}: no such file", db.display()));
     }
-    authd_migrations::open_or_create(db)
-        .map(Writer)
-        .map_err(|e| e.to_string())
+    SqliteWriter::open(db).map_err(|e| e.to_string())
 }
 
-fn open_read(db: &Path) -> Result<Connection, String> {
-    authd_migrations::open_for_serving(db)
-        .map(|(c, _)| c)
-        .map_err(|e| e.to_string())
+fn open_read(db: &Path) -> Result<SqliteWriter, String> {
+    SqliteWriter::open_read_only(db).map_err(|e| e.to_string())
 }
 
 fn admin(db: &Path) -> impl Fn(AdminError) -> String + '_ {
@@ -196,8 +169,7 @@ fn parse_rrs(origin: &Name, what: &str, rrs: &[String], ttl: u32) -> Result<Vec<
 fn run(command: Command) -> Result<(), String> {
     match command {
         Command::List { db } => {
-            let conn = open_read(&db)?;
-            let zones = sqlite_admin::list_zones(&conn).map_err(admin(&db))?;
+            let zones = open_read(&db)?.list_zones().map_err(admin(&db))?;
             println!(
                 "{:<40} {:>10} {:>8} {:>8}",
                 "ZONE", "SERIAL", "RRS", "JOURNAL"
@@ -252,11 +224,8 @@ fn run(command: Command) -> Result<(), String> {
                         .map_err(|e| e.message)?
                 }
             };
-            let mut conn = authd_migrations::open_or_create(&db)
-                .map(Writer)
-                .map_err(|e| e.to_string())?;
-            let report =
-                sqlite_admin::create_zone(&mut conn, &origin, &records).map_err(admin(&db))?;
+            let writer = SqliteWriter::create(&db).map_err(|e| e.to_string())?;
+            let report = writer.create_zone(&origin, &records).map_err(admin(&db))?;
             println!(
                 "created zone {origin} in {} ({} RRs)",
                 db.display(),
@@ -266,8 +235,9 @@ fn run(command: Command) -> Result<(), String> {
         }
         Command::Delete { db, origin } => {
             let origin = authd::config::parse_origin(&origin)?;
-            let mut conn = open_existing(&db)?;
-            let rows = sqlite_admin::delete_zone(&mut conn, &origin).map_err(admin(&db))?;
+            let rows = open_existing(&db)?
+                .delete_zone(&origin)
+                .map_err(admin(&db))?;
             println!("deleted zone {origin} from {} ({rows} rows)", db.display());
             Ok(())
         }
@@ -283,7 +253,7 @@ fn run(command: Command) -> Result<(), String> {
                 sqlite_admin::DumpStyle::Bind
             };
             let origin = authd::config::parse_origin(&origin)?;
-            let conn = open_read(&db)?;
+            let reader = open_read(&db)?;
             match file {
                 Some(path) => {
                     // Written to a temporary file first, so a failed dump leaves no half file.
@@ -291,7 +261,8 @@ fn run(command: Command) -> Result<(), String> {
                     let f = std::fs::File::create(&tmp)
                         .map_err(|e| format!("{}: {e}", tmp.display()))?;
                     let mut w = std::io::BufWriter::new(f);
-                    let result = sqlite_admin::dump_zone(&conn, &origin, &mut w, style)
+                    let result = reader
+                        .dump_zone(&origin, &mut w, style)
                         .map_err(admin(&db))
                         .and_then(|n| {
                             w.flush().map_err(|e| format!("{}: {e}", tmp.display()))?;
@@ -314,15 +285,17 @@ fn run(command: Command) -> Result<(), String> {
                 None => {
                     let stdout = std::io::stdout();
                     let mut w = std::io::BufWriter::new(stdout.lock());
-                    sqlite_admin::dump_zone(&conn, &origin, &mut w, style).map_err(admin(&db))?;
+                    reader
+                        .dump_zone(&origin, &mut w, style)
+                        .map_err(admin(&db))?;
                     w.flush().map_err(|e| format!("stdout: {e}"))
                 }
             }
         }
         Command::Check { db, origin } => {
             let origin = authd::config::parse_origin(&origin)?;
-            let conn = open_read(&db)?;
-            let n = sqlite_admin::check_stored_zone(&conn, &origin)
+            let n = open_read(&db)?
+                .check_zone(&origin)
                 .map_err(|e| format!("zone {origin} in {}: {e}", db.display()))?;
             println!("zone {origin}: {n} RRs, OK");
             Ok(())
@@ -337,8 +310,8 @@ fn run(command: Command) -> Result<(), String> {
             let origin = authd::config::parse_origin(&origin)?;
             let adds = parse_rrs(&origin, "--add", &add, ttl)?;
             let deletes = parse_rrs(&origin, "--delete", &delete, ttl)?;
-            let mut conn = open_existing(&db)?;
-            let r = sqlite_admin::update_zone(&mut conn, &origin, &adds, &deletes)
+            let r = open_existing(&db)?
+                .update_records(&origin, &adds, &deletes)
                 .map_err(admin(&db))?;
             println!(
                 "updated zone {origin}: serial {} -> {}, {} added, {} deleted, {} journal rows",

@@ -612,8 +612,7 @@ impl Config {
         validate::config(raw, &origin, file.and_then(|(_, path)| path.parent())).map_err(blame)
     }
 
-    /// Who may transfer zones, and the sqlite3 DBs whose `diffs` journals answer
-    /// IXFR (every `sqlite3` data source, in order).
+    /// Who may transfer zones.
     pub fn transfer_policy(&self) -> crate::xfr::TransferPolicy {
         crate::xfr::TransferPolicy {
             allow: self.transfer.allow.clone(),
@@ -623,12 +622,10 @@ impl Config {
                 .iter()
                 .map(|z| (z.origin.clone(), z.allow.clone()))
                 .collect(),
-            journal_dbs: self.sqlite_dbs(),
         }
     }
 
-    /// Who may update which zones (RFC 2136), and the sqlite3 file of each
-    /// data source in order (`None` for memory sources: not updated).
+    /// Who may update which zones (RFC 2136).
     pub fn update_policy(&self) -> crate::update::UpdatePolicy {
         crate::update::UpdatePolicy {
             allow: self.update.allow.clone(),
@@ -636,33 +633,12 @@ impl Config {
             zones: self.update.zones.clone(),
             serial: self.update.serial,
             dnssec: self.update.dnssec,
-            dbs: self
-                .datasources
-                .iter()
-                .map(|ds| match &ds.kind {
-                    DataSourceKind::Sqlite3 { file, .. } => Some(file.clone()),
-                    _ => None,
-                })
-                .collect(),
-            writers: Default::default(),
         }
     }
 
     /// The TSIG keys, for verifying requests and signing what is sent.
     pub fn key_ring(&self) -> KeyRing {
         KeyRing::new(self.keys.clone())
-    }
-
-    /// The files of the `sqlite3` data sources, in order (the DBs whose zones
-    /// are polled for serial changes to NOTIFY, and whose journals answer IXFR).
-    pub fn sqlite_dbs(&self) -> Vec<PathBuf> {
-        self.datasources
-            .iter()
-            .filter_map(|ds| match &ds.kind {
-                DataSourceKind::Sqlite3 { file, .. } => Some(file.clone()),
-                _ => None,
-            })
-            .collect()
     }
 }
 

@@ -10,7 +10,8 @@
 //!
 //! Files: `pool.rs`, the connection pool and read locking; `rows.rs`, row
 //! decoding; `view.rs`, the node view the lookup algorithm ([`crate::finder`])
-//! walks; here, the [`DataSource`] implementations.
+//! walks; `writer.rs`, the write side ([`SqliteWriter`]); here, the
+//! [`DataSource`] implementations and the change watch they share.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -26,10 +27,14 @@ use crate::name::Name;
 use crate::node::NodeStore;
 use crate::rr::{RRset, RType};
 use crate::source::DataSource;
+use crate::write::ZoneWriter;
 
 mod pool;
 mod rows;
 mod view;
+mod writer;
+
+pub use writer::SqliteWriter;
 
 use pool::{LOCK_DEADLINE, data_version, end_read};
 use rows::{RowsBuilder, all_rrsets};
@@ -63,8 +68,10 @@ pub struct SqliteSource {
     pool: ThreadLocal<RefCell<Vec<Connection>>>,
     /// Each thread's batch of queries ([`DataSource::begin_batch`]).
     batch: ThreadLocal<RefCell<Batch>>,
-    watch: Mutex<Watch>,
-    generation: AtomicU64,
+    /// Commits seen (`PRAGMA data_version`, and this source's own writer).
+    change: Arc<ChangeWatch>,
+    /// The write side, sharing `change`.
+    writer: Arc<SqliteWriter>,
     /// The file opened: (device, inode), to tell a file replaced or deleted
     /// under the same path ([`SqliteSource::file_changed`]).
     file_id: (u64, u64),
@@ -89,20 +96,51 @@ struct Watch {
     conn: Connection,
     data_version: i64,
     checked: Instant,
-    /// [`LOCAL_WRITES`] when `data_version` was last read.
-    local_writes: u64,
 }
 
-/// Commits made by this process to some zone DB ([`note_local_write`]): a
-/// source seeing it change polls `PRAGMA data_version` at once instead of
-/// after [`CHANGE_POLL`], so what a dynamic update wrote is served at once.
-static LOCAL_WRITES: AtomicU64 = AtomicU64::new(0);
+/// What a source knows of commits to its file: `PRAGMA data_version` on a
+/// connection of its own (it changes when any other connection commits:
+/// `loadzone`, an sqlite3 shell, this source's writer), polled at most every
+/// [`CHANGE_POLL`], and at once after a commit by this source's writer
+/// ([`ChangeWatch::commit_seen`]), so what an UPDATE wrote is served to the
+/// next query.
+pub(crate) struct ChangeWatch {
+    watch: Mutex<Watch>,
+    generation: AtomicU64,
+}
 
-/// Tells every sqlite3 source of this process that a zone DB was written to
-/// (a dynamic update committed): each checks for a new generation at its next
-/// [`DataSource::generation`] call.
-pub fn note_local_write() {
-    LOCAL_WRITES.fetch_add(1, Ordering::AcqRel);
+impl ChangeWatch {
+    /// The generation, polling `data_version` when [`CHANGE_POLL`] has
+    /// passed (and no other thread is polling).
+    fn generation(&self) -> u64 {
+        if let Ok(mut w) = self.watch.try_lock()
+            && w.checked.elapsed() >= CHANGE_POLL
+        {
+            self.poll(&mut w);
+        }
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn poll(&self, w: &mut Watch) {
+        w.checked = Instant::now();
+        if let Ok(v) = data_version(&w.conn)
+            && v != w.data_version
+        {
+            w.data_version = v;
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// A commit was made by this source's writer: the generation moves
+    /// before the writer returns (waiting for a poll in progress, which may
+    /// have read the version just before the commit).
+    pub(crate) fn commit_seen(&self) {
+        let mut w = self
+            .watch
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.poll(&mut w);
+    }
 }
 
 fn storage(path: &Path, e: impl std::fmt::Display) -> DataSourceError {
@@ -361,25 +399,11 @@ impl DataSource for SqliteSource {
     }
 
     fn generation(&self) -> u64 {
-        // Poll PRAGMA data_version at most every CHANGE_POLL: it changes when any
-        // other connection (loadzone, an sqlite3 shell) commits to the file.
-        // A commit by this process (an UPDATE) is polled for at once. (A poll
-        // in progress on another thread may have read the version just
-        // before that commit: then the next poll, within CHANGE_POLL, sees it.)
-        let writes = LOCAL_WRITES.load(Ordering::Acquire);
-        if let Ok(mut w) = self.watch.try_lock()
-            && (w.checked.elapsed() >= CHANGE_POLL || w.local_writes != writes)
-        {
-            w.checked = Instant::now();
-            w.local_writes = writes;
-            if let Ok(v) = data_version(&w.conn)
-                && v != w.data_version
-            {
-                w.data_version = v;
-                self.generation.fetch_add(1, Ordering::Release);
-            }
-        }
-        self.generation.load(Ordering::Acquire)
+        self.change.generation()
+    }
+
+    fn writer(&self) -> Option<Arc<dyn ZoneWriter>> {
+        Some(Arc::clone(&self.writer) as Arc<dyn ZoneWriter>)
     }
 }
 
@@ -440,6 +464,10 @@ impl DataSource for QueryScope<'_> {
 
     fn generation(&self) -> u64 {
         self.source.generation()
+    }
+
+    fn writer(&self) -> Option<Arc<dyn ZoneWriter>> {
+        self.source.writer()
     }
 
     fn with_query_scope(

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use thread_local::ThreadLocal;
 
-use super::{SqliteSource, Watch, storage};
+use super::{ChangeWatch, SqliteSource, SqliteWriter, Watch, storage};
 use crate::lookup::DataSourceError;
+use std::sync::Arc;
 
 /// How long a thread's reads wait in all on writers' locks, per batch of
 /// queries (or per query outside a batch), before failing with SERVFAIL
@@ -58,17 +59,21 @@ impl SqliteSource {
         let file_id = file_id(path)?;
         let pool = ThreadLocal::new();
         pool.get_or(|| RefCell::new(vec![conn]));
+        let change = Arc::new(ChangeWatch {
+            watch: Mutex::new(Watch {
+                conn: watch_conn,
+                data_version,
+                checked: Instant::now(),
+            }),
+            generation: AtomicU64::new(1),
+        });
+        let writer = Arc::new(SqliteWriter::for_source(path, file_id, Arc::clone(&change)));
         Ok(SqliteSource {
             path: path.to_path_buf(),
             pool,
             batch: ThreadLocal::new(),
-            watch: Mutex::new(Watch {
-                conn: watch_conn,
-                data_version,
-                local_writes: super::LOCAL_WRITES.load(std::sync::atomic::Ordering::Acquire),
-                checked: Instant::now(),
-            }),
-            generation: AtomicU64::new(1),
+            change,
+            writer,
             file_id,
         })
     }
@@ -127,7 +132,7 @@ impl SqliteSource {
                 // A commit seen since the transaction began (a cache flushed
                 // for it fills again from here): a new snapshot, which has it.
                 // Rollback-journal writers wait for readers; WAL writers do not.
-                if generation == self.generation.load(Ordering::Acquire) {
+                if generation == self.change.generation.load(Ordering::Acquire) {
                     return Ok(conn);
                 }
                 end_read(&conn);
@@ -139,7 +144,7 @@ impl SqliteSource {
         }
         // Read before the snapshot starts (at the first statement), so that a
         // change it misses shows as a later count.
-        let generation = self.generation.load(Ordering::Acquire);
+        let generation = self.change.generation.load(Ordering::Acquire);
         if let Some(batch) = self.batch.get() {
             batch.borrow_mut().began = generation;
         }

@@ -1,0 +1,512 @@
+//! [`SqliteWriter`]: the write side ([`ZoneWriter`]) of a BIND 10 sqlite3
+//! zone DB, for the served source ([`SqliteSource::writer`](crate::DataSource::writer))
+//! and for the tools (`loadzone`, `zone`).
+//!
+//! One writer connection is kept between writes (opening one, checking its
+//! schema and preparing statements cost about as much as a small update);
+//! outside a write it holds no transaction and no snapshot, so each write's
+//! `BEGIN IMMEDIATE` sees every commit made before it, by anyone. A write
+//! that finds the kept connection in use opens one of its own. The
+//! connection is dropped after a storage error and reopened at the next
+//! write, so a DB that was read-only (or locked, or missing its `-shm`) when
+//! authd started is written once that is mended, without a restart.
+//!
+//! A served source's writer never creates a file and writes only the file
+//! the source opened: a DB deleted or replaced while served gives
+//! [`WriteError::Gone`] until a reload opens the new one. After each commit
+//! it tells the source ([`ChangeWatch::commit_seen`]), which moves its
+//! generation at once: the next query sees the change.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::ChangeWatch;
+use crate::name::Name;
+use crate::rr::{Rdata, Record};
+use crate::sqlite_admin::{self, DumpStyle, ZoneSummary};
+use crate::sqlite_load::{self, LoadError, LoadReport};
+use crate::write::{
+    Change, DiffRow, Difference, JournalPolicy, Scope, SecondaryState, SerialPolicy, UpdateReport,
+    WRITE_LOCK_WAIT, WriteError, ZoneWriter,
+};
+use crate::zonefile::SourcedRecord;
+
+/// The write side of one sqlite3 zone DB.
+pub struct SqliteWriter {
+    path: PathBuf,
+    /// A served source's writer: the (device, inode) the source opened and
+    /// the source's change watch. `None`: a tool's writer.
+    served: Option<((u64, u64), Arc<ChangeWatch>)>,
+    /// The kept writer connection.
+    conn: Mutex<Option<Connection>>,
+    /// A connection that only reads `PRAGMA data_version`
+    /// ([`ZoneWriter::change_mark`]): it changes for commits made on other
+    /// connections, the writer's own included.
+    mark: Mutex<Option<Connection>>,
+}
+
+fn sql(action: &'static str) -> impl Fn(rusqlite::Error) -> WriteError {
+    move |source| WriteError::Sqlite { action, source }
+}
+
+fn opening(path: &Path) -> impl Fn(authd_migrations::Error) -> WriteError + '_ {
+    move |e| {
+        let _ = path;
+        WriteError::Open(e.to_string())
+    }
+}
+
+/// True when `e` says the storage failed (the kept connection is then
+/// dropped), not that the change was refused.
+fn is_storage(e: &WriteError) -> bool {
+    matches!(
+        e,
+        WriteError::Sqlite { .. }
+            | WriteError::Load(LoadError::Sqlite { .. })
+            | WriteError::Gone(_)
+            | WriteError::Open(_)
+    )
+}
+
+impl SqliteWriter {
+    /// A tool's writer for the DB at `path`, created at the newest schema if
+    /// missing (`loadzone`, `zone create`, a secondary zone's DB).
+    ///
+    /// Errors: the file cannot be created or opened read-write, or is not a
+    /// servable zone DB; the message names the file.
+    pub fn create(path: &Path) -> Result<SqliteWriter, WriteError> {
+        let conn = authd_migrations::open_or_create(path).map_err(opening(path))?;
+        Ok(SqliteWriter {
+            path: path.to_path_buf(),
+            served: None,
+            conn: Mutex::new(Some(conn)),
+            mark: Mutex::new(None),
+        })
+    }
+
+    /// A tool's writer for the existing DB at `path` (never created).
+    ///
+    /// Errors: a missing file (`no such file`), one that cannot be opened
+    /// read-write, or is not a servable zone DB.
+    pub fn open(path: &Path) -> Result<SqliteWriter, WriteError> {
+        let conn = authd_migrations::open_for_writing(path, WRITE_LOCK_WAIT * 5 / 2)
+            .map_err(opening(path))?;
+        Ok(SqliteWriter {
+            path: path.to_path_buf(),
+            served: None,
+            conn: Mutex::new(Some(conn)),
+            mark: Mutex::new(None),
+        })
+    }
+
+    /// A tool's handle on the existing DB at `path`, opened read-only (so a
+    /// file without write permission works) for the commands that only read
+    /// (`zone list`, `dump`, `check`); every write through it fails.
+    ///
+    /// Errors: a missing file, or one that is not a servable zone DB.
+    pub fn open_read_only(path: &Path) -> Result<SqliteWriter, WriteError> {
+        let (conn, _) = authd_migrations::open_for_serving(path)
+            .map_err(|e| WriteError::Open(e.to_string()))?;
+        Ok(SqliteWriter {
+            path: path.to_path_buf(),
+            served: None,
+            conn: Mutex::new(Some(conn)),
+            mark: Mutex::new(None),
+        })
+    }
+
+    /// The writer of a served source (connected at its first write).
+    pub(super) fn for_source(
+        path: &Path,
+        file: (u64, u64),
+        watch: Arc<ChangeWatch>,
+    ) -> SqliteWriter {
+        SqliteWriter {
+            path: path.to_path_buf(),
+            served: Some((file, watch)),
+            conn: Mutex::new(None),
+            mark: Mutex::new(None),
+        }
+    }
+
+    /// The DB file written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn connect(&self) -> Result<Connection, WriteError> {
+        authd_migrations::open_for_writing(&self.path, WRITE_LOCK_WAIT).map_err(opening(&self.path))
+    }
+
+    /// A served writer writes only the file its source opened.
+    fn check_file(&self) -> Result<(), WriteError> {
+        let Some((opened, _)) = &self.served else {
+            return Ok(());
+        };
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::metadata(&self.path) {
+            Ok(m) if (m.dev(), m.ino()) == *opened => Ok(()),
+            Ok(_) => Err(WriteError::Gone(format!(
+                "zone DB {} was replaced since it was opened; nothing is written until a \
+                 reload (SIGHUP) serves the new file",
+                self.path.display()
+            ))),
+            Err(e) => Err(WriteError::Gone(format!(
+                "zone DB {} is gone ({e}); nothing is written (restore it and reload)",
+                self.path.display()
+            ))),
+        }
+    }
+
+    /// Runs `f` on the kept connection (connected if need be), or on a
+    /// connection of its own when the kept one is in use. A storage failure
+    /// or a transaction left open drops the kept connection.
+    fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, WriteError>,
+    ) -> Result<T, WriteError> {
+        self.check_file()?;
+        let mut kept = match self.conn.try_lock() {
+            Ok(kept) => kept,
+            Err(TryLockError::Poisoned(p)) => {
+                let mut kept = p.into_inner();
+                *kept = None;
+                kept
+            }
+            Err(TryLockError::WouldBlock) => return f(&mut self.connect()?),
+        };
+        if kept.is_none() {
+            *kept = Some(self.connect()?);
+        }
+        let Some(conn) = kept.as_mut() else {
+            return Err(WriteError::Gone("no writer connection".into()));
+        };
+        let result = f(conn);
+        if result.as_ref().err().is_some_and(is_storage) || !conn.is_autocommit() {
+            *kept = None;
+        }
+        result
+    }
+
+    /// After a commit: the served source moves its generation now.
+    fn committed(&self) {
+        if let Some((_, watch)) = &self.served {
+            watch.commit_seen();
+        }
+    }
+
+    /// Every class-IN zone of the DB, ordered by name (`zone list`).
+    ///
+    /// Errors: storage.
+    pub fn list_zones(&self) -> Result<Vec<ZoneSummary>, WriteError> {
+        self.with_conn(|conn| sqlite_admin::list_zones(conn))
+    }
+
+    /// Creates zone `origin` with `records` (`zone create`).
+    ///
+    /// Errors: [`WriteError::ZoneExists`], [`WriteError::Load`].
+    pub fn create_zone(
+        &self,
+        origin: &Name,
+        records: &[SourcedRecord],
+    ) -> Result<LoadReport, WriteError> {
+        let r = self.with_conn(|conn| sqlite_admin::create_zone(conn, origin, records))?;
+        self.committed();
+        Ok(r)
+    }
+
+    /// Deletes zone `origin` with its journal (`zone delete`). Returns the
+    /// rows deleted.
+    ///
+    /// Errors: [`WriteError::NoZone`], storage.
+    pub fn delete_zone(&self, origin: &Name) -> Result<usize, WriteError> {
+        let n = self.with_conn(|conn| sqlite_admin::delete_zone(conn, origin))?;
+        self.committed();
+        Ok(n)
+    }
+
+    /// Writes zone `origin` as a master file (`zone dump`); see
+    /// [`sqlite_admin::dump_zone`]. Returns the RRs written.
+    ///
+    /// Errors: as [`sqlite_admin::dump_zone`].
+    pub fn dump_zone(
+        &self,
+        origin: &Name,
+        out: &mut dyn std::io::Write,
+        style: DumpStyle,
+    ) -> Result<usize, WriteError> {
+        self.with_conn(|conn| sqlite_admin::dump_zone(conn, origin, out, style))
+    }
+
+    /// Checks zone `origin` as stored (`zone check`); see
+    /// [`sqlite_admin::check_stored_zone`]. Returns the RRs checked.
+    ///
+    /// Errors: as [`sqlite_admin::check_stored_zone`].
+    pub fn check_zone(&self, origin: &Name) -> Result<usize, WriteError> {
+        self.with_conn(|conn| sqlite_admin::check_stored_zone(conn, origin))
+    }
+
+    /// Deletes `delete` and adds `add` in zone `origin`, the serial moved by
+    /// one (`zone update`); see [`sqlite_admin::update_zone`].
+    ///
+    /// Errors: as [`sqlite_admin::update_zone`].
+    pub fn update_records(
+        &self,
+        origin: &Name,
+        add: &[Record],
+        delete: &[Record],
+    ) -> Result<UpdateReport, WriteError> {
+        let r = self.with_conn(|conn| sqlite_admin::update_zone(conn, origin, add, delete))?;
+        self.committed();
+        Ok(r)
+    }
+
+    /// Folds the write-ahead log into the main file, so a plain `cp` of the
+    /// quiet DB is whole (the tools call it before they exit).
+    ///
+    /// Errors: storage.
+    pub fn checkpoint(&self) -> Result<(), WriteError> {
+        self.with_conn(|conn| authd_migrations::checkpoint(conn).map_err(sql("checkpoint")))
+    }
+}
+
+impl ZoneWriter for SqliteWriter {
+    fn describe(&self) -> String {
+        format!("sqlite3:{}", self.path.display())
+    }
+
+    fn replace_zone(
+        &self,
+        origin: &Name,
+        records: &[SourcedRecord],
+        journal: JournalPolicy,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<LoadReport, WriteError> {
+        let clear = journal == JournalPolicy::Clear;
+        let r = self.with_conn(|conn| {
+            sqlite_load::load_zone_with(conn, origin, records, clear, &mut *progress)
+                .map_err(WriteError::from)
+        })?;
+        self.committed();
+        Ok(r)
+    }
+
+    fn apply_differences(&self, origin: &Name, diffs: &[Difference]) -> Result<usize, WriteError> {
+        let n = self.with_conn(|conn| sqlite_admin::apply_differences(conn, origin, diffs))?;
+        self.committed();
+        Ok(n)
+    }
+
+    fn update(
+        &self,
+        origin: &Name,
+        scope: Scope<'_>,
+        serial: SerialPolicy,
+        now: u64,
+        plan: &mut dyn FnMut(&[Record]) -> Option<Change>,
+    ) -> Result<Option<UpdateReport>, WriteError> {
+        let r = self.with_conn(|conn| {
+            sqlite_admin::update_zone_with(conn, origin, scope, serial, now, |records| {
+                plan(records).ok_or(())
+            })
+        })?;
+        match r {
+            Ok(report) => {
+                if report.journal_rows > 0 {
+                    self.committed();
+                }
+                Ok(Some(report))
+            }
+            Err(()) => Ok(None),
+        }
+    }
+
+    fn journal(
+        &self,
+        origin: &Name,
+        begin: u32,
+        end: u32,
+    ) -> Result<Option<Vec<DiffRow>>, WriteError> {
+        self.with_conn(|conn| {
+            let Some(id) = sqlite_admin::find_zone_id(conn, origin)? else {
+                return Ok(None);
+            };
+            let Some(rows) = sqlite_admin::read_journal(conn, id, origin, begin, end)? else {
+                return Ok(None);
+            };
+            let first_ok = rows.first().is_some_and(|d| {
+                !d.add
+                    && d.record.rtype == crate::RType::SOA
+                    && d.record.rdata.soa_serial() == Some(begin)
+            });
+            let last_ok = rows
+                .iter()
+                .rev()
+                .find(|d| d.record.rtype == crate::RType::SOA)
+                .is_some_and(|d| d.add && d.record.rdata.soa_serial() == Some(end));
+            if !(first_ok && last_ok) {
+                tracing::warn!(
+                    "journal of {origin} in {} from {begin} to {end} is malformed",
+                    self.path.display()
+                );
+                return Ok(None);
+            }
+            Ok(Some(rows))
+        })
+    }
+
+    fn change_mark(&self) -> Result<u64, WriteError> {
+        self.check_file()?;
+        let mut mark = self.mark.lock().unwrap_or_else(PoisonError::into_inner);
+        if mark.is_none() {
+            let (conn, _) =
+                authd_migrations::open_for_serving(&self.path).map_err(opening(&self.path))?;
+            *mark = Some(conn);
+        }
+        let Some(conn) = mark.as_ref() else {
+            return Err(WriteError::Gone("no change-mark connection".into()));
+        };
+        match super::pool::data_version(conn) {
+            Ok(v) => Ok(v.cast_unsigned()),
+            Err(e) => {
+                *mark = None;
+                Err(sql("reading data_version")(e))
+            }
+        }
+    }
+
+    fn apex_soas(&self) -> Result<Vec<(Name, u32, Rdata)>, WriteError> {
+        self.with_conn(|conn| {
+            let action = "reading the zones' SOA";
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT z.name, r.ttl, r.rdata FROM zones z JOIN records r ON r.zone_id = z.id \
+                     WHERE z.rdclass = 'IN' AND r.rdtype = 'SOA' AND r.name = z.name",
+                )
+                .map_err(sql(action))?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, String>(2)?,
+                    ))
+                })
+                .map_err(sql(action))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (name, ttl, text) = row.map_err(sql(action))?;
+                let Ok(origin) = Name::parse(&name, Some(&Name::root())) else {
+                    continue;
+                };
+                let Ok(rdata) = Rdata::from_text(crate::RType::SOA, &text, &origin) else {
+                    continue;
+                };
+                out.push((origin, u32::try_from(ttl).unwrap_or(0), rdata));
+            }
+            Ok(out)
+        })
+    }
+
+    fn soa(&self, origin: &Name) -> Result<Option<Record>, WriteError> {
+        self.with_conn(|conn| {
+            let row: Option<(i64, String)> = conn
+                .query_row(
+                    "SELECT r.ttl, r.rdata FROM records r JOIN zones z ON r.zone_id = z.id \
+                     WHERE z.name = ?1 AND z.rdclass = 'IN' AND r.rdtype = 'SOA' AND r.rname = ?2 \
+                     ORDER BY z.id LIMIT 1",
+                    params![origin.to_string(), origin.reversed_text()],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()
+                .map_err(sql("reading the SOA"))?;
+            Ok(row.and_then(|(ttl, text)| {
+                let rdata = Rdata::from_text(crate::RType::SOA, &text, origin).ok()?;
+                Some(Record {
+                    owner: origin.clone(),
+                    rtype: crate::RType::SOA,
+                    class: crate::Class::IN,
+                    ttl: u32::try_from(ttl).ok()?,
+                    rdata,
+                })
+            }))
+        })
+    }
+
+    fn secondary_state(&self, origin: &Name) -> Result<Option<SecondaryState>, WriteError> {
+        self.with_conn(|conn| {
+            let action = "reading the secondary state";
+            let exists: bool = conn
+                .prepare_cached(
+                    "SELECT 1 FROM sqlite_master WHERE type='table' AND name='authd_secondary'",
+                )
+                .and_then(|mut s| s.exists([]))
+                .map_err(sql(action))?;
+            if !exists {
+                return Ok(None);
+            }
+            let has_pending: bool = conn
+                .prepare_cached(
+                    "SELECT 1 FROM pragma_table_info('authd_secondary') WHERE name='pending'",
+                )
+                .and_then(|mut s| s.exists([]))
+                .map_err(sql(action))?;
+            let query = if has_pending {
+                "SELECT last_ok, expired, pending FROM authd_secondary WHERE zone = ?1"
+            } else {
+                "SELECT last_ok, expired, 0 FROM authd_secondary WHERE zone = ?1"
+            };
+            conn.query_row(query, [origin.to_string()], |r| {
+                Ok(SecondaryState {
+                    last_ok: r
+                        .get::<_, Option<i64>>(0)?
+                        .and_then(|l| u64::try_from(l).ok()),
+                    expired: r.get::<_, i64>(1)? != 0,
+                    pending: r.get::<_, i64>(2)? != 0,
+                })
+            })
+            .optional()
+            .map_err(sql(action))
+        })
+    }
+
+    fn save_secondary_state(
+        &self,
+        origin: &Name,
+        state: &SecondaryState,
+    ) -> Result<(), WriteError> {
+        self.with_conn(|conn| {
+            let action = "writing the secondary state";
+            authd_migrations::ensure_authd_table(conn, "authd_secondary").map_err(sql(action))?;
+            conn.execute(
+                "INSERT INTO authd_secondary (zone, last_ok, expired, pending) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT(zone) DO UPDATE SET \
+                 last_ok = excluded.last_ok, expired = excluded.expired, pending = excluded.pending",
+                params![
+                    origin.to_string(),
+                    state.last_ok.and_then(|l| i64::try_from(l).ok()),
+                    i64::from(state.expired),
+                    i64::from(state.pending)
+                ],
+            )
+            .map_err(sql(action))?;
+            Ok(())
+        })
+    }
+}
+
+impl Drop for SqliteWriter {
+    /// A tool's writer folds the write-ahead log into the main file.
+    fn drop(&mut self) {
+        if self.served.is_none()
+            && let Ok(mut kept) = self.conn.lock()
+            && let Some(conn) = kept.take()
+            && !conn.is_readonly("main").unwrap_or(true)
+            && let Err(e) = authd_migrations::checkpoint(&conn)
+        {
+            tracing::warn!("{}: checkpoint: {e}", self.path.display());
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! The write side of the data-source seam: one path for every writer.
+//!
+//! Reads go `DataSource` → `NodeStore` → [`crate::finder`]; writes go
+//! [`DataSource::writer`](crate::DataSource::writer) (or
+//! [`SourceList::writer`](crate::SourceList::writer), by zone origin) → a
+//! [`ZoneWriter`] → one transaction per change, with the SOA serial moved and
+//! the difference journaled (RFC 1995), as BIND 10's
+//! `DataSourceClient::getUpdater(zone, replace, journaling)` and
+//! `getJournalReader(zone, begin, end)` did. UPDATE (RFC 2136), incoming
+//! AXFR/IXFR, the secondary timers, NOTIFY out, IXFR out, `zone` and
+//! `loadzone` all use it; a commit is visible to the serving source's next
+//! query at once (the source bumps its own generation).
+//!
+//! This module holds the backend-neutral vocabulary of writes (a change, a
+//! difference, a journal row, serial arithmetic) and the trait; the sqlite3
+//! implementation is [`crate::sqlite::SqliteWriter`].
+
+use crate::name::Name;
+use crate::rr::{Rdata, Record};
+use crate::sqlite_load::{LoadError, LoadReport};
+use crate::zonefile::SourcedRecord;
+
+/// Why an administrative operation failed. In every case a transaction that was
+/// open is rolled back, so the DB is as it was before the call.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The zone is not in the DB (class IN).
+    #[error("zone {0} is not in the DB")]
+    NoZone(String),
+    /// `create` of a zone that already exists.
+    #[error("zone {0} already exists (use loadzone to replace its content)")]
+    ZoneExists(String),
+    /// An SQL statement failed (locked DB, not a 2.x schema, ...).
+    #[error("{action} failed: {source}")]
+    Sqlite {
+        /// What was being done.
+        action: &'static str,
+        /// The SQLite error.
+        source: rusqlite::Error,
+    },
+    /// A stored row cannot be read (bad name, type, TTL or rdata text).
+    #[error("{table} row {id} ({name}): {reason}")]
+    BadRow {
+        /// `records`, `nsec3` or `diffs`.
+        table: &'static str,
+        /// The row's `id`.
+        id: i64,
+        /// The row's owner name as stored.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The zone content fails the zone checks (no SOA, no apex NS, CNAME beside
+    /// other data, ...); the message names the offending owner and the row.
+    #[error("{0}")]
+    Check(String),
+    /// An update that cannot be applied (deleting an absent RR, adding a
+    /// present one, touching the SOA or NSEC3 chain, ...).
+    #[error("{0}")]
+    Update(String),
+    /// Loading records (zone creation) failed.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The source cannot do this kind of write (a memory zone loaded from a
+    /// master file, say).
+    #[error("{0}")]
+    NotSupported(String),
+    /// The DB cannot be opened for writing (missing, not writable, locked,
+    /// not a zone DB); the message names the file. Tried again at the next
+    /// write.
+    #[error("{0}")]
+    Open(String),
+    /// The storage behind the writer changed under it (the DB file was
+    /// deleted or replaced while served): nothing is written until a reload
+    /// opens the new one.
+    #[error("{0}")]
+    Gone(String),
+}
+
+/// RFC 1982 §3.2: `a` is greater than `b` in 32-bit serial number arithmetic.
+pub fn serial_gt(a: u32, b: u32) -> bool {
+    a != b && a.wrapping_sub(b) < 0x8000_0000
+}
+
+/// What [`update_zone`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpdateReport {
+    /// The SOA serial before.
+    pub old_serial: u32,
+    /// The SOA serial after (per the [`SerialPolicy`], or the SOA the change
+    /// gave; equal to the old one when nothing changed).
+    pub new_serial: u32,
+    /// RRs added.
+    pub added: usize,
+    /// RRs deleted.
+    pub deleted: usize,
+    /// Rows appended to `diffs`.
+    pub journal_rows: usize,
+}
+
+/// How the SOA serial moves when a change is applied (RFC 1982 arithmetic:
+/// the new serial is always greater than the old one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SerialPolicy {
+    /// Old serial + 1 (wrapping).
+    #[default]
+    Increment,
+    /// The current Unix time in seconds, or old + 1 when that is not greater.
+    UnixTime,
+    /// `YYYYMMDDnn` of the current UTC date with `nn` = 00, or old + 1 when
+    /// that is not greater.
+    DateSerial,
+}
+
+impl SerialPolicy {
+    /// The serial after `old` at Unix time `now` (seconds).
+    pub fn next(self, old: u32, now: u64) -> u32 {
+        let candidate = match self {
+            SerialPolicy::Increment => None,
+            SerialPolicy::UnixTime => u32::try_from(now).ok(),
+            SerialPolicy::DateSerial => {
+                let days = i64::try_from(now / 86_400).unwrap_or(0);
+                let (y, m, d) = crate::rdata_text::types::civil_from_days(days);
+                u32::try_from(y * 1_000_000 + m * 10_000 + d * 100).ok()
+            }
+        };
+        candidate
+            .filter(|c| serial_gt(*c, old))
+            .unwrap_or_else(|| old.wrapping_add(1))
+    }
+}
+
+/// A change to a zone, worked out by [`update_zone_with`]'s planner from the
+/// zone's content read inside the update's transaction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Change {
+    /// RRs to add (absent from the zone).
+    pub add: Vec<Record>,
+    /// RRs to delete (matched on owner, type and RDATA; TTL ignored).
+    pub delete: Vec<Record>,
+    /// A replacement apex SOA RDATA whose serial is greater than the current
+    /// one (RFC 2136 §3.4.2.2); `None`: the serial moves per the
+    /// [`SerialPolicy`].
+    pub soa: Option<Rdata>,
+}
+
+impl Change {
+    /// True when the change changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.add.is_empty() && self.delete.is_empty() && self.soa.is_none()
+    }
+}
+
+/// What [`update_zone_with`] reads, gives its planner and checks after.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope<'a> {
+    /// The whole zone (`records` and `nsec3`): the result gets every check
+    /// of [`check_stored_zone`].
+    Zone,
+    /// The RRs at these owner names and at the apex only (a dynamic update
+    /// into a large zone): the change must touch no other name, and the
+    /// zone checks (one SOA, apex NS, CNAME exclusivity, names in the zone)
+    /// run over those names, which is where a change can break them.
+    Names(&'a [Name]),
+}
+
+/// One difference sequence of an incremental transfer (RFC 1995 §4): the
+/// zone at `old_soa`'s serial becomes the zone at `new_soa`'s by deleting
+/// `deleted` and adding `added` (neither holds a SOA).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    /// The SOA before.
+    pub old_soa: Record,
+    /// RRs deleted (matched on owner, type and RDATA; TTL ignored).
+    pub deleted: Vec<Record>,
+    /// The SOA after.
+    pub new_soa: Record,
+    /// RRs added.
+    pub added: Vec<Record>,
+}
+
+/// One journal row (`diffs`), parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffRow {
+    /// `diffs.id` (journal order).
+    pub id: i64,
+    /// The serial the row belongs to.
+    pub version: u32,
+    /// True for an addition (operation 0), false for a deletion (operation 1).
+    pub add: bool,
+    /// The RR.
+    pub record: Record,
+}
+
+/// What happens to a zone's journal when its whole content is replaced
+/// ([`ZoneWriter::replace_zone`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalPolicy {
+    /// Left as it is (`loadzone`, as BIND 10's `b10-loadzone`).
+    Keep,
+    /// Cleared in the same transaction (an incoming AXFR: the journal no
+    /// longer leads to the new content, and a difference kept from before
+    /// would be chained to later ones across the gap).
+    Clear,
+}
+
+/// The secondary role's state of one zone, kept with the zone so that its
+/// timers survive a restart (RFC 1035 §4.3.5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SecondaryState {
+    /// Unix time (seconds) of the last successful refresh, if any.
+    pub last_ok: Option<u64>,
+    /// The copy expired (no primary answered for the SOA EXPIRE).
+    pub expired: bool,
+    /// A transfer was started and has not ended (a NOTIFY-triggered one
+    /// interrupted by a crash is retried at start, not after REFRESH).
+    pub pending: bool,
+}
+
+/// The write side of a data source: every change to a zone goes through it,
+/// each in one transaction (all of it or nothing, for a crash too).
+///
+/// No method has a default: a wrapper (the hot-spot cache) must pass each
+/// through, answer it itself or decline it. A source that cannot do one says
+/// [`WriteError::NotSupported`].
+pub trait ZoneWriter: Send + Sync {
+    /// A short label for logs (`sqlite3:/path/zone.sqlite3`).
+    fn describe(&self) -> String;
+
+    /// Replaces the whole content of zone `origin` with `records` (checked
+    /// first, [`crate::zonefile::check_zone`]), creating the zone if absent.
+    /// `progress(done, total)` is called every
+    /// [`crate::sqlite_load::PROGRESS_EVERY`] records and at the end.
+    ///
+    /// Errors: [`WriteError::Load`] (the check failed, or storage); the zone
+    /// is unchanged in every case.
+    fn replace_zone(
+        &self,
+        origin: &Name,
+        records: &[SourcedRecord],
+        journal: JournalPolicy,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<LoadReport, WriteError>;
+
+    /// Applies the differences of an incremental transfer (RFC 1995 §4) in
+    /// order, in one transaction, each journaled; the first must start at the
+    /// stored serial. Returns the journal rows written.
+    ///
+    /// Errors: [`WriteError::Update`] for a difference that does not apply,
+    /// [`WriteError::Check`] for a result that fails the zone checks, or
+    /// storage; the zone is unchanged in every case.
+    fn apply_differences(&self, origin: &Name, diffs: &[Difference]) -> Result<usize, WriteError>;
+
+    /// Applies the change `plan` works out from the zone's RRs in `scope`
+    /// (read inside the transaction, so the read and the write are one
+    /// snapshot), moving the serial per `serial` at Unix time `now` (seconds)
+    /// and journaling the change. `plan` returns `None` to refuse (nothing is
+    /// written; the caller keeps its own reason); the result is then
+    /// `Ok(None)`. An empty change writes nothing (a report with no journal
+    /// rows).
+    ///
+    /// Errors: [`WriteError::Update`], [`WriteError::Check`] (the change is not
+    /// applicable, or the result fails the zone checks), [`WriteError::NoZone`],
+    /// storage (after at most [`WRITE_LOCK_WAIT`] for another writer's lock);
+    /// nothing is written in every case.
+    fn update(
+        &self,
+        origin: &Name,
+        scope: Scope<'_>,
+        serial: SerialPolicy,
+        now: u64,
+        plan: &mut dyn FnMut(&[Record]) -> Option<Change>,
+    ) -> Result<Option<UpdateReport>, WriteError>;
+
+    /// The journal of zone `origin` from serial `begin` to serial `end`
+    /// (IXFR out), checked to start with the deletion of SOA `begin` and end
+    /// with the addition of SOA `end`; `None` when it cannot bridge the two
+    /// (the caller falls back to a full transfer, RFC 1995 §4).
+    ///
+    /// Errors: storage, or a journal row that does not parse.
+    fn journal(
+        &self,
+        origin: &Name,
+        begin: u32,
+        end: u32,
+    ) -> Result<Option<Vec<DiffRow>>, WriteError>;
+
+    /// A number that changes whenever anyone (this process or another, SQL
+    /// included) commits a change to the storage behind this writer; cheap
+    /// enough to poll (NOTIFY out reads [`ZoneWriter::apex_soas`] only when
+    /// it moved).
+    ///
+    /// Errors: storage.
+    fn change_mark(&self) -> Result<u64, WriteError>;
+
+    /// Every zone's apex SOA: (apex, TTL in seconds, RDATA); zones whose SOA
+    /// does not parse are left out.
+    ///
+    /// Errors: storage.
+    fn apex_soas(&self) -> Result<Vec<(Name, u32, Rdata)>, WriteError>;
+
+    /// The apex SOA of zone `origin`, `None` when the zone or its SOA is absent.
+    ///
+    /// Errors: storage.
+    fn soa(&self, origin: &Name) -> Result<Option<Record>, WriteError>;
+
+    /// The secondary role's stored state of zone `origin` (`None`: nothing
+    /// stored).
+    ///
+    /// Errors: storage.
+    fn secondary_state(&self, origin: &Name) -> Result<Option<SecondaryState>, WriteError>;
+
+    /// Stores the secondary role's state of zone `origin`.
+    ///
+    /// Errors: storage.
+    fn save_secondary_state(&self, origin: &Name, state: &SecondaryState)
+    -> Result<(), WriteError>;
+}
+
+/// How long a write waits for another writer's lock before failing
+/// (UPDATE then answers SERVFAIL, a transfer is retried later).
+pub const WRITE_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
