@@ -11,11 +11,8 @@ Needs matplotlib (`python3 -m pip install matplotlib`). The SVGs are determinist
 hash salt, no date in the metadata): rerunning with the same inputs and the same matplotlib
 rewrites the same bytes, so git shows a change only when the data or this script changed.
 
-Inputs (see bench/results/README.md for when, where and how each was measured):
-  network-root-ddbfb9e.txt, network-root-d7d0b98-epyc.txt   bench/network.sh output, as printed
-  network-tld300k-483edd7.csv                               bench/network.sh --large, per CPU-second
-  cache-curve-42ddd93.csv                                   query-bench --slots on the 300k zone
-  memory-tld-725dc1b.csv, memory-root-d7d0b98-epyc.csv      bench/memory.sh
+Inputs: the files named in INPUTS below, in bench/results/ (its README says when, where and
+how each was measured). To chart a new run, save it there and change its name in INPUTS.
 """
 import argparse
 import csv
@@ -31,6 +28,16 @@ from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator  # noqa:
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 CHARTS = os.path.join(ROOT, "docs", "charts")
+
+INPUTS = {
+    "root": "network-root-ddbfb9e.txt",             # bench/network.sh, as printed
+    "root-other": "network-root-d7d0b98-epyc.txt",  # the same on another machine (ratios only)
+    "tld": "network-tld300k-483edd7.csv",           # bench/network.sh --large, per CPU-second
+    "tld-2rounds": "network-tld300k-725dc1b.csv",   # the same, authd/NSD/Knot, 2 rounds (ratios)
+    "cache": "cache-curve-42ddd93.csv",             # query-bench --slots on the 300k zone
+    "memory-root": "memory-root-d7d0b98-epyc.csv",  # bench/memory.sh, root zone
+    "memory-tld": "memory-tld-725dc1b.csv",         # bench/memory.sh, 300k and 1M zones
+}
 
 plt.rcParams.update({
     "svg.hashsalt": "authd-bench-plot",  # stable element ids
@@ -161,7 +168,7 @@ def grouped_bars(ax, mixes, servers, value):
 
 
 def root_zone(png_dir):
-    runs = read_network_txt("network-root-ddbfb9e.txt")
+    runs = read_network_txt(INPUTS["root"])
     mixes = ["real", "nxdomain", "soa", "success"]
     servers = list(COLOURS)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7.2), sharex=True)
@@ -183,7 +190,7 @@ def root_zone(png_dir):
 
 
 def tld(png_dir):
-    rows = read_csv("network-tld300k-483edd7.csv")
+    rows = read_csv(INPUTS["tld"])
     q = {(r["mix"], r["server"]): float(r["queries_per_cpu_s"]) for r in rows}
     mixes = ["uniform", "zipf", "nxdomain"]
     servers = ["authd (memory)", "authd (sqlite3 + cache)", "authd (sqlite3, no cache)",
@@ -207,7 +214,7 @@ def tld(png_dir):
 
 
 def cache_curve(png_dir):
-    rows = [r for r in read_csv("cache-curve-42ddd93.csv") if r["backend"] == "sqlite3"]
+    rows = [r for r in read_csv(INPUTS["cache"]) if r["backend"] == "sqlite3"]
     unlimited_x = 500.0  # where the "unlimited" points sit on the log axis
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.6), sharey=True)
     for ax, mix in zip(axes, ["zipf", "uniform"]):
@@ -250,7 +257,7 @@ def cache_curve(png_dir):
 
 
 def memory(png_dir):
-    rows = read_csv("memory-root-d7d0b98-epyc.csv") + read_csv("memory-tld-725dc1b.csv")
+    rows = read_csv(INPUTS["memory-root"]) + read_csv(INPUTS["memory-tld"])
     zones = []
     for r in rows:
         if r["zone"] not in [z for z, _ in zones]:
@@ -325,7 +332,7 @@ def main():
 
     peers = ["NSD 4.6.1", "Knot DNS 3.2.6", "PowerDNS 4.7.3 gsqlite3 + caches"]
     for name, runs in (("ddbfb9e, Xeon", root),
-                       ("d7d0b98, EPYC", read_network_txt("network-root-d7d0b98-epyc.txt"))):
+                       ("d7d0b98, EPYC", read_network_txt(INPUTS["root-other"]))):
         for key, what in (("qcpu", "queries per CPU-second"), ("qps", "queries/s")):
             print_ratios(f"root zone ({name}), authd memory / peer, {what}:",
                          lambda m, s, k=key, r=runs: r.get(("root", m, s), {}).get(k),
@@ -333,7 +340,7 @@ def main():
     print_ratios("TLD 300k (483edd7), authd memory / peer, queries per CPU-second:",
                  lambda m, s: q.get((m, s)), ["uniform", "zipf", "nxdomain"], peers[:2])
     t = {(r["mix"], r["server"]): float(r["queries_per_cpu_s"])
-         for r in read_csv("network-tld300k-725dc1b.csv")}
+         for r in read_csv(INPUTS["tld-2rounds"])}
     print_ratios("TLD 300k (725dc1b, median of 2 rounds), authd memory / peer, per CPU-second:",
                  lambda m, s: t.get((m, s)), ["uniform", "zipf", "nxdomain"], peers[:2],
                  authd="authd (memory) 725dc1b")
