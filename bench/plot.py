@@ -242,7 +242,7 @@ def cache_curve(png_dir):
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlim(0.7, 800)
-        ax.set_ylim(0, 300_000)
+        ax.set_ylim(0, None)
         ax.yaxis.set_major_formatter(FuncFormatter(thousands))
         ax.set_title(f"{MIX_LABELS[mix]} ({distinct:,} distinct names in 200,000 queries)",
                      fontsize=10, loc="left")
@@ -283,14 +283,17 @@ def memory(png_dir):
         ax.set_xticks([rrs for _, rrs in zones])
         ax.set_xticklabels([zone_label[z] for z, _ in zones], fontsize=8.5)
         ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xlim(10_000, 6_000_000)
+        xs = [rrs for _, rrs in zones]
+        ax.set_xlim(min(xs) / 2, max(xs) * 2)
         ax.set_xlabel("zone size (resource records, log scale)")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
-    left.set_yticks([10, 20, 50, 100, 200, 500, 1000, 2000])
-    left.set_ylim(10, 2500)
-    right.set_yticks([0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20])
-    right.set_ylim(0.02, 20)
+    for ax, cols in ((left, ("rss_mib", "peak_rss_mib")), (right, ("load_s",))):
+        values = [float(r[c]) for r in rows for c in cols if r[c]]
+        lo, hi = min(values) / 1.6, max(values) * 1.6
+        ax.set_ylim(lo, hi)
+        ax.set_yticks([t for t in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100,
+                                   200, 500, 1000, 2000, 5000) if lo <= t <= hi])
     left.set_ylabel("resident memory after load (MiB)")
     left.set_title("Memory", fontsize=10, loc="left")
     right.set_ylabel("start until the first SOA answer (s)")
