@@ -11,7 +11,7 @@
 #   BENCH_AUTHD=target/release/authd bench/memory.sh /tmp/tld-300k/zone tld.
 # (1,000,000 delegations, the generator's default: about 140 MB of zone file;
 # on the 2-core test machine each server then took 15-55 s to load and up to
-# 1.4-1.6 GiB resident, see docs/PERFORMANCE.md; nothing here times out on a
+# 1.4-1.6 GiB resident, see docs/performance-log.md; nothing here times out on a
 # slow load.)
 #
 # For each server: the load time is from start until the first successful

@@ -2,7 +2,7 @@
 # Dynamic updates a second: N UPDATEs (default 500), each adding one A RR,
 # sent by one nsupdate (unsigned, UDP, each waiting for its reply) to a
 # release authd serving the zone from a fresh sqlite3 DB (loadzone), with an
-# address-only `[update] allow`, on 127.0.0.1. docs/PERFORMANCE.md,
+# address-only `[update] allow`, on 127.0.0.1. docs/performance-log.md,
 # "Dynamic updates: one client, one record each".
 #
 # usage: bench/update.sh [-n N] [-r ROUNDS] [-b] [small|root]...

@@ -1,7 +1,7 @@
 //! Settings for mimalloc, the global allocator of the `authd` and
 //! `query-bench` binaries (chosen there: the sqlite3 path allocates a few
 //! small objects per row read, and glibc's malloc was a fifth of its time;
-//! docs/PERFORMANCE.md, "Allocator").
+//! docs/performance-log.md, "Allocator").
 //!
 //! With its defaults mimalloc backs the heap with transparent huge pages and
 //! returns freed pages a second late (ten for whole arenas), which left authd

@@ -14,7 +14,7 @@
 
 /// mimalloc instead of glibc's malloc: the sqlite3 path builds a few small
 /// objects per row read, and glibc's allocator was a fifth of its time
-/// (docs/PERFORMANCE.md, "Allocator"). The memory path allocates nothing.
+/// (docs/performance-log.md, "Allocator"). The memory path allocates nothing.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
