@@ -510,3 +510,129 @@ impl Drop for SqliteWriter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DataSource;
+    use crate::sqlite::SqliteSource;
+    use crate::zonefile::parse_master_text;
+    use std::time::{Duration, Instant};
+
+    fn origin() -> Name {
+        "example.org.".parse().expect("origin")
+    }
+
+    /// A zone DB at `path` holding example.org. (serial 1).
+    fn make_db(path: &Path) {
+        let records = parse_master_text(
+            "$TTL 300\n@ SOA ns1 hostmaster 1 3600 900 1209600 300\n@ NS ns1\nns1 A 192.0.2.1\n",
+            Path::new("test"),
+            &origin(),
+        )
+        .expect("parses");
+        SqliteWriter::create(path)
+            .expect("create")
+            .replace_zone(&origin(), &records, JournalPolicy::Keep, &mut |_, _| {})
+            .expect("load");
+    }
+
+    fn add_one(writer: &dyn ZoneWriter, owner: &str) -> Result<Option<UpdateReport>, WriteError> {
+        let rec = parse_master_text(
+            &format!("$TTL 300\n{owner} A 192.0.2.7\n"),
+            Path::new("test"),
+            &origin(),
+        )
+        .expect("parses")[0]
+            .record
+            .clone();
+        let mut plan = |_: &[Record]| {
+            Some(Change {
+                add: vec![rec.clone()],
+                delete: vec![],
+                soa: None,
+            })
+        };
+        writer.update(
+            &origin(),
+            Scope::Zone,
+            SerialPolicy::Increment,
+            0,
+            &mut plan,
+        )
+    }
+
+    /// A DB deleted while served: a write is refused and creates no empty DB
+    /// at the path (which a reload would then serve, refusing every zone).
+    #[test]
+    fn a_served_db_deleted_is_not_recreated_by_a_write() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("zones.sqlite3");
+        make_db(&path);
+        let source = SqliteSource::open(&path).expect("open");
+        let writer = source.writer().expect("a write side");
+        assert_eq!(
+            add_one(writer.as_ref(), "a")
+                .expect("writes")
+                .map(|r| r.new_serial),
+            Some(2)
+        );
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+        let e = add_one(writer.as_ref(), "b").expect_err("refused");
+        assert!(matches!(e, WriteError::Gone(_)), "{e:?}");
+        assert!(e.to_string().contains("is gone"), "{e}");
+        assert!(!path.exists(), "no DB created at the path");
+    }
+
+    /// A DB replaced under the path while served: the new file is not
+    /// written (a reload opens it; until then the old one is served).
+    #[test]
+    fn a_served_db_replaced_is_not_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("zones.sqlite3");
+        make_db(&path);
+        let source = SqliteSource::open(&path).expect("open");
+        let other = dir.path().join("other.sqlite3");
+        make_db(&other);
+        std::fs::rename(&other, &path).expect("replace");
+        let writer = source.writer().expect("a write side");
+        let e = add_one(writer.as_ref(), "a").expect_err("refused");
+        assert!(e.to_string().contains("was replaced"), "{e}");
+        let fresh = SqliteWriter::open(&path).expect("open the new file");
+        let soa = fresh.soa(&origin()).expect("soa").expect("a SOA");
+        assert_eq!(soa.rdata.soa_serial(), Some(1), "the new file is untouched");
+    }
+
+    /// A rollback-journal DB locked by another process: the write fails
+    /// after about WRITE_LOCK_WAIT (2 s; opening the connection waits no
+    /// longer than that either), nothing written, and the next write after
+    /// the lock is released succeeds on a new connection.
+    #[test]
+    fn a_locked_db_fails_after_the_write_lock_wait_and_recovers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("zones.sqlite3");
+        make_db(&path);
+        let other = rusqlite::Connection::open(&path).expect("other writer");
+        let mode: String = other
+            .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get(0))
+            .expect("journal mode");
+        assert_eq!(mode, "delete");
+        let source = SqliteSource::open(&path).expect("open");
+        let writer = source.writer().expect("a write side");
+        other.execute_batch("BEGIN EXCLUSIVE").expect("lock");
+        let started = Instant::now();
+        let e = add_one(writer.as_ref(), "a").expect_err("locked");
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(1900) && waited < Duration::from_millis(4500),
+            "waited {waited:?}: {e}"
+        );
+        other.execute_batch("ROLLBACK").expect("unlock");
+        let report = add_one(writer.as_ref(), "a")
+            .expect("writes")
+            .expect("applied");
+        assert_eq!((report.old_serial, report.new_serial), (1, 2));
+    }
+}
