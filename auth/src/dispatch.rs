@@ -77,6 +77,14 @@ pub static QUERY_LOG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 /// send many).
 static TSIG_LOG: LogLimit = LogLimit::new();
 
+/// True when `msg` may write to a zone (an UPDATE, RFC 2136) and so may wait
+/// on storage locks (up to [`crate::update::BUSY_WAIT`]): the server answers
+/// it off its query workers, so a slow write delays no query. Reads only the
+/// header; a message too short for one is not a write.
+pub fn may_block(msg: &[u8]) -> bool {
+    wire::peek_head(msg).is_some_and(|h| h.opcode == Opcode::UPDATE)
+}
+
 /// What [`Dispatcher::handle`] produced.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Reply {

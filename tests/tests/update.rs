@@ -802,3 +802,47 @@ fn signed_zone_refused_unless_opted_in_and_sighup_applies_policy() {
     assert_eq!(rc, "NOERROR", "{out}");
     assert_eq!(rrset(a, "s.example.com.", "A"), strings(&["300 192.0.2.3"]));
 }
+
+/// A UDP UPDATE that waits for a DB lock another process holds is answered
+/// off the query worker: with one UDP worker, a query sent right after it
+/// is answered first (before, it waited in the worker behind the UPDATE's
+/// 2 s lock wait), then the UPDATE gets SERVFAIL with nothing written.
+#[test]
+fn udp_update_waiting_on_a_lock_delays_no_query() {
+    let s = serve(
+        ZONE,
+        "[update]\nallow = [\"127.0.0.1/32\"]\n[server]\nudp_workers = 1\n",
+    );
+    let a = s.authd.addr();
+    let conn = rusqlite::Connection::open(&s.db).expect("open");
+    conn.execute_batch("BEGIN IMMEDIATE; UPDATE zones SET dnssec = dnssec;")
+        .expect("lock");
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut update = raw_update(
+        6,
+        &[],
+        &[rr(&wire_name("locked.example.com."), 1, 1, 300, &[192, 0, 2, 8])],
+        None,
+    );
+    update[0..2].copy_from_slice(&0x0001u16.to_be_bytes());
+    let mut query = QueryBuilder::new("ns1.example.com.", "A").wire();
+    query[0..2].copy_from_slice(&0x0002u16.to_be_bytes());
+    sock.send_to(&update, a).expect("send update");
+    sock.send_to(&query, a).expect("send query");
+    let mut buf = [0u8; 512];
+    let mut ids = Vec::new();
+    let mut rcodes = Vec::new();
+    for _ in 0..2 {
+        let n = sock.recv(&mut buf).expect("a reply");
+        let reply = parse_reply(&buf[..n]);
+        ids.push(reply.metadata.id);
+        rcodes.push(reply.metadata.response_code);
+    }
+    assert_eq!(ids, [2, 1], "the query is answered before the waiting UPDATE");
+    assert_eq!(rcodes, [ResponseCode::NoError, ResponseCode::ServFail]);
+    conn.execute_batch("ROLLBACK").expect("unlock");
+    assert_eq!(rcode(a, "locked.example.com.", "A"), ResponseCode::NXDomain);
+    assert_eq!(serial(a), 100);
+}

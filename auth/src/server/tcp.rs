@@ -18,7 +18,6 @@ use crate::dispatch::Reply;
 use crate::log_limit::LogLimit;
 use crate::metrics::Metrics;
 use crate::query::Transport;
-use crate::wire::Opcode;
 
 /// Per-connection settings.
 #[derive(Debug, Clone)]
@@ -225,10 +224,9 @@ async fn connection(
                 &mut out,
             )
         };
-        // An UPDATE may wait up to `update::BUSY_WAIT` for the DB: off the
-        // runtime's worker, so other connections are served meanwhile.
-        let update = crate::wire::peek_head(&msg).is_some_and(|h| h.opcode == Opcode::UPDATE);
-        let reply = if update
+        // A write may wait on storage locks: off the runtime's worker, so
+        // other connections are served meanwhile.
+        let reply = if crate::dispatch::may_block(&msg)
             && tokio::runtime::Handle::current().runtime_flavor()
                 == tokio::runtime::RuntimeFlavor::MultiThread
         {

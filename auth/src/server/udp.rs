@@ -9,9 +9,17 @@
 //! not run on the tokio runtime, so TCP (which does) cannot delay them, and
 //! they cost no reactor round trip per datagram.
 //!
+//! A message that may write to a zone ([`crate::dispatch::may_block`]: it can
+//! wait on storage locks) is not answered by the worker: it is handed to the
+//! worker's writer thread (`authd-udp-write-N`, a queue of [`WRITE_QUEUE`]
+//! messages; one arriving when the queue is full is dropped, the client
+//! retries), which answers it through the same socket, so a write waiting
+//! for a lock delays no query.
+//!
 //! Stopping: [`UdpWorker::stop`] sets the stop flag and shuts the socket down
 //! for reading, which wakes a blocked receive at once; the receive timeout
-//! ([`RECV_TIMEOUT`]) is a fallback should that wake-up not happen.
+//! ([`RECV_TIMEOUT`]) is a fallback should that wake-up not happen. The
+//! writer thread ends when its worker does.
 
 use std::io;
 use std::net::{Shutdown, SocketAddr, UdpSocket};
@@ -23,8 +31,62 @@ use tokio::sync::oneshot;
 
 use super::{DispatcherHandle, MAX_UDP_MESSAGE, ServerError, handle_guarded};
 use crate::dispatch::Reply;
+use crate::log_limit::LogLimit;
 use crate::query::Transport;
-use crate::wire::Opcode;
+
+/// Writes waiting for a worker's writer thread; more are dropped.
+pub const WRITE_QUEUE: usize = 64;
+
+/// Log lines for writes dropped with the queue full (a client can send many).
+static DROP_LOG: LogLimit = LogLimit::new();
+
+/// A message for the writer thread: its bytes and sender.
+type Write = (Vec<u8>, SocketAddr);
+
+/// Starts worker `index`'s writer thread, answering each message queued on
+/// `sock`.
+fn spawn_writer(
+    sock: Arc<UdpSocket>,
+    local: SocketAddr,
+    index: usize,
+    dispatcher: DispatcherHandle,
+) -> io::Result<std::sync::mpsc::SyncSender<Write>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Write>(WRITE_QUEUE);
+    std::thread::Builder::new()
+        .name(format!("authd-udp-write-{index}"))
+        .spawn(move || {
+            let mut out = Vec::with_capacity(512);
+            while let Ok((msg, peer)) = rx.recv() {
+                let reply = handle_guarded(
+                    &dispatcher.load(),
+                    &msg,
+                    Transport::Udp,
+                    peer,
+                    Some(local),
+                    &mut out,
+                );
+                if reply == Reply::Message
+                    && let Err(e) = sock.send_to(&out, peer)
+                {
+                    tracing::debug!("UDP send from {local} to {peer}: {e}");
+                }
+            }
+        })?;
+    Ok(tx)
+}
+
+/// Queues `msg` from `peer` for the writer thread, or drops it (logged) when
+/// the queue is full.
+fn queue_write(writes: &std::sync::mpsc::SyncSender<Write>, msg: &[u8], peer: SocketAddr) {
+    if writes.try_send((msg.to_vec(), peer)).is_err()
+        && let Some(suppressed) = DROP_LOG.allow()
+    {
+        tracing::info!(
+            suppressed,
+            "UDP write from {peer} dropped: {WRITE_QUEUE} writes already waiting"
+        );
+    }
+}
 
 /// Longest a worker blocks in one receive before it looks at the stop flag again.
 pub(super) const RECV_TIMEOUT: Duration = Duration::from_millis(500);
@@ -73,10 +135,12 @@ impl UdpWorker {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, done) = oneshot::channel();
         let (thread_sock, thread_stop) = (Arc::clone(&sock), Arc::clone(&stop));
+        let writes = spawn_writer(Arc::clone(&sock), local, index, dispatcher.clone())
+            .map_err(|e| io_error("UDP writer thread start", &e))?;
         std::thread::Builder::new()
             .name(format!("authd-udp-{index}"))
             .spawn(move || {
-                serve(&thread_sock, local, &dispatcher, &thread_stop);
+                serve(&thread_sock, local, &dispatcher, &thread_stop, &writes);
                 drop(thread_sock);
                 let _ = tx.send(());
             })
@@ -111,7 +175,13 @@ pub const BATCH: usize = 32;
 /// send failures (e.g. an ICMP error reported for an earlier send) are logged
 /// at debug level and the loop goes on. Allocates only at start-up.
 #[cfg(target_os = "linux")]
-fn serve(sock: &UdpSocket, local: SocketAddr, dispatcher: &DispatcherHandle, stop: &AtomicBool) {
+fn serve(
+    sock: &UdpSocket,
+    local: SocketAddr,
+    dispatcher: &DispatcherHandle,
+    stop: &AtomicBool,
+    writes: &std::sync::mpsc::SyncSender<Write>,
+) {
     use nix::errno::Errno;
     use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg};
     use std::io::IoSliceMut;
@@ -165,7 +235,7 @@ fn serve(sock: &UdpSocket, local: SocketAddr, dispatcher: &DispatcherHandle, sto
         let dispatcher = dispatcher.load();
         // One batch for the data sources too: sqlite3 answers it from one read
         // transaction, ended before the replies go out.
-        let mut batch = Some(dispatcher.sources().batch());
+        let batch = dispatcher.sources().batch();
         let mut replies = 0;
         for (i, &(len, addr)) in received.iter().take(n).enumerate() {
             let start = i * MAX_UDP_MESSAGE;
@@ -178,18 +248,12 @@ fn serve(sock: &UdpSocket, local: SocketAddr, dispatcher: &DispatcherHandle, sto
             let (Some(out), Some(to)) = (outs.get_mut(replies), reply_to.get_mut(replies)) else {
                 break;
             };
-            // An UPDATE writes the DB: the batch's read snapshot would block
-            // its commit (rollback journal) and hide it from later queries,
-            // so the batch ends before it and a new one starts after.
-            let update = crate::wire::peek_head(msg).is_some_and(|h| h.opcode == Opcode::UPDATE);
-            if update {
-                drop(batch.take());
+            if crate::dispatch::may_block(msg) {
+                queue_write(writes, msg, peer);
+                continue;
             }
             // Over UDP the dispatcher answers with one message or nothing.
             let reply = handle_guarded(&dispatcher, msg, Transport::Udp, peer, Some(local), out);
-            if update {
-                batch = Some(dispatcher.sources().batch());
-            }
             if reply == Reply::Message {
                 *to = Some(addr);
                 replies += 1;
@@ -267,7 +331,13 @@ fn socket_addr(addr: &nix::sys::socket::SockaddrStorage) -> Option<SocketAddr> {
 /// failures (e.g. an ICMP error reported for an earlier send) are logged at
 /// debug level and the loop goes on.
 #[cfg(not(target_os = "linux"))]
-fn serve(sock: &UdpSocket, local: SocketAddr, dispatcher: &DispatcherHandle, stop: &AtomicBool) {
+fn serve(
+    sock: &UdpSocket,
+    local: SocketAddr,
+    dispatcher: &DispatcherHandle,
+    stop: &AtomicBool,
+    writes: &std::sync::mpsc::SyncSender<Write>,
+) {
     let mut buf = vec![0u8; MAX_UDP_MESSAGE];
     let mut out = Vec::with_capacity(4096);
     loop {
@@ -292,6 +362,10 @@ fn serve(sock: &UdpSocket, local: SocketAddr, dispatcher: &DispatcherHandle, sto
         let Some(msg) = buf.get(..len) else {
             continue;
         };
+        if crate::dispatch::may_block(msg) {
+            queue_write(writes, msg, peer);
+            continue;
+        }
         // One dispatcher per query (a reload may swap it in between queries).
         let reply = handle_guarded(
             &dispatcher.load(),
