@@ -480,7 +480,7 @@ impl Dispatcher {
                 // Rate limited as an answer about this zone.
                 return Handled::Message(Response {
                     kind: ResponseKind::Answer,
-                    key: crate::rrl::name_key(req.qname.as_wire(), req.qtype.0),
+                    key: crate::name_hash::name_key(req.qname.as_wire(), req.qtype.0),
                 });
             }
             (RType::AXFR, Transport::Udp) => {

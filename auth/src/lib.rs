@@ -16,6 +16,7 @@ pub mod dnstap;
 pub mod keys;
 mod log_limit;
 pub mod metrics;
+pub mod name_hash;
 pub mod notify;
 pub mod query;
 pub mod rrl;

@@ -32,7 +32,7 @@ use authd_datasrc::Name;
 use authd_datasrc::name::MAX_NAME_LEN;
 
 use crate::keys::{Algorithm, Key, KeyRing, MAX_MAC_LEN, MacState};
-use crate::wire::{HEADER_LEN, TSIG, skip_name, u16_at};
+use crate::wire::{HEADER_LEN, TSIG, read_name, skip_name, u16_at};
 
 /// The fudge (seconds of clock difference allowed) written in what authd
 /// signs; RFC 8945 §10 recommends 300.
@@ -106,45 +106,6 @@ impl Record<'_> {
             fudge: self.fudge,
             error: self.error,
             other: self.other,
-        }
-    }
-}
-
-/// Reads a possibly compressed name at `at`: the name and the offset after it
-/// (after the first pointer, if any). `None` for a malformed name, a pointer
-/// loop or a name over 255 bytes.
-pub(crate) fn read_name(msg: &[u8], at: usize) -> Option<(Name, usize)> {
-    let mut wire = [0u8; MAX_NAME_LEN];
-    let mut len = 0;
-    let mut pos = at;
-    let mut end = None;
-    let mut hops = 0;
-    loop {
-        let b = *msg.get(pos)?;
-        match b & 0xC0 {
-            0xC0 => {
-                let lo = *msg.get(pos + 1)?;
-                end.get_or_insert(pos + 2);
-                hops += 1;
-                let target = (usize::from(b & 0x3F) << 8) | usize::from(lo);
-                // Pointers go backwards (RFC 1035 §4.1.4); a bound stops loops.
-                if hops > 127 || target >= pos {
-                    return None;
-                }
-                pos = target;
-            }
-            0x00 => {
-                let l = usize::from(b);
-                let label = msg.get(pos..pos + 1 + l)?;
-                wire.get_mut(len..len + 1 + l)?.copy_from_slice(label);
-                len += 1 + l;
-                pos += 1 + l;
-                if l == 0 {
-                    let name = Name::from_wire(&wire[..len]).ok()?;
-                    return Some((name, end.unwrap_or(pos)));
-                }
-            }
-            _ => return None,
         }
     }
 }

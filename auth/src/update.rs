@@ -54,7 +54,7 @@ use authd_datasrc::{Class, Name, RType, Rdata, Record, SourceList, WriteError};
 
 use crate::acl::Acl;
 use crate::log_limit::LogLimit;
-use crate::tsig::read_name;
+use crate::wire::read_name;
 use crate::wire::read_rdata;
 use crate::wire::{self, Flags, HEADER_LEN, Header, Rcode, Request, u16_at};
 

@@ -1013,7 +1013,7 @@ pub(crate) fn read_rdata(msg: &[u8], at: usize, len: usize, rtype: RType) -> Opt
     let mut out = raw.get(..prefix)?.to_vec();
     let mut pos = at + prefix;
     for _ in 0..names {
-        let (name, next) = crate::tsig::read_name(msg, pos)?;
+        let (name, next) = read_name(msg, pos)?;
         if next > end {
             return None;
         }
@@ -1026,6 +1026,45 @@ pub(crate) fn read_rdata(msg: &[u8], at: usize, len: usize, rtype: RType) -> Opt
     }
     out.extend_from_slice(rest);
     Some(Rdata::from_wire(&out))
+}
+
+/// Reads a possibly compressed name at `at`: the name and the offset after it
+/// (after the first pointer, if any). `None` for a malformed name, a pointer
+/// loop or a name over 255 bytes.
+pub fn read_name(msg: &[u8], at: usize) -> Option<(Name, usize)> {
+    let mut wire = [0u8; MAX_NAME_LEN];
+    let mut len = 0;
+    let mut pos = at;
+    let mut end = None;
+    let mut hops = 0;
+    loop {
+        let b = *msg.get(pos)?;
+        match b & 0xC0 {
+            0xC0 => {
+                let lo = *msg.get(pos + 1)?;
+                end.get_or_insert(pos + 2);
+                hops += 1;
+                let target = (usize::from(b & 0x3F) << 8) | usize::from(lo);
+                // Pointers go backwards (RFC 1035 §4.1.4); a bound stops loops.
+                if hops > 127 || target >= pos {
+                    return None;
+                }
+                pos = target;
+            }
+            0x00 => {
+                let l = usize::from(b);
+                let label = msg.get(pos..pos + 1 + l)?;
+                wire.get_mut(len..len + 1 + l)?.copy_from_slice(label);
+                len += 1 + l;
+                pos += 1 + l;
+                if l == 0 {
+                    let name = Name::from_wire(&wire[..len]).ok()?;
+                    return Some((name, end.unwrap_or(pos)));
+                }
+            }
+            _ => return None,
+        }
+    }
 }
 
 #[cfg(test)]

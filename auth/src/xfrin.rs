@@ -252,7 +252,8 @@ pub fn parse_reply(
     match qd {
         0 if !first => {}
         1 => {
-            let (qname, after) = tsig::read_name(msg, pos).ok_or_else(|| bad("question name"))?;
+            let (qname, after) =
+                crate::wire::read_name(msg, pos).ok_or_else(|| bad("question name"))?;
             if qname != *origin || u16_at(after) != Some(qtype.0) {
                 return Err(bad("the question is not ours"));
             }
@@ -262,7 +263,7 @@ pub fn parse_reply(
     }
     let mut records = Vec::with_capacity(usize::from(an));
     for _ in 0..an {
-        let (owner, after) = tsig::read_name(msg, pos).ok_or_else(|| bad("owner name"))?;
+        let (owner, after) = crate::wire::read_name(msg, pos).ok_or_else(|| bad("owner name"))?;
         let (Some(rtype), Some(class), Some(ttl_hi), Some(ttl_lo), Some(rdlen)) = (
             u16_at(after),
             u16_at(after + 2),

@@ -823,7 +823,13 @@ fn udp_update_waiting_on_a_lock_delays_no_query() {
     let mut update = raw_update(
         6,
         &[],
-        &[rr(&wire_name("locked.example.com."), 1, 1, 300, &[192, 0, 2, 8])],
+        &[rr(
+            &wire_name("locked.example.com."),
+            1,
+            1,
+            300,
+            &[192, 0, 2, 8],
+        )],
         None,
     );
     update[0..2].copy_from_slice(&0x0001u16.to_be_bytes());
@@ -840,7 +846,11 @@ fn udp_update_waiting_on_a_lock_delays_no_query() {
         ids.push(reply.metadata.id);
         rcodes.push(reply.metadata.response_code);
     }
-    assert_eq!(ids, [2, 1], "the query is answered before the waiting UPDATE");
+    assert_eq!(
+        ids,
+        [2, 1],
+        "the query is answered before the waiting UPDATE"
+    );
     assert_eq!(rcodes, [ResponseCode::NoError, ResponseCode::ServFail]);
     conn.execute_batch("ROLLBACK").expect("unlock");
     assert_eq!(rcode(a, "locked.example.com.", "A"), ResponseCode::NXDomain);

@@ -140,7 +140,7 @@ pub enum ResponseKind {
 pub struct Response {
     /// Its kind.
     pub kind: ResponseKind,
-    /// A case-insensitive hash ([`crate::rrl::name_key`]) of what the
+    /// A case-insensitive hash ([`crate::name_hash::name_key`]) of what the
     /// response is about: qname and qtype for answers, the zone cut for
     /// referrals, the zone apex for NXDOMAIN and NODATA; 0 for errors, or
     /// when it was not asked for.
@@ -169,12 +169,12 @@ impl Answer {
             return Response { kind, key: 0 };
         }
         let key = match kind {
-            ResponseKind::Answer => crate::rrl::name_key(req.qname.as_wire(), req.qtype.0),
+            ResponseKind::Answer => crate::name_hash::name_key(req.qname.as_wire(), req.qtype.0),
             ResponseKind::Error => 0,
             // The cut, or the apex (the negative SOA's owner).
             _ => match self.authority.first() {
-                Some(p) => crate::rrl::name_key(p.rrset.owner.as_wire(), 0),
-                None => crate::rrl::name_key(req.qname.as_wire(), 0),
+                Some(p) => crate::name_hash::name_key(p.rrset.owner.as_wire(), 0),
+                None => crate::name_hash::name_key(req.qname.as_wire(), 0),
             },
         };
         Response { kind, key }

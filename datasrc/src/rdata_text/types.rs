@@ -575,7 +575,7 @@ const CERT_TYPES: [(u16, &str); 10] = [
 
 /// A TTL-like value: seconds, or with units (`1h30m`), below 2^32.
 fn ttl_value(w: &str) -> Option<u32> {
-    parse_num(w).or_else(|| crate::zonefile::ttl_with_units(w.as_bytes()))
+    parse_num(w).or_else(|| ttl_with_units(w.as_bytes()))
 }
 
 /// An optionally signed decimal number with an optional fraction.
@@ -1568,6 +1568,52 @@ fn write_svcb(w: &mut Wire<'_>, s: &mut String) -> Option<()> {
         }
     }
     Some(())
+}
+
+/// `1h30m` → 5400; `None` for plain numbers, anything else, or over 32 bits.
+pub(crate) fn ttl_with_units(token: &[u8]) -> Option<u32> {
+    units_total(token).and_then(|total| u32::try_from(total).ok())
+}
+
+/// The seconds a TTL with units stands for, as BIND 9 reads it (`ttl.c`):
+/// numbers each followed by a unit, s, m, h, d or w in any case, summed;
+/// a last number without a unit only when all before it add up to 0 (`0h30`
+/// is 30, `1h30` is not a TTL). `None` for plain numbers and anything else;
+/// saturates rather than overflow.
+pub(crate) fn units_total(token: &[u8]) -> Option<u64> {
+    let (mut total, mut number, mut digits, mut units) = (0u64, 0u64, 0usize, 0usize);
+    for &c in token {
+        if c.is_ascii_digit() {
+            number = number
+                .saturating_mul(10)
+                .saturating_add(u64::from(c - b'0'));
+            digits += 1;
+            continue;
+        }
+        let unit = match c.to_ascii_lowercase() {
+            b's' => 1,
+            b'm' => 60,
+            b'h' => 3600,
+            b'd' => 86_400,
+            b'w' => 604_800,
+            _ => return None,
+        };
+        if digits == 0 {
+            return None;
+        }
+        total = total.saturating_add(number.saturating_mul(unit));
+        (number, digits, units) = (0, 0, units + 1);
+    }
+    if units == 0 {
+        return None;
+    }
+    if digits != 0 {
+        if total != 0 {
+            return None;
+        }
+        total = number;
+    }
+    Some(total)
 }
 
 #[cfg(test)]
