@@ -6,6 +6,7 @@ pub mod dnssec;
 pub mod finder;
 pub mod lookup;
 pub mod memory;
+mod memory_writer;
 pub mod name;
 pub mod node;
 mod rdata_text;

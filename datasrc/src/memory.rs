@@ -445,6 +445,9 @@ pub struct MemorySource {
     label: String,
     zones: ArcSwap<FastMap<Name, Arc<MemoryZone>>>,
     generation: AtomicU64,
+    /// The write side of a source whose zones were copied from a DB
+    /// ([`MemorySource::backed_by`]); `None` for master files.
+    writer: Option<Arc<crate::memory_writer::MemoryWriter>>,
 }
 
 impl MemorySource {
@@ -466,7 +469,36 @@ impl MemorySource {
             label: label.to_string(),
             zones: ArcSwap::from_pointee(table),
             generation: AtomicU64::new(next_generation()),
+            writer: None,
         }
+    }
+
+    /// A source holding `zones`, copied from the DB `db`, whose write side
+    /// writes zones `writable` into `db` (journaled, as the sqlite3 source
+    /// writes) and then rebuilds the zone's snapshot from it and swaps it in:
+    /// a zone served from memory and kept in its DB across restarts (a
+    /// `[[secondary]]` with `memory = true`, or UPDATE into a zone copied from
+    /// a DB). A write rebuilds the whole zone: cheap for a transfer, dear for
+    /// a stream of small updates into a large zone.
+    pub fn backed_by(
+        label: &str,
+        zones: impl IntoIterator<Item = Arc<MemoryZone>>,
+        db: Arc<crate::sqlite::SqliteSource>,
+        writable: HashSet<Name>,
+    ) -> Arc<MemorySource> {
+        let table: FastMap<Name, Arc<MemoryZone>> =
+            zones.into_iter().map(|z| (z.origin.clone(), z)).collect();
+        Arc::new_cyclic(|me| MemorySource {
+            label: label.to_string(),
+            zones: ArcSwap::from_pointee(table),
+            generation: AtomicU64::new(next_generation()),
+            writer: Some(Arc::new(crate::memory_writer::MemoryWriter::new(
+                label,
+                db,
+                writable,
+                me.clone(),
+            ))),
+        })
     }
 
     /// Adds or replaces one zone, atomically: each lookup sees the old snapshot
@@ -682,9 +714,11 @@ impl DataSource for MemorySource {
     }
 
     fn writer(&self) -> Option<Arc<dyn crate::write::ZoneWriter>> {
-        // Snapshots are built from master files or copied from a DB and
-        // replaced whole on reload; nothing writes into them.
-        None
+        // Zones from master files are replaced whole on reload only; zones
+        // copied from a DB are written there and rebuilt.
+        self.writer
+            .as_ref()
+            .map(|w| Arc::clone(w) as Arc<dyn crate::write::ZoneWriter>)
     }
 }
 

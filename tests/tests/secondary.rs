@@ -63,9 +63,20 @@ fn primary(dir: &Path, db: &Path, port: u16, notify: Option<u16>) -> AuthdProces
 
 /// A secondary of example.com. from the primary at `primary_port`, into `db`.
 fn secondary(dir: &Path, db: &Path, primary_port: u16, port: u16) -> AuthdProcess {
+    secondary_in(dir, db, primary_port, port, false)
+}
+
+/// [`secondary`], served from memory (kept in `db`) when `memory`.
+fn secondary_in(
+    dir: &Path,
+    db: &Path,
+    primary_port: u16,
+    port: u16,
+    memory: bool,
+) -> AuthdProcess {
     let text = format!(
         "[[secondary]]\nzone = \"example.com.\"\nprimaries = [\"127.0.0.1:{primary_port}\"]\n\
-         file = \"{}\"\nmin_refresh = 1\n[transfer]\nallow = [\"127.0.0.1\"]\n",
+         file = \"{}\"\nmemory = {memory}\nmin_refresh = 1\n[transfer]\nallow = [\"127.0.0.1\"]\n",
         db.display()
     );
     start(dir, "secondary.toml", &text, port)
@@ -155,12 +166,35 @@ fn dbs(dir: &Path) -> (PathBuf, PathBuf) {
 
 #[test]
 fn follows_an_authd_primary_by_axfr_and_notify() {
+    follows_an_authd_primary(false);
+}
+
+/// The same, the secondary zone served from memory (`memory = true`) and
+/// kept in its DB: every transfer rebuilds the snapshot, downstream IXFR
+/// comes from the DB's journal, and a restart serves the zone from the DB
+/// before any transfer (the primary is stopped by then).
+#[test]
+fn follows_an_authd_primary_from_memory() {
+    follows_an_authd_primary(true);
+}
+
+fn follows_an_authd_primary(memory: bool) {
     let dir = tempdir();
     let (pdb, sdb) = dbs(dir.path());
     load_zone_text(&pdb, "example.com.", &zone(1, 3600, 86400));
     let sport = free_port();
-    let p = primary(dir.path(), &pdb, free_port(), Some(sport));
+    let mut p = primary(dir.path(), &pdb, free_port(), Some(sport));
+    let secondary = |dir: &Path, db: &Path, primary_port: u16, port: u16| {
+        secondary_in(dir, db, primary_port, port, memory)
+    };
     let mut s = secondary(dir.path(), &sdb, p.addr().port(), sport);
+    if memory {
+        assert!(
+            logged(&s, "serving 0 zones from memory:"),
+            "{}",
+            s.stderr()
+        );
+    }
     assert!(
         eventually(10, || www(s.addr()).as_deref() == Some("192.0.2.1")),
         "secondary never served the zone:\n{}",
@@ -216,11 +250,23 @@ fn follows_an_authd_primary_by_axfr_and_notify() {
 
     // A restart neither re-transfers the fresh zone nor stops serving it.
     s.terminate();
-    let s = secondary(dir.path(), &sdb, p.addr().port(), sport);
+    let primary_port = p.addr().port();
+    if memory {
+        // From the DB alone: no primary to transfer from.
+        p.terminate();
+    }
+    let s = secondary(dir.path(), &sdb, primary_port, sport);
     assert_eq!(www(s.addr()).as_deref(), Some("192.0.2.5"));
     std::thread::sleep(Duration::from_secs(2));
     assert!(!s.stderr().contains("XFR"), "{}", s.stderr());
     assert!(logged(&s, "serial 5, not expired"), "{}", s.stderr());
+    if memory {
+        assert!(
+            logged(&s, "serving 1 zone from memory:"),
+            "{}",
+            s.stderr()
+        );
+    }
 }
 
 #[test]

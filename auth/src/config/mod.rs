@@ -387,6 +387,10 @@ pub enum DataSourceKind {
         /// A zone DB to copy zones from: those of `zones` without a file, or
         /// every zone of the DB when no entry lacks a file.
         db: Option<PathBuf>,
+        /// The zones are `[[secondary]]` zones (`memory = true`): written into
+        /// `db` by transfers and rebuilt in memory; one not in `db` yet is
+        /// served once transferred (not an error).
+        secondary: bool,
     },
 }
 
@@ -460,7 +464,11 @@ impl DataSourceConfig {
     /// A memory source with `zones` (master files, or copies from `db`) and
     /// optionally every zone of `db`.
     pub fn memory(zones: Vec<MemoryZoneConfig>, db: Option<PathBuf>) -> DataSourceConfig {
-        let kind = DataSourceKind::Memory { zones, db };
+        let kind = DataSourceKind::Memory {
+            zones,
+            db,
+            secondary: false,
+        };
         DataSourceConfig {
             cache: CacheConfig::default_for(&kind),
             kind,
@@ -472,7 +480,7 @@ impl fmt::Display for DataSourceConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
             DataSourceKind::Sqlite3 { file, .. } => write!(f, "sqlite3:{}", file.display()),
-            DataSourceKind::Memory { zones, db } => {
+            DataSourceKind::Memory { zones, db, .. } => {
                 f.write_str("memory:")?;
                 let mut items: Vec<String> = zones
                     .iter()
@@ -811,8 +819,12 @@ pub struct SecondaryZone {
     /// The primaries, tried in order; the address a NOTIFY may come from
     /// and the `[[key]]` to sign requests with (same form as a NOTIFY target).
     pub primaries: Vec<NotifyTarget>,
-    /// The zone DB the transferred zone is written to and served from.
+    /// The zone DB the transferred zone is written to and served from (or,
+    /// with `memory`, kept in for restarts).
     pub file: PathBuf,
+    /// Served from memory (`memory = true`): each transfer is written to
+    /// `file` and the zone's snapshot rebuilt from it.
+    pub memory: bool,
     /// Lower bound of the refresh and retry intervals taken from the SOA, seconds.
     pub min_refresh: u32,
     /// Upper bound of the refresh and retry intervals taken from the SOA, seconds.
@@ -820,11 +832,37 @@ pub struct SecondaryZone {
 }
 
 impl Config {
-    /// The sqlite3 data sources serving the secondary zones: one per DB file,
-    /// restricted to that file's secondary zones, in first-mention order.
+    /// The data sources serving the secondary zones: per DB file, one
+    /// sqlite3 source restricted to that file's secondary zones and one
+    /// memory source (kept in the file) for its `memory = true` zones, in
+    /// first-mention order.
     pub fn secondary_datasources(&self) -> Vec<DataSourceConfig> {
         let mut out: Vec<DataSourceConfig> = Vec::new();
-        for z in &self.secondary {
+        for z in self.secondary.iter().filter(|z| z.memory) {
+            let zone = MemoryZoneConfig {
+                origin: z.origin.clone(),
+                file: None,
+            };
+            let existing = out.iter_mut().find_map(|ds| match &mut ds.kind {
+                DataSourceKind::Memory {
+                    zones,
+                    db: Some(db),
+                    secondary: true,
+                } if *db == z.file => Some(zones),
+                _ => None,
+            });
+            match existing {
+                Some(zones) => zones.push(zone),
+                None => {
+                    let mut ds = DataSourceConfig::memory(vec![zone], Some(z.file.clone()));
+                    if let DataSourceKind::Memory { secondary, .. } = &mut ds.kind {
+                        *secondary = true;
+                    }
+                    out.push(ds);
+                }
+            }
+        }
+        for z in self.secondary.iter().filter(|z| !z.memory) {
             let existing = out.iter_mut().find_map(|ds| match &mut ds.kind {
                 DataSourceKind::Sqlite3 {
                     file,

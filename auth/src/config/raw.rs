@@ -162,7 +162,14 @@ const SCHEMA: &[(&str, &[&str])] = &[
     ("control", &["socket"]),
     (
         "secondary[]",
-        &["zone", "primaries", "file", "min_refresh", "max_refresh"],
+        &[
+            "zone",
+            "primaries",
+            "file",
+            "memory",
+            "min_refresh",
+            "max_refresh",
+        ],
     ),
 ];
 
@@ -336,6 +343,7 @@ pub(super) struct RawSecondary {
     #[serde(default, deserialize_with = "string_or_list")]
     pub(super) primaries: Option<Vec<String>>,
     pub(super) file: Option<PathBuf>,
+    pub(super) memory: Option<bool>,
     #[serde(default, deserialize_with = "whole")]
     pub(super) min_refresh: Option<u32>,
     #[serde(default, deserialize_with = "whole")]

@@ -359,7 +359,10 @@ fn memory_and_sqlite3_sources() {
         c.datasources[1].to_string(),
         "memory:/etc/authd/zones/example.com.zone,db=/var/b.sqlite3"
     );
-    let DataSourceKind::Memory { zones, db: None } = &c.datasources[2].kind else {
+    let DataSourceKind::Memory {
+        zones, db: None, ..
+    } = &c.datasources[2].kind
+    else {
         panic!("{:?}", c.datasources[2]);
     };
     assert!(zones[0].origin.is_root());

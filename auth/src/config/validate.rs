@@ -187,6 +187,7 @@ fn secondary_config(
             origin,
             primaries,
             file,
+            memory: z.memory.unwrap_or(false),
             min_refresh,
             max_refresh,
         });
@@ -493,7 +494,11 @@ fn datasource(
                 };
                 zones.push(MemoryZoneConfig { origin, file });
             }
-            DataSourceKind::Memory { zones, db }
+            DataSourceKind::Memory {
+                zones,
+                db,
+                secondary: false,
+            }
         }
         other => {
             return Err(invalid(

@@ -307,7 +307,11 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
                     zones: Vec::new(),
                 });
             }
-            DataSourceKind::Memory { zones, db } => {
+            DataSourceKind::Memory {
+                zones,
+                db,
+                secondary,
+            } => {
                 let mut states: Vec<ZoneState> = Vec::new();
                 let mut record = |origin: &Name, outcome: ZoneLoad, states: &mut Vec<ZoneState>| {
                     let prev = prev_zones.get(origin).copied();
@@ -340,6 +344,9 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
                     let outcome = load_master_file(&z.origin, file, prev);
                     record(&z.origin, outcome, &mut states);
                 }
+                // The DB the zones were copied from, and the zones written
+                // back through it.
+                let mut backing: Option<(Arc<SqliteSource>, HashSet<Name>)> = None;
                 if let Some(db_path) = db {
                     let with_file: HashSet<&Name> = zones
                         .iter()
@@ -366,18 +373,27 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
                             } else {
                                 listed.into_iter().cloned().collect()
                             };
-                            for origin in wanted {
-                                claim(&origin, i)?;
-                                let prev = prev_zones.get(&origin).copied();
-                                let outcome = match in_db.iter().find(|z| z.origin == origin) {
+                            for origin in &wanted {
+                                claim(origin, i)?;
+                                let prev = prev_zones.get(origin).copied();
+                                let outcome = match in_db.iter().find(|z| z.origin == *origin) {
+                                    None if *secondary => {
+                                        tracing::info!(
+                                            "{label}: zone {origin} is not in {} yet; it is \
+                                             served once transferred",
+                                            db_path.display()
+                                        );
+                                        continue;
+                                    }
                                     None => ZoneLoad::Failed(format!(
                                         "zone {origin} is not in {}",
                                         db_path.display()
                                     )),
                                     Some(zref) => load_db_zone(&src, db_path, zref, prev),
                                 };
-                                record(&origin, outcome, &mut states);
+                                record(origin, outcome, &mut states);
                             }
+                            backing = Some((Arc::new(src), wanted.into_iter().collect()));
                         }
                         Err(error) if previous.is_none() => return Err(open_err(error)),
                         Err(error) => {
@@ -400,9 +416,27 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
                         }
                     }
                 }
-                let memory =
-                    MemorySource::with_zones(&label, states.iter().map(|s| Arc::clone(&s.zone)));
-                sources.push((ds.cache.wrap(Arc::new(memory)), ZoneSelection::All));
+                let snapshots = states.iter().map(|s| Arc::clone(&s.zone));
+                let (memory, selection) = match backing {
+                    Some((db, writable)) => {
+                        // Secondary zones are served from here before their
+                        // first transfer too (their writer is found by origin).
+                        let selection = if *secondary {
+                            ZoneSelection::Only(writable.clone())
+                        } else {
+                            ZoneSelection::All
+                        };
+                        (
+                            MemorySource::backed_by(&label, snapshots, db, writable),
+                            selection,
+                        )
+                    }
+                    None => (
+                        Arc::new(MemorySource::with_zones(&label, snapshots)),
+                        ZoneSelection::All,
+                    ),
+                };
+                sources.push((ds.cache.wrap(memory), selection));
                 entries.push(EntryState {
                     config: ds.clone(),
                     sqlite: None,

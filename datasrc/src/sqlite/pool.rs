@@ -102,6 +102,11 @@ impl SqliteSource {
         &self.path
     }
 
+    /// This source's write side, as its concrete type.
+    pub(crate) fn sqlite_writer(&self) -> Arc<SqliteWriter> {
+        Arc::clone(&self.writer)
+    }
+
     /// A connection from the pool, or a new one when all are in use.
     fn take_conn(&self) -> Result<Connection, DataSourceError> {
         let pooled = self.pool.get_or_default().borrow_mut().pop();

@@ -1,0 +1,172 @@
+//! The write side of a memory source whose zones were copied from a DB
+//! ([`MemorySource::backed_by`]): each write goes into the DB through its
+//! sqlite3 writer (one transaction, journaled), then the zone's snapshot is
+//! rebuilt from the DB and swapped in, so the next query sees it and a
+//! restart serves it from the DB. Reads of the write side (journal, serials,
+//! the secondary role's state) are the DB's.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Weak};
+
+use crate::DataSource;
+use crate::memory::{MemorySource, MemoryZone};
+use crate::name::Name;
+use crate::rr::{Rdata, Record};
+use crate::sqlite::SqliteSource;
+use crate::sqlite_load::LoadReport;
+use crate::write::{
+    Change, DiffRow, Difference, JournalPolicy, Scope, SecondaryState, SerialPolicy, UpdateReport,
+    WriteError, ZoneWriter,
+};
+use crate::zonefile::SourcedRecord;
+
+/// See the module docs.
+pub struct MemoryWriter {
+    label: String,
+    db: Arc<SqliteSource>,
+    db_writer: Arc<dyn ZoneWriter>,
+    writable: HashSet<Name>,
+    source: Weak<MemorySource>,
+}
+
+impl MemoryWriter {
+    pub(crate) fn new(
+        label: &str,
+        db: Arc<SqliteSource>,
+        writable: HashSet<Name>,
+        source: Weak<MemorySource>,
+    ) -> MemoryWriter {
+        let db_writer = db.sqlite_writer() as Arc<dyn ZoneWriter>;
+        MemoryWriter {
+            label: label.to_string(),
+            db,
+            db_writer,
+            writable,
+            source,
+        }
+    }
+
+    fn allowed(&self, origin: &Name) -> Result<(), WriteError> {
+        if self.writable.contains(origin) {
+            Ok(())
+        } else {
+            Err(WriteError::NotSupported(format!(
+                "zone {origin} is not written through memory:{}",
+                self.label
+            )))
+        }
+    }
+
+    /// Rebuilds zone `origin` from the DB and swaps it in. The write is
+    /// committed already: a failure here leaves the previous snapshot
+    /// served (until a reload) and is logged and returned.
+    fn rebuild(&self, origin: &Name) -> Result<(), WriteError> {
+        let Some(source) = self.source.upgrade() else {
+            // The source was replaced by a reload, which copied the DB anew.
+            return Ok(());
+        };
+        let stale = |e: String| {
+            let text = format!(
+                "zone {origin}: written to {} but not rebuilt in memory ({e}); the previous \
+                 version is served until a reload",
+                self.db.describe()
+            );
+            tracing::error!("{text}");
+            WriteError::Gone(text)
+        };
+        let zone = match self.db.find_zone(origin) {
+            Ok(Some(z)) if z.origin == *origin => z,
+            Ok(_) => return Err(stale("the zone is not in the DB".into())),
+            Err(e) => return Err(stale(e.to_string())),
+        };
+        let built =
+            MemoryZone::from_source(self.db.as_ref(), &zone).map_err(|e| stale(e.to_string()))?;
+        source.insert_zone(built);
+        Ok(())
+    }
+}
+
+impl ZoneWriter for MemoryWriter {
+    fn describe(&self) -> String {
+        format!("memory:{} (kept in {})", self.label, self.db.describe())
+    }
+
+    fn replace_zone(
+        &self,
+        origin: &Name,
+        records: &[SourcedRecord],
+        journal: JournalPolicy,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<LoadReport, WriteError> {
+        self.allowed(origin)?;
+        let report = self
+            .db_writer
+            .replace_zone(origin, records, journal, progress)?;
+        self.rebuild(origin)?;
+        Ok(report)
+    }
+
+    fn apply_differences(&self, origin: &Name, diffs: &[Difference]) -> Result<usize, WriteError> {
+        self.allowed(origin)?;
+        let rows = self.db_writer.apply_differences(origin, diffs)?;
+        self.rebuild(origin)?;
+        Ok(rows)
+    }
+
+    fn update(
+        &self,
+        origin: &Name,
+        scope: Scope<'_>,
+        serial: SerialPolicy,
+        now: u64,
+        plan: &mut dyn FnMut(&[Record]) -> Option<Change>,
+    ) -> Result<Option<UpdateReport>, WriteError> {
+        self.allowed(origin)?;
+        let report = self.db_writer.update(origin, scope, serial, now, plan)?;
+        if report.is_some_and(|r| r.journal_rows > 0) {
+            self.rebuild(origin)?;
+        }
+        Ok(report)
+    }
+
+    fn journal(
+        &self,
+        origin: &Name,
+        begin: u32,
+        end: u32,
+    ) -> Result<Option<Vec<DiffRow>>, WriteError> {
+        self.db_writer.journal(origin, begin, end)
+    }
+
+    fn change_mark(&self) -> Result<u64, WriteError> {
+        self.db_writer.change_mark()
+    }
+
+    fn apex_soas(&self) -> Result<Vec<(Name, u32, Rdata)>, WriteError> {
+        // Only the zones served from here: another source may serve the
+        // DB's other zones (and announce them).
+        let Some(source) = self.source.upgrade() else {
+            return Ok(Vec::new());
+        };
+        let mut all = self.db_writer.apex_soas()?;
+        all.retain(|(origin, _, _)| source.zone(origin).is_some());
+        Ok(all)
+    }
+
+    fn soa(&self, origin: &Name) -> Result<Option<Record>, WriteError> {
+        self.db_writer.soa(origin)
+    }
+
+    fn secondary_state(&self, origin: &Name) -> Result<Option<SecondaryState>, WriteError> {
+        self.db_writer.secondary_state(origin)
+    }
+
+    fn save_secondary_state(
+        &self,
+        origin: &Name,
+        state: &SecondaryState,
+    ) -> Result<(), WriteError> {
+        self.allowed(origin)?;
+        self.db_writer.save_secondary_state(origin, state)
+    }
+}
