@@ -701,6 +701,73 @@ async fn store_full(
 mod tests {
     use super::*;
 
+    fn zone_config(file: &std::path::Path) -> SecondaryZone {
+        SecondaryZone {
+            origin: "example.com.".parse().expect("origin"),
+            primaries: Vec::new(),
+            file: file.to_path_buf(),
+            memory: false,
+            min_refresh: 60,
+            max_refresh: 86400,
+        }
+    }
+
+    /// A copy refreshed a moment ago waits for its REFRESH; the same copy
+    /// whose NOTIFY-triggered refresh was interrupted (stored as pending) is
+    /// refreshed at once after a restart, since the primary will not send
+    /// that NOTIFY again. The state goes through the zone's write side.
+    #[test]
+    fn an_interrupted_notify_refresh_is_redone_at_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("s.sqlite3");
+        let writer = SqliteWriter::create(&file).expect("db");
+        let origin: Name = "example.com.".parse().expect("origin");
+        let zone = authd_datasrc::zonefile::parse_master_text(
+            "$TTL 300\n@ SOA ns1 hm 7 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n",
+            std::path::Path::new("t"),
+            &origin,
+        )
+        .expect("zone");
+        writer
+            .replace_zone(
+                &origin,
+                &zone,
+                authd_datasrc::write::JournalPolicy::Keep,
+                &mut |_, _| {},
+            )
+            .expect("load");
+        let writer: Arc<dyn ZoneWriter> = Arc::new(writer);
+        let now = crate::sys::unix_seconds();
+        for (pending, due_now) in [(false, false), (true, true)] {
+            let state = SecondaryState {
+                last_ok: Some(now),
+                expired: false,
+                pending,
+            };
+            writer.save_secondary_state(&origin, &state).expect("save");
+            assert_eq!(writer.secondary_state(&origin).expect("read"), Some(state));
+            let t = timers_for(
+                zone_config(&file),
+                Some(Arc::clone(&writer)),
+                &ExpiredZones::default(),
+            );
+            assert_eq!(t.serial, Some(7));
+            assert_eq!(t.soa_timers, Some((3600, 600, 86400)));
+            let wait = t.next.saturating_duration_since(Instant::now());
+            assert_eq!(
+                wait < Duration::from_secs(1),
+                due_now,
+                "pending {pending}: {wait:?}"
+            );
+            if !due_now {
+                assert!(
+                    wait > Duration::from_secs(3000),
+                    "REFRESH after the last success: {wait:?}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn expired_zones_cover_their_names() {
         let e = ExpiredZones::default();

@@ -67,13 +67,7 @@ fn secondary(dir: &Path, db: &Path, primary_port: u16, port: u16) -> AuthdProces
 }
 
 /// [`secondary`], served from memory (kept in `db`) when `memory`.
-fn secondary_in(
-    dir: &Path,
-    db: &Path,
-    primary_port: u16,
-    port: u16,
-    memory: bool,
-) -> AuthdProcess {
+fn secondary_in(dir: &Path, db: &Path, primary_port: u16, port: u16, memory: bool) -> AuthdProcess {
     let text = format!(
         "[[secondary]]\nzone = \"example.com.\"\nprimaries = [\"127.0.0.1:{primary_port}\"]\n\
          file = \"{}\"\nmemory = {memory}\nmin_refresh = 1\n[transfer]\nallow = [\"127.0.0.1\"]\n",
@@ -189,11 +183,7 @@ fn follows_an_authd_primary(memory: bool) {
     };
     let mut s = secondary(dir.path(), &sdb, p.addr().port(), sport);
     if memory {
-        assert!(
-            logged(&s, "serving 0 zones from memory:"),
-            "{}",
-            s.stderr()
-        );
+        assert!(logged(&s, "serving 0 zones from memory:"), "{}", s.stderr());
     }
     assert!(
         eventually(10, || www(s.addr()).as_deref() == Some("192.0.2.1")),
@@ -261,11 +251,7 @@ fn follows_an_authd_primary(memory: bool) {
     assert!(!s.stderr().contains("XFR"), "{}", s.stderr());
     assert!(logged(&s, "serial 5, not expired"), "{}", s.stderr());
     if memory {
-        assert!(
-            logged(&s, "serving 1 zone from memory:"),
-            "{}",
-            s.stderr()
-        );
+        assert!(logged(&s, "serving 1 zone from memory:"), "{}", s.stderr());
     }
 }
 

@@ -631,6 +631,50 @@ fn secondary_zones_are_served_from_their_dbs() {
         }
         other => panic!("{other:?}"),
     }
+    // `memory = true`: a memory source kept in the DB, beside the sqlite3
+    // source of the same DB's other secondary zone.
+    let c = from_toml(
+        r#"
+        [[secondary]]
+        zone = "example.com"
+        primaries = "192.0.2.1"
+        file = "sec.sqlite3"
+        memory = true
+        [[secondary]]
+        zone = "example.org."
+        primaries = "192.0.2.1"
+        file = "sec.sqlite3"
+        "#,
+    )
+    .expect("valid");
+    assert_eq!(
+        (c.secondary[0].memory, c.secondary[1].memory),
+        (true, false)
+    );
+    assert_eq!(c.datasources.len(), 2);
+    match &c.datasources[0].kind {
+        DataSourceKind::Memory {
+            zones,
+            db,
+            secondary,
+        } => {
+            assert!(*secondary);
+            assert_eq!(db.as_deref(), Some(Path::new("/etc/authd/sec.sqlite3")));
+            let origins: Vec<String> = zones.iter().map(|z| z.origin.to_string()).collect();
+            assert_eq!(origins, ["example.com."]);
+            assert!(zones.iter().all(|z| z.file.is_none()));
+        }
+        other => panic!("{other:?}"),
+    }
+    match &c.datasources[1].kind {
+        DataSourceKind::Sqlite3 { zones, .. } => {
+            assert_eq!(
+                zones.as_ref().map(|z| z[0].to_string()),
+                Some("example.org.".into())
+            );
+        }
+        other => panic!("{other:?}"),
+    }
     for (text, key) in [
         (
             "[[secondary]]\nprimaries = [\"192.0.2.1\"]\nfile = \"a\"",
