@@ -93,17 +93,11 @@ pub fn notify_message(id: u16, origin: &Name, ttl: u32, soa: &Rdata) -> Vec<u8> 
 /// True when `reply` answers the NOTIFY `id` for `origin`: same id, QR set,
 /// opcode NOTIFY, and the question names `origin` (RFC 1996 §3.8).
 pub fn is_reply_to(reply: &[u8], id: u16, origin: &Name) -> bool {
-    if reply.len() < 12 || reply[0..2] != id.to_be_bytes() {
+    if crate::wire::read_reply_head(reply, id, Opcode::NOTIFY).is_err() {
         return false;
     }
-    let word = u16::from_be_bytes([reply[2], reply[3]]);
-    if !Flags::from_word(word).contains(Flags::QR) || Opcode::from_word(word) != Opcode::NOTIFY {
-        return false;
-    }
-    let want = origin.as_wire();
-    reply
-        .get(12..12 + want.len())
-        .is_some_and(|q| q.eq_ignore_ascii_case(want))
+    crate::wire::read_name(reply, crate::wire::HEADER_LEN)
+        .is_some_and(|(qname, _)| qname == *origin)
 }
 
 /// What to watch and whom to tell: the write sides of the sources served

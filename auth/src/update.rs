@@ -54,8 +54,6 @@ use authd_datasrc::{Class, Name, RType, Rdata, Record, SourceList, WriteError};
 
 use crate::acl::Acl;
 use crate::log_limit::LogLimit;
-use crate::wire::read_name;
-use crate::wire::read_rdata;
 use crate::wire::{self, Flags, HEADER_LEN, Header, Rcode, Request, u16_at};
 
 /// How long an UPDATE waits for a DB another writer holds before SERVFAIL.
@@ -363,41 +361,29 @@ fn run(
 /// The prerequisite and update sections of `msg` (§2.4, §2.5); `None` when
 /// an RR is malformed.
 fn parse_sections(msg: &[u8], req: &Request<'_>) -> Option<(Vec<Rr>, Vec<Rr>)> {
-    let prcount = usize::from(u16_at(msg, 6)?);
-    let upcount = usize::from(u16_at(msg, 8)?);
-    let mut pos = HEADER_LEN + req.question.len();
-    let mut read = |n: usize| -> Option<Vec<Rr>> {
-        let mut rrs = Vec::with_capacity(n.min(64));
-        for _ in 0..n {
-            let (owner, at) = read_name(msg, pos)?;
-            let rtype = RType(u16_at(msg, at)?);
-            let class = Class(u16_at(msg, at + 2)?);
-            let ttl = u32::from(u16_at(msg, at + 4)?) << 16 | u32::from(u16_at(msg, at + 6)?);
-            // RFC 2181 §8: a TTL with the top bit set is read as 0.
-            let ttl = if ttl > 0x7FFF_FFFF { 0 } else { ttl };
-            let rdlen = usize::from(u16_at(msg, at + 8)?);
-            let start = at + 10;
-            let rdata = if rdlen == 0 {
-                None
-            } else {
-                let rdata = read_rdata(msg, start, rdlen, rtype)?;
-                // Unreadable RDATA for its type: FORMERR.
-                rdata.to_text(rtype).ok()?;
-                Some(rdata)
-            };
-            pos = start + rdlen;
+    let prcount = u16_at(msg, 6)?;
+    let upcount = u16_at(msg, 8)?;
+    let read = |pos: usize, n: u16| -> Option<(Vec<Rr>, usize)> {
+        let (section, end) = wire::read_section(msg, pos, n)?;
+        let mut rrs = Vec::with_capacity(section.len());
+        for rr in section {
+            // Unreadable RDATA for its type: FORMERR.
+            if let Some(rdata) = &rr.rdata {
+                rdata.to_text(rr.rtype).ok()?;
+            }
             rrs.push(Rr {
-                owner,
-                rtype,
-                class,
-                ttl,
-                rdata,
+                owner: rr.owner,
+                rtype: rr.rtype,
+                class: rr.class,
+                // RFC 2181 §8: a TTL with the top bit set is read as 0.
+                ttl: if rr.ttl > 0x7FFF_FFFF { 0 } else { rr.ttl },
+                rdata: rr.rdata,
             });
         }
-        Some(rrs)
+        Some((rrs, end))
     };
-    let prereqs = read(prcount)?;
-    let updates = read(upcount)?;
+    let (prereqs, pos) = read(HEADER_LEN + req.question.len(), prcount)?;
+    let (updates, _) = read(pos, upcount)?;
     Some((prereqs, updates))
 }
 
@@ -662,6 +648,7 @@ fn apply(zone: &Name, updates: &[Rr], permits: &[Permit<'_>], records: &[Record]
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::read_rdata;
 
     fn name(s: &str) -> Name {
         s.parse().expect("name")

@@ -69,8 +69,8 @@ pub enum XfrError {
     #[error("{0}")]
     Io(String),
     /// The primary answered with this RCODE.
-    #[error("the primary answered rcode {0}")]
-    Rcode(u16),
+    #[error("the primary answered rcode {}", .0.0)]
+    Rcode(Rcode),
     /// The reply's TSIG did not verify (RFC 8945 §5.4).
     #[error("TSIG: {0}")]
     Tsig(ReplyProblem),
@@ -227,71 +227,49 @@ pub fn parse_reply(
     first: bool,
 ) -> Result<Vec<Record>, XfrError> {
     let bad = |what: &str| XfrError::Malformed(what.to_string());
-    let u16_at = |at: usize| {
-        msg.get(at..at + 2)
-            .map(|b| u16::from_be_bytes([b[0], b[1]]))
-    };
-    if msg.len() < HEADER_LEN || u16_at(0) != Some(id) {
-        return Err(bad("not a reply to our request (id)"));
+    let head = crate::wire::read_reply_head(msg, id, Opcode::QUERY)
+        .map_err(|e| XfrError::Malformed(e.to_string()))?;
+    if head.rcode != Rcode::NOERROR {
+        return Err(XfrError::Rcode(head.rcode));
     }
-    let word = u16_at(2).unwrap_or(0);
-    let flags = Flags::from_word(word);
-    if !flags.contains(Flags::QR) || Opcode::from_word(word) != Opcode::QUERY {
-        return Err(bad("not a reply to our request (QR, opcode)"));
-    }
-    let rcode = word & 0x000F;
-    if rcode != 0 {
-        return Err(XfrError::Rcode(rcode));
-    }
-    if flags.contains(Flags::TC) {
+    if head.flags.contains(Flags::TC) {
         return Err(bad("truncated (TC) over TCP"));
     }
-    let qd = u16_at(4).unwrap_or(0);
-    let an = u16_at(6).unwrap_or(0);
+    let [qd, an, _, _] = head.counts;
     let mut pos = HEADER_LEN;
     match qd {
         0 if !first => {}
         1 => {
             let (qname, after) =
                 crate::wire::read_name(msg, pos).ok_or_else(|| bad("question name"))?;
-            if qname != *origin || u16_at(after) != Some(qtype.0) {
+            if qname != *origin || crate::wire::u16_at(msg, after) != Some(qtype.0) {
                 return Err(bad("the question is not ours"));
             }
             pos = after + 4;
         }
         _ => return Err(bad("question count")),
     }
-    let mut records = Vec::with_capacity(usize::from(an));
-    for _ in 0..an {
-        let (owner, after) = crate::wire::read_name(msg, pos).ok_or_else(|| bad("owner name"))?;
-        let (Some(rtype), Some(class), Some(ttl_hi), Some(ttl_lo), Some(rdlen)) = (
-            u16_at(after),
-            u16_at(after + 2),
-            u16_at(after + 4),
-            u16_at(after + 6),
-            u16_at(after + 8),
-        ) else {
-            return Err(bad("record cut short"));
-        };
-        let start = after + 10;
-        let end = start + usize::from(rdlen);
-        if end > msg.len() {
-            return Err(bad("RDATA cut short"));
-        }
-        if class != Class::IN.0 {
+    let (rrs, _) = crate::wire::read_section(msg, pos, an)
+        .ok_or_else(|| bad("a record cut short, or with a bad name or RDATA"))?;
+    let mut records = Vec::with_capacity(rrs.len());
+    for rr in rrs {
+        if rr.class != Class::IN {
             return Err(bad("a record not of class IN"));
         }
-        let rtype = RType(rtype);
-        let rdata = crate::wire::read_rdata(msg, start, usize::from(rdlen), rtype)
-            .ok_or_else(|| XfrError::Malformed(format!("bad RDATA of {owner} {rtype}")))?;
+        let rdata = match rr.rdata {
+            Some(r) => r,
+            // RDLENGTH 0: valid only for a type whose RDATA may be empty.
+            None => crate::wire::read_rdata(&[], 0, 0, rr.rtype).ok_or_else(|| {
+                XfrError::Malformed(format!("bad RDATA of {} {}", rr.owner, rr.rtype))
+            })?,
+        };
         records.push(Record {
-            owner,
-            rtype,
+            owner: rr.owner,
+            rtype: rr.rtype,
             class: Class::IN,
-            ttl: (u32::from(ttl_hi) << 16) | u32::from(ttl_lo),
+            ttl: rr.ttl,
             rdata,
         });
-        pos = end;
     }
     Ok(records)
 }
@@ -679,7 +657,7 @@ mod tests {
         refused[3] |= 5;
         assert!(matches!(
             parse_reply(&refused, 7, &origin, RType::AXFR, true),
-            Err(XfrError::Rcode(5))
+            Err(XfrError::Rcode(Rcode::REFUSED))
         ));
         // A pointer past the end of the RDATA is refused.
         let mut cut = msg.clone();
