@@ -12,7 +12,8 @@
 //! planned update moving the serial (RFC 1982 arithmetic, across the wrap);
 //! a planner's refusal writing nothing; a whole-zone replacement clearing the
 //! journal; a failed replacement leaving the old data; readers running
-//! while differences commit see an RRset wholly old or wholly new.
+//! while differences commit see an RRset wholly old or wholly new, and the
+//! writer sees each difference at once.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -338,6 +339,13 @@ fn check_writes(c: &str, sources: &SourceList, writer: &dyn ZoneWriter) {
             ],
         };
         writer.apply_differences(&o, &[d]).expect("applies");
+        // Seen at once, though readers fill the cache meanwhile (one that
+        // read before the write must not store what it read after it).
+        assert_eq!(
+            answer(sources, "pair", RType::TXT),
+            [format!("\"v{}-a\"", v + 1), format!("\"v{}-b\"", v + 1)],
+            "{c}: difference {v}"
+        );
     }
     done.store(true, Ordering::Release);
     for r in readers {

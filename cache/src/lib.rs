@@ -40,9 +40,13 @@
 //! source lazily gives it, no key is copied. Without a bound every entry is
 //! admitted and nothing is counted. Everything is keyed by
 //! the wrapped source's [`DataSource::generation`]: when that changes (a commit
-//! to an sqlite3 file is seen within 200 ms, a reload at once) the cache is
-//! emptied, so no answer from before a change outlives it by more than the
-//! source's polling interval.
+//! by another process to an sqlite3 file is seen within 200 ms, a reload at
+//! once) the cache is emptied, so no answer from before a change outlives it
+//! by more than the source's polling interval. A write through the cache's own
+//! write side ([`DataSource::writer`]: UPDATE, a transfer in) drops only the
+//! zone it changed, before the write returns: each zone has an epoch, every
+//! entry the epoch of its zone when stored, and an entry of an older epoch is
+//! a miss (module `writer`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -62,7 +66,9 @@ use authd_datasrc::{
 use lru::LruCache;
 
 mod sketch;
+mod writer;
 use sketch::Sketch;
+use writer::{CacheWriter, Invalidations};
 
 /// Absent-name ranges kept per cache, beside the slots (a range is two names).
 pub const MAX_RANGES: usize = 65_536;
@@ -211,7 +217,19 @@ impl AsKey for KeyRef<'_> {
     }
 }
 
-impl KeyRef<'_> {
+impl<'a> KeyRef<'a> {
+    /// The apex of the zone the entry is about.
+    fn zone(self) -> &'a Name {
+        match self {
+            KeyRef::Lookup(z, ..)
+            | KeyRef::Node(z, _)
+            | KeyRef::Descendants(z, _)
+            | KeyRef::Nsec(z, _)
+            | KeyRef::Nsec3(z, _)
+            | KeyRef::Additional(z, _) => z,
+        }
+    }
+
     fn owned(self) -> Key {
         match self {
             KeyRef::Lookup(z, n, t, o) => Key::Lookup(z.clone(), n.clone(), t, o),
@@ -283,6 +301,8 @@ struct Entry {
     value: Value,
     /// Hit since eviction last came round to it.
     used: AtomicBool,
+    /// Its zone's epoch when stored ([`State::epoch_of`]).
+    epoch: u64,
 }
 
 /// Hit and miss counts since creation (or the last
@@ -304,12 +324,44 @@ struct State {
     /// are asked for is the traffic's, not the data's.
     sketch: Option<Sketch>,
     generation: u64,
+    /// Each zone written through this cache's write side, and its epoch
+    /// (zones not here are at 0).
+    epochs: HashMap<Name, u64>,
+    /// The last epoch given.
+    last_epoch: u64,
+    /// Moves with every zone written, for the zone table ([`State::zones`]).
+    zones_epoch: u64,
+    /// The [`Invalidations`] stamp applied.
+    applied: u64,
 }
 
 impl State {
-    /// The value of `key`, marking the entry used.
-    fn get(&self, key: KeyRef<'_>) -> Option<&Value> {
+    /// The epoch of the zone at `zone` (a lookup reads it once).
+    fn epoch_of(&self, zone: &Name) -> u64 {
+        if self.epochs.is_empty() {
+            return 0;
+        }
+        self.epochs.get(zone).copied().unwrap_or(0)
+    }
+
+    /// Zone `zone` was written: its entries and absent ranges go out of
+    /// date, and the zone table when the write may have created the zone.
+    fn invalidate_zone(&mut self, zone: &Name, created: bool) {
+        self.last_epoch += 1;
+        self.epochs.insert(zone.clone(), self.last_epoch);
+        self.ranges.remove(zone);
+        if created {
+            self.zones = None;
+            self.zones_epoch += 1;
+        }
+    }
+
+    /// The value of `key` stored at its zone's `epoch`, marking the entry used.
+    fn get(&self, key: KeyRef<'_>, epoch: u64) -> Option<&Value> {
         let entry = self.lru.peek(&key as &dyn AsKey)?;
+        if entry.epoch != epoch {
+            return None;
+        }
         // Written only when it changes: hot entries stay clean in other cores' caches.
         if !entry.used.load(Ordering::Relaxed) {
             entry.used.store(true, Ordering::Relaxed);
@@ -350,6 +402,8 @@ pub struct HotSpotCache {
     rejections: AtomicU64,
     flushes: AtomicU64,
     ranges: RangePolicy,
+    /// Zones written through [`DataSource::writer`], not yet dropped.
+    invalidations: Arc<Invalidations>,
 }
 
 impl HotSpotCache {
@@ -370,6 +424,10 @@ impl HotSpotCache {
                     Slots::Disabled | Slots::Unlimited => None,
                 },
                 generation,
+                epochs: HashMap::new(),
+                last_epoch: 0,
+                zones_epoch: 0,
+                applied: 0,
             })
         });
         HotSpotCache {
@@ -383,6 +441,7 @@ impl HotSpotCache {
             rejections: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
             ranges: RangePolicy::default(),
+            invalidations: Arc::default(),
         }
     }
 
@@ -449,8 +508,9 @@ impl HotSpotCache {
     fn fresh(&self) -> Option<RwLockReadGuard<'_, State>> {
         let lock = self.state.as_ref()?;
         let generation = self.inner.generation();
+        let written = self.invalidations.stamp();
         let state = lock.read().ok()?;
-        if state.generation == generation {
+        if state.generation == generation && state.applied == written {
             return Some(state);
         }
         drop(state);
@@ -462,6 +522,14 @@ impl HotSpotCache {
             state.range_order.clear();
             state.generation = generation;
             self.flushes.fetch_add(1, Ordering::Relaxed);
+        }
+        if state.applied != written {
+            // The stamp was read before the list is taken: a zone noted
+            // meanwhile is dropped now or at the next call, never missed.
+            for (zone, created) in self.invalidations.take() {
+                state.invalidate_zone(&zone, created);
+            }
+            state.applied = written;
         }
         drop(state);
         lock.read().ok()
@@ -530,16 +598,17 @@ impl HotSpotCache {
     /// Caches `value`, read from the source while the cache was at
     /// `generation`: if it was flushed since, the value may predate the change.
     /// Callers ask [`Self::admit`] first.
-    fn put(&self, key: Key, value: Value, generation: u64) {
+    fn put(&self, key: Key, value: Value, generation: u64, epoch: u64) {
         let Some(mut state) = self.state.as_ref().and_then(|l| l.write().ok()) else {
             return;
         };
-        if state.generation != generation {
+        if state.generation != generation || state.epoch_of(key.key().zone()) != epoch {
             return;
         }
         let entry = Entry {
             value,
             used: AtomicBool::new(false),
+            epoch,
         };
         state.lru.put(key, entry);
         let Slots::Bounded(n) = self.slots else {
@@ -563,11 +632,11 @@ impl HotSpotCache {
 
     /// Remembers `range` of the zone at `zone`, read while the cache was at
     /// `generation` (dropped if it was flushed since, as [`Self::put`]).
-    fn put_range(&self, zone: &Name, range: AbsentRange, generation: u64) {
+    fn put_range(&self, zone: &Name, range: AbsentRange, generation: u64, epoch: u64) {
         let Some(mut state) = self.state.as_ref().and_then(|l| l.write().ok()) else {
             return;
         };
-        if state.generation != generation {
+        if state.generation != generation || state.epoch_of(zone) != epoch {
             return;
         }
         let below = range.below.unwrap_or_default();
@@ -640,6 +709,8 @@ struct View<'a> {
     zone: &'a Name,
     /// The cache's generation when the lookup began.
     generation: u64,
+    /// The zone's epoch when the lookup began.
+    epoch: u64,
     /// First pass: the read-locked state. Second: `None`.
     held: Option<&'a State>,
     /// Second pass: the wrapped source's view.
@@ -658,7 +729,7 @@ impl<'a> View<'a> {
     fn new(
         cache: &'a HotSpotCache,
         zone: &'a Name,
-        generation: u64,
+        (generation, epoch): (u64, u64),
         held: Option<&'a State>,
         inner: Option<&'a dyn NodeStore>,
     ) -> Self {
@@ -666,6 +737,7 @@ impl<'a> View<'a> {
             cache,
             zone,
             generation,
+            epoch,
             held,
             inner,
             gave_up: Cell::new(false),
@@ -678,8 +750,8 @@ impl<'a> View<'a> {
     /// What `f` takes from the cached value of `key`.
     fn cached<T>(&self, key: KeyRef<'_>, f: impl FnOnce(&Value) -> Option<T>) -> Option<T> {
         let found = match self.held {
-            Some(state) => state.get(key).and_then(f),
-            None => self.cache.held()?.get(key).and_then(f),
+            Some(state) => state.get(key, self.epoch).and_then(f),
+            None => self.cache.held()?.get(key, self.epoch).and_then(f),
         };
         if found.is_some() {
             self.hits.set(self.hits.get() + 1);
@@ -690,14 +762,14 @@ impl<'a> View<'a> {
     /// The cached node at `name`: borrowed in the first pass, shared in the second.
     fn cached_node(&self, key: KeyRef<'_>) -> Option<Found<'a>> {
         let found = match self.held {
-            Some(state) => match state.get(key)? {
+            Some(state) => match state.get(key, self.epoch)? {
                 Value::Node(n) => Found::Node(NodeRef::Borrowed(n)),
                 Value::Absent { descendants } => Found::Absent {
                     descendants: *descendants,
                 },
                 _ => return None,
             },
-            None => match self.cache.held()?.get(key)? {
+            None => match self.cache.held()?.get(key, self.epoch)? {
                 Value::Node(n) => Found::Node(NodeRef::Shared(n.clone())),
                 Value::Absent { descendants } => Found::Absent {
                     descendants: *descendants,
@@ -727,7 +799,8 @@ impl<'a> View<'a> {
     /// admitted copies no key and builds no value.
     fn put(&self, key: KeyRef<'_>, value: impl FnOnce() -> Value) {
         if self.cache.admit(key, self.generation) {
-            self.cache.put(key.owned(), value(), self.generation);
+            self.cache
+                .put(key.owned(), value(), self.generation, self.epoch);
         }
     }
 
@@ -789,8 +862,12 @@ impl NodeStore for View<'_> {
                     // only as far as this lookup reads it.
                     Some(n) if self.cache.admit(key, self.generation) => match n.to_shared() {
                         Ok(n) => {
-                            self.cache
-                                .put(key.owned(), Value::Node(n.clone()), self.generation);
+                            self.cache.put(
+                                key.owned(),
+                                Value::Node(n.clone()),
+                                self.generation,
+                                self.epoch,
+                            );
                             Found::Node(NodeRef::Shared(n))
                         }
                         Err(_) => Found::Node(n),
@@ -802,7 +879,8 @@ impl NodeStore for View<'_> {
                         let fetch = !descendants && self.cache.ranges.fetch();
                         match fetch.then(|| inner.absent_range(name)) {
                             Some(Ok(Some(range))) => {
-                                self.cache.put_range(self.zone, range, self.generation)
+                                self.cache
+                                    .put_range(self.zone, range, self.generation, self.epoch)
                             }
                             _ => self.put(key, || Value::Absent { descendants }),
                         }
@@ -913,13 +991,14 @@ impl DataSource for HotSpotCache {
             self.hit(1);
             return Ok(found);
         }
-        let generation = state.generation;
+        let (generation, zones_epoch) = (state.generation, state.zones_epoch);
         drop(state);
         self.miss();
         let zones = Arc::new(self.inner.zones()?);
         let found = best(&zones);
         if let Some(mut state) = self.state.as_ref().and_then(|l| l.write().ok())
             && state.generation == generation
+            && state.zones_epoch == zones_epoch
         {
             state.zones = Some(zones);
         }
@@ -936,10 +1015,10 @@ impl DataSource for HotSpotCache {
         let Some(state) = self.fresh() else {
             return self.inner.lookup(zone, qname, qtype, opts);
         };
-        let generation = state.generation;
+        let stamp = (state.generation, state.epoch_of(&zone.origin));
         // First pass: cached entries only. Every repeat ends here, and so do
         // most unique qnames (under a cached cut, or a cached absent TLD).
-        let view = View::new(self, &zone.origin, generation, Some(&state), None);
+        let view = View::new(self, &zone.origin, stamp, Some(&state), None);
         let found = finder::find(&view, &zone.origin, qname, qtype, opts);
         if !view.gave_up.get() {
             self.hit(view.hits.get());
@@ -948,7 +1027,7 @@ impl DataSource for HotSpotCache {
         drop(view);
         drop(state);
         let mut run = |store: &dyn NodeStore| {
-            let view = View::new(self, &zone.origin, generation, None, Some(store));
+            let view = View::new(self, &zone.origin, stamp, None, Some(store));
             let found = finder::find(&view, &zone.origin, qname, qtype, opts);
             self.hit(view.hits.get());
             found
@@ -958,7 +1037,7 @@ impl DataSource for HotSpotCache {
         }
         // A source without a node view: whole results, keyed by qname.
         let key = KeyRef::Lookup(&zone.origin, qname, qtype, opts);
-        let found = self.held().and_then(|s| match s.get(key) {
+        let found = self.held().and_then(|s| match s.get(key, stamp.1) {
             Some(Value::Lookup(l)) => Some(l.clone()),
             _ => None,
         });
@@ -970,8 +1049,8 @@ impl DataSource for HotSpotCache {
         let lookup = self.inner.lookup(zone, qname, qtype, opts)?;
         // Owners synthesized from a wildcard keep the wildcard owner in the
         // result, so the entry is valid for this qname only: fine, it is keyed by it.
-        if self.admit(key, generation) {
-            self.put(key.owned(), Value::Lookup(lookup.clone()), generation);
+        if self.admit(key, stamp.0) {
+            self.put(key.owned(), Value::Lookup(lookup.clone()), stamp.0, stamp.1);
         }
         Ok(lookup)
     }
@@ -1007,7 +1086,8 @@ impl DataSource for HotSpotCache {
             return Ok(None);
         };
         let key = KeyRef::Additional(&zone.origin, Arc::as_ptr(rrset) as usize);
-        if let Some(Value::Additional { ready, .. }) = state.get(key) {
+        let epoch = state.epoch_of(&zone.origin);
+        if let Some(Value::Additional { ready, .. }) = state.get(key, epoch) {
             let ready = ready.clone();
             drop(state);
             self.hit(1);
@@ -1021,7 +1101,7 @@ impl DataSource for HotSpotCache {
                 _rrset: rrset.clone(),
                 ready: ready.clone(),
             };
-            self.put(key.owned(), value, generation);
+            self.put(key.owned(), value, generation, epoch);
         }
         Ok(ready)
     }
@@ -1064,9 +1144,13 @@ impl DataSource for HotSpotCache {
     }
 
     fn writer(&self) -> Option<Arc<dyn authd_datasrc::ZoneWriter>> {
-        // Passed through: a commit moves the wrapped source's generation,
-        // which this cache checks before every probe.
-        self.inner.writer()
+        // Passed through, and each zone written dropped from this cache
+        // before the write returns.
+        let inner = self.inner.writer()?;
+        Some(Arc::new(CacheWriter::new(
+            inner,
+            Arc::clone(&self.invalidations),
+        )))
     }
 }
 

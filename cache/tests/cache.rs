@@ -416,3 +416,105 @@ fn commit_during_a_batch_is_not_cached_stale() {
     source.end_batch();
     assert_eq!(addr(&cached), [192, 0, 2, 99], "after the batch");
 }
+
+/// A write through the cache's write side drops the zone it changed, and
+/// only that zone: the other zone of the DB is still answered from the
+/// cache (hits only, no flush), the written one is read again and answered
+/// as written, at once. A commit by another connection (an operator's
+/// SQL, `zone update`) still empties the whole cache once it is seen.
+#[test]
+fn a_write_drops_its_zone_only() {
+    use authd_datasrc::write::{Change, Scope, SerialPolicy};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("two.sqlite3");
+    let load = |origin: &str| {
+        let o: Name = origin.parse().expect("origin");
+        let text = "$TTL 300\n@ SOA ns1 hm 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\nwww A 192.0.2.2\n";
+        let records = zonefile::parse_master_text(text, Path::new("t"), &o).expect("parses");
+        let mut conn = authd_migrations::open_or_create(&db).expect("db");
+        authd_datasrc::sqlite_load::load_zone(&mut conn, &o, &records, |_, _| {}).expect("loads");
+    };
+    load("a.test.");
+    load("b.test.");
+    let cached = HotSpotCache::new(
+        Arc::new(SqliteSource::open(&db).expect("open")),
+        Slots::Unlimited,
+    );
+    let opts = LookupOptions::default();
+    let www = |zone: &str| -> Vec<String> {
+        let qname: Name = format!("www.{zone}").parse().expect("qname");
+        match lookup(&cached, &qname, RType::A, opts)
+            .expect("zone")
+            .1
+            .outcome
+        {
+            Outcome::Answer(set) => set
+                .rdatas
+                .iter()
+                .map(|r| r.to_text(RType::A).expect("text"))
+                .collect(),
+            other => panic!("{other:?}"),
+        }
+    };
+    cached.begin_batch();
+    www("a.test.");
+    www("b.test.");
+    let writer = cached.writer().expect("a write side");
+    let a: Name = "a.test.".parse().expect("origin");
+    let add = zonefile::parse_master_text("$TTL 300\nwww A 192.0.2.3\n", Path::new("t"), &a)
+        .expect("rr")[0]
+        .record
+        .clone();
+    let mut plan = |_: &[authd_datasrc::Record]| {
+        Some(Change {
+            add: vec![add.clone()],
+            delete: vec![],
+            soa: None,
+        })
+    };
+    writer
+        .update(&a, Scope::Zone, SerialPolicy::Increment, 0, &mut plan)
+        .expect("update")
+        .expect("applied");
+    let before = cached.stats();
+    // Inside a batch (a UDP worker's, one read snapshot for its queries)
+    // begun before the write: the written zone is read from a new snapshot.
+    assert_eq!(www("b.test."), ["192.0.2.2"]);
+    let after_b = cached.stats();
+    assert_eq!(after_b.misses, before.misses, "b.test. still cached");
+    assert_eq!(after_b.flushes, before.flushes, "no flush");
+    let mut got = www("a.test.");
+    got.sort();
+    assert_eq!(got, ["192.0.2.2", "192.0.2.3"], "the write is seen at once");
+    cached.end_batch();
+    assert!(cached.stats().misses > after_b.misses, "a.test. read again");
+    assert_eq!(cached.stats().flushes, before.flushes);
+
+    // Another connection's commit: the whole cache goes, once seen (the
+    // source polls every 200 ms).
+    let o: Name = "b.test.".parse().expect("origin");
+    let other = zonefile::parse_master_text("$TTL 300\nwww A 192.0.2.9\n", Path::new("t"), &o)
+        .expect("rr")[0]
+        .record
+        .clone();
+    let mut conn = authd_migrations::open_or_create(&db).expect("db");
+    authd_datasrc::sqlite_admin::update_zone(&mut conn, &o, &[other], &[]).expect("external");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut b = www("b.test.");
+        b.sort();
+        if b == ["192.0.2.2", "192.0.2.9"] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the external commit is never seen: {b:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        cached.stats().flushes,
+        before.flushes + 1,
+        "one flush for it"
+    );
+}

@@ -93,23 +93,53 @@ struct Batch {
 }
 
 struct Watch {
+    /// A read-only connection, polled while the writer has none.
     conn: Connection,
-    data_version: i64,
     checked: Instant,
+    /// The connection last polled (0: `conn`; else the writer connection's
+    /// number) and the `data_version` it gave.
+    last: Option<(u64, i64)>,
 }
 
-/// What a source knows of commits to its file: `PRAGMA data_version` on a
-/// connection of its own (it changes when any other connection commits:
-/// `loadzone`, an sqlite3 shell, this source's writer), polled at most every
-/// [`CHANGE_POLL`], and at once after a commit by this source's writer
-/// ([`ChangeWatch::commit_seen`]), so what an UPDATE wrote is served to the
-/// next query.
+/// A writer's kept connection and its number (each connection a writer
+/// opens gets a new one), shared by the writer and its source's
+/// [`ChangeWatch`].
+pub(crate) type WriterSlot = Mutex<Option<(Connection, u64)>>;
+
+/// What a source knows of commits to its file.
+///
+/// Commits by others (`loadzone`, an sqlite3 shell, another process) move
+/// the generation ([`DataSource::generation`]; a cache above empties itself):
+/// `PRAGMA data_version` changes on a connection when *another* connection
+/// commits, so it is read, at most every [`CHANGE_POLL`], on the writer's
+/// own connection (where this source's writes never show) or, while the
+/// writer has none, on a read-only one. Commits by this source's writer do
+/// not move the generation: the writer says which zone it changed (a cache
+/// above drops that zone only, [`crate::ZoneWriter`] wrappers), and counts
+/// the commit in [`ChangeWatch::own_commit`], which read snapshots check.
 pub(crate) struct ChangeWatch {
     watch: Mutex<Watch>,
     generation: AtomicU64,
+    /// Commits by this source's writer.
+    own: AtomicU64,
+    writer: Arc<WriterSlot>,
 }
 
 impl ChangeWatch {
+    pub(crate) fn new(conn: Connection, writer: Arc<WriterSlot>) -> ChangeWatch {
+        let last = data_version(&conn).ok().map(|v| (0, v));
+        ChangeWatch {
+            watch: Mutex::new(Watch {
+                conn,
+                checked: Instant::now(),
+                last,
+            }),
+            generation: AtomicU64::new(1),
+            own: AtomicU64::new(0),
+            writer,
+        }
+    }
+
     /// The generation, polling `data_version` when [`CHANGE_POLL`] has
     /// passed (and no other thread is polling).
     fn generation(&self) -> u64 {
@@ -121,25 +151,40 @@ impl ChangeWatch {
         self.generation.load(Ordering::Acquire)
     }
 
+    /// A number that moves on every change, own commits included: a read
+    /// snapshot taken under another number may predate one.
+    pub(crate) fn snapshot_mark(&self) -> u64 {
+        self.generation
+            .load(Ordering::Acquire)
+            .wrapping_add(self.own.load(Ordering::Acquire))
+    }
+
     fn poll(&self, w: &mut Watch) {
+        // A write in progress holds the writer's connection: poll next time
+        // (the fallback connection would see that write as another's).
+        let Ok(slot) = self.writer.try_lock() else {
+            return;
+        };
         w.checked = Instant::now();
-        if let Ok(v) = data_version(&w.conn)
-            && v != w.data_version
+        let reading = match slot.as_ref() {
+            Some((conn, id)) => data_version(conn).ok().map(|v| (*id, v)),
+            None => data_version(&w.conn).ok().map(|v| (0, v)),
+        };
+        drop(slot);
+        // Another connection polled than last time: its numbers do not
+        // compare, so count a change (a cache empties once, needlessly).
+        if let Some(r) = reading
+            && w.last != Some(r)
         {
-            w.data_version = v;
+            w.last = Some(r);
             self.generation.fetch_add(1, Ordering::Release);
         }
     }
 
-    /// A commit was made by this source's writer: the generation moves
-    /// before the writer returns (waiting for a poll in progress, which may
-    /// have read the version just before the commit).
-    pub(crate) fn commit_seen(&self) {
-        let mut w = self
-            .watch
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.poll(&mut w);
+    /// This source's writer committed: read snapshots begun before must not
+    /// be reused (the generation stays: the writer tells which zone changed).
+    pub(crate) fn own_commit(&self) {
+        self.own.fetch_add(1, Ordering::AcqRel);
     }
 }
 

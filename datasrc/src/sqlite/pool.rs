@@ -5,13 +5,12 @@
 use std::cell::RefCell;
 use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use thread_local::ThreadLocal;
 
-use super::{ChangeWatch, SqliteSource, SqliteWriter, Watch, storage};
+use super::{ChangeWatch, SqliteSource, SqliteWriter, storage};
 use crate::lookup::DataSourceError;
 use std::sync::Arc;
 
@@ -55,19 +54,19 @@ impl SqliteSource {
     pub fn open(path: &Path) -> Result<SqliteSource, DataSourceError> {
         let (conn, _version) = Self::connect(path)?;
         let (watch_conn, _) = Self::connect(path)?;
-        let data_version = data_version(&watch_conn).map_err(|e| storage(path, e))?;
+        // The DB is readable now (a watch that cannot read says nothing later).
+        data_version(&watch_conn).map_err(|e| storage(path, e))?;
         let file_id = file_id(path)?;
         let pool = ThreadLocal::new();
         pool.get_or(|| RefCell::new(vec![conn]));
-        let change = Arc::new(ChangeWatch {
-            watch: Mutex::new(Watch {
-                conn: watch_conn,
-                data_version,
-                checked: Instant::now(),
-            }),
-            generation: AtomicU64::new(1),
-        });
-        let writer = Arc::new(SqliteWriter::for_source(path, file_id, Arc::clone(&change)));
+        let slot = Arc::new(Mutex::new(None));
+        let change = Arc::new(ChangeWatch::new(watch_conn, Arc::clone(&slot)));
+        let writer = Arc::new(SqliteWriter::for_source(
+            path,
+            file_id,
+            Arc::clone(&change),
+            slot,
+        ));
         Ok(SqliteSource {
             path: path.to_path_buf(),
             pool,
@@ -137,7 +136,7 @@ impl SqliteSource {
                 // A commit seen since the transaction began (a cache flushed
                 // for it fills again from here): a new snapshot, which has it.
                 // Rollback-journal writers wait for readers; WAL writers do not.
-                if generation == self.change.generation.load(Ordering::Acquire) {
+                if generation == self.change.snapshot_mark() {
                     return Ok(conn);
                 }
                 end_read(&conn);
@@ -149,7 +148,7 @@ impl SqliteSource {
         }
         // Read before the snapshot starts (at the first statement), so that a
         // change it misses shows as a later count.
-        let generation = self.change.generation.load(Ordering::Acquire);
+        let generation = self.change.snapshot_mark();
         if let Some(batch) = self.batch.get() {
             batch.borrow_mut().began = generation;
         }

@@ -18,11 +18,15 @@
 //! generation at once: the next query sees the change.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::ChangeWatch;
+use super::{ChangeWatch, WriterSlot};
+
+/// Writer connections opened in this process (each one's number).
+static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
 use crate::name::Name;
 use crate::rr::{Rdata, Record};
 use crate::sqlite_admin::{self, DumpStyle, ZoneSummary};
@@ -39,8 +43,9 @@ pub struct SqliteWriter {
     /// A served source's writer: the (device, inode) the source opened and
     /// the source's change watch. `None`: a tool's writer.
     served: Option<((u64, u64), Arc<ChangeWatch>)>,
-    /// The kept writer connection.
-    conn: Mutex<Option<Connection>>,
+    /// The kept writer connection and its number (shared with a served
+    /// source's change watch, which reads `data_version` on it).
+    conn: Arc<WriterSlot>,
     /// A connection that only reads `PRAGMA data_version`
     /// ([`ZoneWriter::change_mark`]): it changes for commits made on other
     /// connections, the writer's own included.
@@ -81,7 +86,7 @@ impl SqliteWriter {
         Ok(SqliteWriter {
             path: path.to_path_buf(),
             served: None,
-            conn: Mutex::new(Some(conn)),
+            conn: Arc::new(Mutex::new(Some((conn, 0)))),
             mark: Mutex::new(None),
         })
     }
@@ -96,7 +101,7 @@ impl SqliteWriter {
         Ok(SqliteWriter {
             path: path.to_path_buf(),
             served: None,
-            conn: Mutex::new(Some(conn)),
+            conn: Arc::new(Mutex::new(Some((conn, 0)))),
             mark: Mutex::new(None),
         })
     }
@@ -112,7 +117,7 @@ impl SqliteWriter {
         Ok(SqliteWriter {
             path: path.to_path_buf(),
             served: None,
-            conn: Mutex::new(Some(conn)),
+            conn: Arc::new(Mutex::new(Some((conn, 0)))),
             mark: Mutex::new(None),
         })
     }
@@ -122,11 +127,12 @@ impl SqliteWriter {
         path: &Path,
         file: (u64, u64),
         watch: Arc<ChangeWatch>,
+        slot: Arc<WriterSlot>,
     ) -> SqliteWriter {
         SqliteWriter {
             path: path.to_path_buf(),
             served: Some((file, watch)),
-            conn: Mutex::new(None),
+            conn: slot,
             mark: Mutex::new(None),
         }
     }
@@ -178,9 +184,12 @@ impl SqliteWriter {
             Err(TryLockError::WouldBlock) => return f(&mut self.connect()?),
         };
         if kept.is_none() {
-            *kept = Some(self.connect()?);
+            *kept = Some((
+                self.connect()?,
+                CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1,
+            ));
         }
-        let Some(conn) = kept.as_mut() else {
+        let Some((conn, _)) = kept.as_mut() else {
             return Err(WriteError::Gone("no writer connection".into()));
         };
         let result = f(conn);
@@ -190,10 +199,10 @@ impl SqliteWriter {
         result
     }
 
-    /// After a commit: the served source moves its generation now.
+    /// After a commit: the served source's read snapshots are renewed.
     fn committed(&self) {
         if let Some((_, watch)) = &self.served {
-            watch.commit_seen();
+            watch.own_commit();
         }
     }
 
@@ -502,7 +511,7 @@ impl Drop for SqliteWriter {
     fn drop(&mut self) {
         if self.served.is_none()
             && let Ok(mut kept) = self.conn.lock()
-            && let Some(conn) = kept.take()
+            && let Some((conn, _)) = kept.take()
             && !conn.is_readonly("main").unwrap_or(true)
             && let Err(e) = authd_migrations::checkpoint(&conn)
         {
