@@ -21,6 +21,7 @@ pub mod notify;
 pub mod query;
 pub mod rrl;
 pub mod secondary;
+pub mod sections;
 pub mod server;
 pub mod sys;
 pub mod tsig;

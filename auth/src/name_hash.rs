@@ -2,6 +2,7 @@
 //! response's key) and rate limiting (its buckets), below both.
 
 /// A 64-bit mix of two words (splitmix64's finalizer over their sum).
+#[inline]
 pub fn mix(a: u64, b: u64) -> u64 {
     let mut z = a ^ b.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -13,6 +14,7 @@ pub fn mix(a: u64, b: u64) -> u64 {
 /// for answers, 0 otherwise), for rate limiting ([`crate::rrl::RateLimiter::account`]) and the response kinds of [`crate::query::Response`]. Eight bytes at
 /// a time with bit 5 set in each (which folds ASCII case; that it also folds
 /// a few other byte pairs only makes rare names share a bucket).
+#[inline]
 pub fn name_key(wire: &[u8], extra: u16) -> u64 {
     const FOLD: u64 = 0x2020_2020_2020_2020;
     let mut h = u64::from(extra) ^ (wire.len() as u64) << 16;

@@ -93,7 +93,7 @@ pub fn notify_message(id: u16, origin: &Name, ttl: u32, soa: &Rdata) -> Vec<u8> 
 /// True when `reply` answers the NOTIFY `id` for `origin`: same id, QR set,
 /// opcode NOTIFY, and the question names `origin` (RFC 1996 §3.8).
 pub fn is_reply_to(reply: &[u8], id: u16, origin: &Name) -> bool {
-    if crate::wire::read_reply_head(reply, id, Opcode::NOTIFY).is_err() {
+    if crate::sections::read_reply_head(reply, id, Opcode::NOTIFY).is_err() {
         return false;
     }
     crate::wire::read_name(reply, crate::wire::HEADER_LEN)

@@ -364,7 +364,7 @@ fn parse_sections(msg: &[u8], req: &Request<'_>) -> Option<(Vec<Rr>, Vec<Rr>)> {
     let prcount = u16_at(msg, 6)?;
     let upcount = u16_at(msg, 8)?;
     let read = |pos: usize, n: u16| -> Option<(Vec<Rr>, usize)> {
-        let (section, end) = wire::read_section(msg, pos, n)?;
+        let (section, end) = crate::sections::read_section(msg, pos, n)?;
         let mut rrs = Vec::with_capacity(section.len());
         for rr in section {
             // Unreadable RDATA for its type: FORMERR.

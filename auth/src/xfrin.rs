@@ -227,7 +227,7 @@ pub fn parse_reply(
     first: bool,
 ) -> Result<Vec<Record>, XfrError> {
     let bad = |what: &str| XfrError::Malformed(what.to_string());
-    let head = crate::wire::read_reply_head(msg, id, Opcode::QUERY)
+    let head = crate::sections::read_reply_head(msg, id, Opcode::QUERY)
         .map_err(|e| XfrError::Malformed(e.to_string()))?;
     if head.rcode != Rcode::NOERROR {
         return Err(XfrError::Rcode(head.rcode));
@@ -249,7 +249,7 @@ pub fn parse_reply(
         }
         _ => return Err(bad("question count")),
     }
-    let (rrs, _) = crate::wire::read_section(msg, pos, an)
+    let (rrs, _) = crate::sections::read_section(msg, pos, an)
         .ok_or_else(|| bad("a record cut short, or with a bad name or RDATA"))?;
     let mut records = Vec::with_capacity(rrs.len());
     for rr in rrs {
