@@ -25,8 +25,9 @@
 //! | QUERY | CH | any | [`crate::chaos`] (`version.bind`, `hostname.bind`) |
 //! | QUERY | other | any | REFUSED |
 //! | QUERY | IN | any, answered from an expired secondary zone | SERVFAIL (RFC 1035 §4.3.5) |
-//! | NOTIFY | IN | SOA, a secondary zone, from a primary or `[notify] allow` | NOERROR, AA (RFC 1996 §4.7); refresh woken ([`crate::secondary`]) |
-//! | NOTIFY | | other zones or senders | REFUSED |
+//! | NOTIFY | IN | SOA, a secondary zone, from a primary or `[notify] allow` | [`crate::notify_in::notify`]: NOERROR, AA (RFC 1996 §4.7); refresh woken ([`crate::secondary`]) |
+//! | NOTIFY | | other zones or senders | [`crate::notify_in::notify`]: REFUSED |
+//! | UPDATE | | a secondary zone | [`crate::notify_in::refuse_update`]: REFUSED |
 //! | UPDATE | | | [`crate::update::update`] (`[update]`: RFC 2136) |
 //! | others | | | NOTIMP |
 //!
@@ -59,12 +60,13 @@ use crate::cookies::{Checked, Cookies};
 use crate::keys::KeyRing;
 use crate::log_limit::LogLimit;
 use crate::metrics::{CookieSeen, Limited, Metrics};
+use crate::notify_in;
 use crate::query::{
     Answer, EDNS_UDP_PAYLOAD, QueryProcessor, Response, ResponseKind, Transport, render,
     reply_limit,
 };
 use crate::rrl::{Action, RateLimiter};
-use crate::secondary::{NotifyVerdict, SecondaryPolicy};
+use crate::secondary::SecondaryPolicy;
 use crate::tsig::{self, Rejection, Signer};
 use crate::update::{self, UpdatePolicy};
 use crate::wire::{self, Flags, Header, MessageWriter, Opcode, ParseError, Rcode, Request};
@@ -119,9 +121,6 @@ pub struct Dispatcher {
     /// Secondary zones: who may NOTIFY them, which have expired.
     secondary: SecondaryPolicy,
 }
-
-/// NOTIFYs refused, logged (any client can send many).
-static NOTIFY_LOG: LogLimit = LogLimit::new();
 
 /// What a message was, noted on its way for the metrics.
 #[derive(Default)]
@@ -431,7 +430,8 @@ impl Dispatcher {
     ) -> Handled {
         if req.opcode == Opcode::UPDATE {
             if self.secondary.is_secondary(&req.qname) {
-                return self.refuse_update_of_secondary(req, peer, out);
+                notify_in::refuse_update(req, peer, self.metrics.as_deref(), out);
+                return Handled::Message(ERROR);
             }
             let client = update::Client {
                 addr: peer,
@@ -450,7 +450,9 @@ impl Dispatcher {
             return Handled::Message(ERROR);
         }
         if req.opcode == Opcode::NOTIFY {
-            return self.notify(req, peer, signer, out);
+            let key = signer.map(|s| &s.key().name);
+            notify_in::notify(&self.secondary, req, peer, key, out);
+            return Handled::Message(ERROR);
         }
         if req.opcode != Opcode::QUERY {
             // Only a signed request of another opcode gets here.
@@ -522,78 +524,6 @@ impl Dispatcher {
             Ok(Some((_, zone))) => self.secondary.expired.contains(&zone.origin),
             _ => false,
         }
-    }
-
-    /// A NOTIFY (RFC 1996): accepted for a secondary zone from one of its
-    /// primaries (or `[notify] allow`), answered NOERROR with AA and the
-    /// question echoed (§4.7), waking the zone's refresh (§3.11); REFUSED
-    /// otherwise, logged within [`NOTIFY_LOG`]'s budget.
-    #[inline(never)]
-    fn notify(
-        &self,
-        req: &Request<'_>,
-        peer: IpAddr,
-        signer: Option<&Signer<'_>>,
-        out: &mut Vec<u8>,
-    ) -> Handled {
-        let key = signer.map(|s| &s.key().name);
-        let verdict = if req.qclass == Class::IN && req.qtype == RType::SOA {
-            self.secondary.notify(&req.qname, peer, key)
-        } else {
-            NotifyVerdict::NotSecondary
-        };
-        let rcode = match verdict {
-            NotifyVerdict::Accepted => Rcode::NOERROR,
-            NotifyVerdict::NotSecondary | NotifyVerdict::NotAllowed => {
-                if let Some(suppressed) = NOTIFY_LOG.allow() {
-                    tracing::warn!(
-                        suppressed,
-                        "NOTIFY for {} from {peer} refused: {}",
-                        req.qname,
-                        if verdict == NotifyVerdict::NotAllowed {
-                            "not a primary of the zone nor allowed by [notify] allow"
-                        } else {
-                            "not a secondary zone here"
-                        }
-                    );
-                }
-                Rcode::REFUSED
-            }
-        };
-        let flags = if rcode == Rcode::NOERROR {
-            Flags::AA
-        } else {
-            Flags::empty()
-        };
-        let header = Header::reply_to(req, flags, rcode);
-        wire::write_error(out, header, Some(req.question));
-        Handled::Message(ERROR)
-    }
-
-    /// An UPDATE for a secondary zone: REFUSED, the zone section echoed, as
-    /// BIND 9 answers without update forwarding (a change here would be lost
-    /// at the next transfer and could set the serial back); logged within
-    /// [`NOTIFY_LOG`]'s budget.
-    #[inline(never)]
-    fn refuse_update_of_secondary(
-        &self,
-        req: &Request<'_>,
-        peer: IpAddr,
-        out: &mut Vec<u8>,
-    ) -> Handled {
-        if let Some(suppressed) = NOTIFY_LOG.allow() {
-            tracing::warn!(
-                suppressed,
-                "UPDATE of {} from {peer} refused: a secondary zone here; send it to the primary",
-                req.qname
-            );
-        }
-        if let Some(m) = &self.metrics {
-            m.count_update(crate::metrics::UpdateResult::of(Rcode::REFUSED));
-        }
-        let header = Header::reply_to(req, Flags::empty(), Rcode::REFUSED);
-        wire::write_error(out, header, Some(req.question));
-        Handled::Message(ERROR)
     }
 
     /// The guards after a reply is made: rate limiting (UDP only; never for
