@@ -58,26 +58,18 @@ use authd_datasrc::{Class, Name, RType, SourceList};
 use crate::chaos::{self, ChaosOptions};
 use crate::cookies::{Checked, Cookies};
 use crate::keys::KeyRing;
-use crate::log_limit::LogLimit;
 use crate::metrics::{CookieSeen, Limited, Metrics};
 use crate::notify_in;
-use crate::query::{
-    Answer, EDNS_UDP_PAYLOAD, QueryProcessor, Response, ResponseKind, Transport, render,
-    reply_limit,
-};
+use crate::query::{Answer, QueryProcessor, Response, ResponseKind, Transport, render};
 use crate::rrl::{Action, RateLimiter};
 use crate::secondary::SecondaryPolicy;
-use crate::tsig::{self, Rejection, Signer};
+use crate::tsig::{self, Signer};
 use crate::update::{self, UpdatePolicy};
-use crate::wire::{self, Flags, Header, MessageWriter, Opcode, ParseError, Rcode, Request};
+use crate::wire::{self, Flags, Header, Opcode, ParseError, Rcode, Request};
 use crate::xfr::{self, TransferPolicy};
 
 /// Whether every query is logged (`authc querylog on|off`); off at start.
 pub static QUERY_LOG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// TSIG failures logged (RFC 8945 §5.2 asks for a log line; any client can
-/// send many).
-static TSIG_LOG: LogLimit = LogLimit::new();
 
 /// True when `msg` may write to a zone (an UPDATE, RFC 2136) and so may wait
 /// on storage locks (up to [`crate::update::BUSY_WAIT`]): the server answers
@@ -341,10 +333,22 @@ impl Dispatcher {
         // TSIG (RFC 8945 §5.2): verified before anything else looks at it.
         let mut signer = match req.tsig {
             None => None,
-            Some(at) => match self.verify(msg, &req, at, transport, peer, out) {
-                Ok(signer) => Some(signer),
-                Err(reply) => return reply,
-            },
+            Some(at) => {
+                let metrics = self.metrics.as_deref();
+                match tsig::check_request(
+                    &self.keys,
+                    metrics,
+                    msg,
+                    &req,
+                    at,
+                    (transport, peer),
+                    out,
+                ) {
+                    Some(signer) => Some(signer),
+                    // Rejected: its reply is in `out`.
+                    None => return Reply::Message,
+                }
+            }
         };
         // RFC 7873 §5.2: the server cookie is checked, and a new one made,
         // whatever the query is.
@@ -385,35 +389,13 @@ impl Dispatcher {
         };
         // The signature covers everything before it: last (RFC 8945 §5.3).
         if let Some(signer) = &mut signer {
-            sign(&req, signer, &mut reply, transport, out);
+            match &mut reply {
+                Reply::Nothing => {}
+                Reply::Message => signer.sign_reply(&req, transport, out),
+                Reply::Stream(messages) => signer.sign_stream(messages),
+            }
         }
         reply
-    }
-
-    /// Verifies the TSIG of `req` (the parsed `msg`) starting at `at`; the
-    /// reply to a request that fails is written into `out` and returned as
-    /// the error. Out of line, so the unsigned path stays small.
-    #[inline(never)]
-    fn verify<'k>(
-        &'k self,
-        msg: &[u8],
-        req: &Request<'_>,
-        at: usize,
-        transport: Transport,
-        peer: IpAddr,
-        out: &mut Vec<u8>,
-    ) -> Result<Signer<'k>, Reply> {
-        tsig::verify(&self.keys, msg, at, tsig::now()).map_err(|rejection| {
-            if let Some(m) = &self.metrics {
-                let i = match rejection {
-                    Rejection::FormErr => 0,
-                    Rejection::Unsigned(_) => 1,
-                    Rejection::BadTime(_) => 2,
-                };
-                m.tsig_failures[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            rejected(req, rejection, transport, peer, out)
-        })
     }
 
     /// The table (see the module documentation) for `req`, the parsed `msg`;
@@ -620,90 +602,6 @@ const ERROR: Response = Response {
     kind: ResponseKind::Error,
     key: 0,
 };
-
-/// The reply to a signed request that failed verification (RFC 8945 §5.2):
-/// FORMERR, or NOTAUTH with the TSIG error (unsigned for BADKEY and BADSIG,
-/// signed for BADTIME). Logged, within [`TSIG_LOG`]'s budget.
-fn rejected(
-    req: &Request<'_>,
-    rejection: Rejection<'_>,
-    transport: Transport,
-    peer: IpAddr,
-    out: &mut Vec<u8>,
-) -> Reply {
-    let what = match &rejection {
-        Rejection::FormErr => "malformed TSIG record or MAC size: FORMERR".to_string(),
-        Rejection::Unsigned(u) => format!("key {} ({}): {}", u.key_name, u.algorithm, u.error),
-        Rejection::BadTime(s) => format!("key {}: {}", s.key().name, s.error()),
-    };
-    if let Some(suppressed) = TSIG_LOG.allow() {
-        tracing::info!(
-            qname = %req.qname,
-            qtype = %req.qtype,
-            suppressed,
-            "TSIG: request from {peer} rejected: {what}"
-        );
-    }
-    match rejection {
-        Rejection::FormErr => {
-            error(req, Rcode::FORMERR, transport, out);
-        }
-        Rejection::Unsigned(u) => {
-            error(req, Rcode::NOTAUTH, transport, out);
-            u.append_to(out);
-        }
-        Rejection::BadTime(mut s) => {
-            error(req, Rcode::NOTAUTH, transport, out);
-            s.sign(out, tsig::now());
-        }
-    }
-    Reply::Message
-}
-
-/// Signs `reply` to the verified request `req` (RFC 8945 §5.3, §5.3.1). A
-/// single reply that the TSIG record would push over its size limit is cut
-/// to the question (and OPT) with TC set and NOERROR, as §5.3 says.
-fn sign(
-    req: &Request<'_>,
-    signer: &mut Signer<'_>,
-    reply: &mut Reply,
-    transport: Transport,
-    out: &mut Vec<u8>,
-) {
-    let now = tsig::now();
-    match reply {
-        Reply::Nothing => {}
-        Reply::Message => {
-            let limit = reply_limit(req, transport);
-            if out.len() + signer.record_len() > limit {
-                let aa = wire::u16_at(out, 2).map_or(Flags::empty(), |w| {
-                    let f = Flags::from_word(w);
-                    if f.contains(Flags::AA) {
-                        Flags::AA
-                    } else {
-                        Flags::empty()
-                    }
-                });
-                let mut w = MessageWriter::new(
-                    out,
-                    Header::reply_to(req, aa | Flags::TC, Rcode::NOERROR),
-                    limit,
-                );
-                w.push_question(req.question);
-                if let Some(e) = req.edns {
-                    w.push_opt(EDNS_UDP_PAYLOAD, Rcode::NOERROR, e.dnssec_ok);
-                }
-                w.finish();
-            }
-            signer.sign(out, now);
-        }
-        Reply::Stream(messages) => {
-            for m in messages {
-                signer.sign(m, now);
-            }
-        }
-    }
-}
 
 /// A reply to `req` with `rcode` and nothing but the question (and an OPT
 /// when the query had one).
