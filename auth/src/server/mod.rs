@@ -532,8 +532,8 @@ fn handle_guarded(
     }
 }
 
-/// [`handle_guarded`] with dnstap on: the query and its reply (one message;
-/// a transfer stream's messages are not logged) go to `tap`.
+/// [`handle_guarded`] with dnstap on: the query and its reply go to `tap`
+/// ([`crate::dnstap::Dnstap::exchange`]).
 #[inline(never)]
 fn handle_tapped(
     tap: &crate::dnstap::Dnstap,
@@ -545,10 +545,8 @@ fn handle_tapped(
 ) -> Reply {
     let qtime = std::time::SystemTime::now();
     let reply = handle_caught(dispatcher, msg, transport, peer, out);
-    let sent = (reply == Reply::Message).then(|| (out.as_slice(), std::time::SystemTime::now()));
-    // A wildcard address says nothing about where the message came to.
-    let local = local.filter(|l| !l.ip().is_unspecified());
-    tap.log(transport, (peer, local), msg, qtime, sent);
+    let sent = (reply == Reply::Message).then_some(out.as_slice());
+    tap.exchange(transport, (peer, local), msg, qtime, sent);
     reply
 }
 
