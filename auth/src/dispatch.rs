@@ -3,15 +3,29 @@
 //! message ([`Dispatcher::handle`]); sockets, framing and limits stay in
 //! [`crate::server`], DNS semantics in the handlers.
 //!
-//! Before the table, a request carrying a TSIG record is verified
-//! ([`crate::tsig::verify`], RFC 8945 §5.2): one that fails is answered
-//! FORMERR or NOTAUTH with its TSIG error (BADKEY, BADSIG, BADTIME) and goes no
-//! further; one that passes is routed by the table with the key it was signed
-//! with (for ACLs), and every reply to it is signed (§5.3): the one reply, or
-//! each message of a transfer (§5.3.1). A signed reply over the size limit is
-//! cut to the question and the TSIG, with TC set (§5.3). Signed requests are
-//! verified whatever their opcode: a signed UPDATE reaches [`crate::update`] with
-//! its key, a signed NOTIFY gets a signed answer.
+//! The guards are layers around the table, in a fixed order; each lives in
+//! the file that owns its settings and state, and this one only calls them:
+//!
+//! | step | guard | what it does |
+//! |---|---|---|
+//! | around | metrics ([`crate::metrics::Metrics::count`]) | counts the message and its reply (what the steps noted in a [`crate::metrics::Seen`]) |
+//! | 1 | TSIG verify ([`crate::tsig::check_request`], RFC 8945 §5.2) | a signed request that fails is answered FORMERR or NOTAUTH with its TSIG error (BADKEY, BADSIG, BADTIME) and goes no further; one that passes is routed with the key it was signed with (for ACLs) |
+//! | 2 | cookie check ([`crate::cookies::Cookies::check`], RFC 7873 §5.2) | the server cookie checked, a new one made |
+//! | 3 | the table (below) | one handler writes the reply |
+//! | 4 | cookie option ([`crate::cookies::Checked::append_to`]) | the reply's COOKIE option |
+//! | 5 | rate limiting ([`crate::rrl::RateLimiter::limit`]) | UDP only; never for a valid server cookie, a verified TSIG or a successful UPDATE's NOERROR, as BIND 9: send, slip (a minimal TC=1 reply, or BADCOOKIE to a client that sent a client cookie) or drop |
+//! | 6 | TSIG sign ([`crate::tsig::Signer::sign_reply`], [`crate::tsig::Signer::sign_stream`], §5.3) | the one reply, or each message of a transfer (§5.3.1); a signed reply over the size limit is cut to the question and the TSIG, with TC set |
+//!
+//! dnstap is outermost, around the server's panic guard
+//! ([`crate::dnstap::Dnstap::exchange`], called by [`crate::server`]); the
+//! dispatcher only carries the log. Signed requests are verified whatever
+//! their opcode: a signed UPDATE reaches [`crate::update`] with its key, a
+//! signed NOTIFY gets a signed answer. A message that does not parse as a
+//! query, or an unsigned one of an opcode without a handler, skips steps
+//! 1–4: its error reply is rate limited (dropped, never slipped).
+//!
+//! The table routes by opcode, class and qtype to the handlers, each in its
+//! own file:
 //!
 //! | opcode | class | qtype | handler |
 //! |---|---|---|---|
@@ -35,14 +49,6 @@
 //! malformed QUERY gets FORMERR ([`crate::wire::parse_query`]). Over UDP an
 //! ANY query is answered with one RRset (RFC 8482 §4.1).
 //!
-//! Around the table, for every reply: DNS cookies ([`crate::cookies`]; the
-//! server cookie is checked before the table, the reply's COOKIE option
-//! appended after it), then response rate limiting over UDP
-//! ([`crate::rrl`]; never for a valid server cookie, a verified TSIG or a
-//! successful UPDATE's NOERROR, as BIND 9):
-//! send, slip (a minimal TC=1 reply, or BADCOOKIE to a client that sent a
-//! client cookie) or drop; then, last, the TSIG signature.
-//!
 //! A [`Dispatcher`] is an immutable snapshot of everything a reload replaces
 //! — the sources (through the query processor), the CH answers, the transfer
 //! policy, the TSIG keys, the cookie secrets and rate limits — swapped whole
@@ -56,12 +62,12 @@ use std::sync::Arc;
 use authd_datasrc::{Class, Name, RType, SourceList};
 
 use crate::chaos::{self, ChaosOptions};
-use crate::cookies::{Checked, Cookies};
+use crate::cookies::Cookies;
 use crate::keys::KeyRing;
-use crate::metrics::{CookieSeen, Limited, Metrics};
+use crate::metrics::{Metrics, Seen, Sent};
 use crate::notify_in;
 use crate::query::{Answer, QueryProcessor, Response, ResponseKind, Transport, render};
-use crate::rrl::{Action, RateLimiter};
+use crate::rrl::{Outgoing, RateLimiter};
 use crate::secondary::SecondaryPolicy;
 use crate::tsig::{self, Signer};
 use crate::update::{self, UpdatePolicy};
@@ -112,16 +118,6 @@ pub struct Dispatcher {
     rrl: Option<Arc<RateLimiter>>,
     /// Secondary zones: who may NOTIFY them, which have expired.
     secondary: SecondaryPolicy,
-}
-
-/// What a message was, noted on its way for the metrics.
-#[derive(Default)]
-struct Seen {
-    opcode: Option<Opcode>,
-    qtype: Option<RType>,
-    kind: Option<ResponseKind>,
-    limited: Option<Limited>,
-    cookie: Option<CookieSeen>,
 }
 
 /// A routed query before the guards after the table: one message (of this
@@ -245,39 +241,17 @@ impl Dispatcher {
         };
         let mut seen = Seen::default();
         let reply = self.handle_seen(msg, transport, peer, out, &mut seen);
-        let Some(opcode) = seen.opcode else {
-            return reply;
+        let sent = match &reply {
+            Reply::Nothing => Sent::Nothing,
+            Reply::Message => Sent::Message(out),
+            Reply::Stream(messages) => Sent::Stream(messages),
         };
-        let rcode = match &reply {
-            Reply::Nothing => None,
-            Reply::Message => Some(wire::reply_rcode(out)),
-            Reply::Stream(messages) => {
-                let rcode = messages.first().map(|m| wire::reply_rcode(m));
-                let kind = usize::from(seen.qtype == Some(RType::IXFR));
-                let result = usize::from(rcode != Some(Rcode::NOERROR));
-                metrics.transfers[kind][result].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                rcode
-            }
-        };
-        metrics.worker(|w| {
-            w.query(transport, opcode, seen.qtype, rcode);
-            if let Some(kind) = seen.kind
-                && reply == Reply::Message
-            {
-                let tc = out.get(2).is_some_and(|b| b & 0x02 != 0);
-                w.response(kind, tc);
-            }
-            if let Some(l) = seen.limited {
-                w.limited(l);
-            }
-            if let Some(c) = seen.cookie {
-                w.cookie(c);
-            }
-        });
+        metrics.count(transport, &seen, sent);
         reply
     }
 
-    /// [`Self::handle`], noting what the message was in `seen` (for metrics).
+    /// [`Self::handle`], noting what the message was in `seen` (for
+    /// metrics): the pipeline of the module documentation.
     fn handle_seen(
         &self,
         msg: &[u8],
@@ -308,7 +282,7 @@ impl Dispatcher {
                 Rcode::NOTIMP,
             );
             wire::write_error(out, header, None);
-            return self.limit(None, transport, peer, ERROR, None, false, now, out, seen);
+            return self.rate_limit(&unparsed(peer, transport, now), out, seen);
         }
         let req = match parsed {
             Ok(req) => req,
@@ -323,14 +297,14 @@ impl Dispatcher {
                 let header = Header::reply(id, opcode, flags, wire::Flags::empty(), rcode);
                 let question = question.and_then(|(start, end)| msg.get(start..end));
                 wire::write_error(out, header, question);
-                return self.limit(None, transport, peer, ERROR, None, false, now, out, seen);
+                return self.rate_limit(&unparsed(peer, transport, now), out, seen);
             }
         };
         seen.qtype = Some(req.qtype);
         if QUERY_LOG.load(std::sync::atomic::Ordering::Relaxed) {
             log_query(&req, transport, peer);
         }
-        // TSIG (RFC 8945 §5.2): verified before anything else looks at it.
+        // 1. TSIG (RFC 8945 §5.2): verified before anything else looks at it.
         let mut signer = match req.tsig {
             None => None,
             Some(at) => {
@@ -350,44 +324,41 @@ impl Dispatcher {
                 }
             }
         };
-        // RFC 7873 §5.2: the server cookie is checked, and a new one made,
-        // whatever the query is.
-        let cookie = match (&self.cookies, req.edns.and_then(|e| e.cookie)) {
-            (Some(cookies), Some(cookie)) => Some(cookies.answer(&cookie, peer, now)),
-            _ => None,
+        // 2. Cookies (RFC 7873 §5.2): the server cookie checked, and a new
+        // one made, whatever the query is.
+        let cookie = match &self.cookies {
+            Some(cookies) => cookies.check(&req, peer, now, seen),
+            None => None,
         };
-        seen.cookie = cookie.map(|c| {
-            if c.valid {
-                CookieSeen::Valid
-            } else {
-                CookieSeen::New
-            }
-        });
-        let mut reply = match self.route(msg, &req, transport, peer, out, signer.as_ref()) {
+        // 3. The table.
+        let handled = self.route(msg, &req, transport, peer, out, signer.as_ref());
+        // 4. The cookie option, on the one reply.
+        if let (Some(c), Handled::Message(_) | Handled::Unlimited) = (&cookie, &handled) {
+            c.append_to(out);
+        }
+        let mut reply = match handled {
             Handled::Stream(messages) => Reply::Stream(messages),
             Handled::Unlimited => {
                 seen.kind = Some(ERROR.kind);
-                if let Some(c) = &cookie {
-                    wire::append_cookie(out, &c.reply);
-                }
                 Reply::Message
             }
             Handled::Message(response) => {
                 seen.kind = Some(response.kind);
-                self.limit(
-                    Some(&req),
+                // 5. Rate limiting.
+                let outgoing = Outgoing {
+                    client: peer,
                     transport,
-                    peer,
                     response,
-                    cookie.as_ref(),
-                    signer.is_some(),
+                    request: Some(&req),
+                    cookie: cookie.as_ref(),
+                    authenticated: signer.is_some(),
                     now,
-                    out,
-                    seen,
-                )
+                };
+                self.rate_limit(&outgoing, out, seen)
             }
         };
-        // The signature covers everything before it: last (RFC 8945 §5.3).
+        // 6. TSIG: the signature covers everything before it, last (RFC 8945
+        // §5.3).
         if let Some(signer) = &mut signer {
             match &mut reply {
                 Reply::Nothing => {}
@@ -396,6 +367,16 @@ impl Dispatcher {
             }
         }
         reply
+    }
+
+    /// Rate limiting, when on ([`RateLimiter::limit`]): the one reply in
+    /// `out` is sent, replaced by a slip, or dropped.
+    #[inline]
+    fn rate_limit(&self, reply: &Outgoing<'_>, out: &mut Vec<u8>, seen: &mut Seen) -> Reply {
+        match &self.rrl {
+            Some(rrl) if !rrl.limit(reply, out, seen) => Reply::Nothing,
+            _ => Reply::Message,
+        }
     }
 
     /// The table (see the module documentation) for `req`, the parsed `msg`;
@@ -507,63 +488,6 @@ impl Dispatcher {
             _ => false,
         }
     }
-
-    /// The guards after a reply is made: rate limiting (UDP only; never for
-    /// a client that brought a valid server cookie, nor for a request whose
-    /// TSIG verified: `authenticated`), then the reply's COOKIE option.
-    /// `req` is `None` for a message that did not parse as a query; `now` is
-    /// the Unix time in seconds, read once per message (0 when no guard is on).
-    #[allow(clippy::too_many_arguments)]
-    fn limit(
-        &self,
-        req: Option<&Request<'_>>,
-        transport: Transport,
-        peer: IpAddr,
-        response: Response,
-        cookie: Option<&Checked>,
-        authenticated: bool,
-        now: u64,
-        out: &mut Vec<u8>,
-        seen: &mut Seen,
-    ) -> Reply {
-        if transport == Transport::Udp
-            && let Some(rrl) = &self.rrl
-            && !authenticated
-            && !cookie.is_some_and(|c| c.valid)
-        {
-            match rrl.account(peer, response.kind, response.key, now) {
-                Action::Send => {}
-                Action::Drop => {
-                    seen.limited = Some(Limited::Dropped);
-                    return Reply::Nothing;
-                }
-                Action::Slip => {
-                    seen.limited = Some(Limited::Slipped);
-                    let Some(req) = req else {
-                        return Reply::Nothing;
-                    };
-                    if let Some(c) = cookie {
-                        // RFC 7873 §5.2.3: a client cookie without a valid
-                        // server cookie may get BADCOOKIE and a new one, so
-                        // a real client retries with it (and is not limited).
-                        render(req, &Answer::new(Rcode::BADCOOKIE, false), transport, out);
-                        wire::append_cookie(out, &c.reply);
-                    } else {
-                        // A minimal truncated reply: a real client retries over TCP.
-                        render(req, &Answer::new(Rcode::NOERROR, false), transport, out);
-                        if let Some(b) = out.get_mut(2) {
-                            *b |= (wire::Flags::TC.bits() >> 8) as u8;
-                        }
-                    }
-                    return Reply::Message;
-                }
-            }
-        }
-        if let Some(c) = cookie {
-            wire::append_cookie(out, &c.reply);
-        }
-        Reply::Message
-    }
 }
 
 /// One query log line (`authc querylog on`): client, transport, question,
@@ -602,6 +526,21 @@ const ERROR: Response = Response {
     kind: ResponseKind::Error,
     key: 0,
 };
+
+/// The error reply to a message that did not parse as a query (in `out`),
+/// as rate limiting sees it: an error to `client`, dropped rather than
+/// slipped, never exempt.
+fn unparsed(client: IpAddr, transport: Transport, now: u64) -> Outgoing<'static> {
+    Outgoing {
+        client,
+        transport,
+        response: ERROR,
+        request: None,
+        cookie: None,
+        authenticated: false,
+        now,
+    }
+}
 
 /// A reply to `req` with `rcode` and nothing but the question (and an OPT
 /// when the query had one).
