@@ -370,8 +370,10 @@ impl Dispatcher {
     }
 
     /// Rate limiting, when on ([`RateLimiter::limit`]): the one reply in
-    /// `out` is sent, replaced by a slip, or dropped.
-    #[inline]
+    /// `out` is sent, replaced by a slip, or dropped. Inlined into each of
+    /// its three callers, as the guard was before it had a file of its own:
+    /// with rate limiting off it is one branch.
+    #[inline(always)]
     fn rate_limit(&self, reply: &Outgoing<'_>, out: &mut Vec<u8>, seen: &mut Seen) -> Reply {
         match &self.rrl {
             Some(rrl) if !rrl.limit(reply, out, seen) => Reply::Nothing,

@@ -159,8 +159,9 @@ impl RateLimiter {
     /// client that sent a client cookie (RFC 7873 §5.2.3: a real client
     /// retries with it, and is not limited), else a minimal reply with TC
     /// set (a real client retries over TCP). `false`: send nothing. What
-    /// was done is noted in `seen`.
-    #[inline]
+    /// was done is noted in `seen`. Inlined into the dispatcher, as it was
+    /// before it had a file of its own (no call per reply).
+    #[inline(always)]
     pub fn limit(&self, reply: &Outgoing<'_>, out: &mut Vec<u8>, seen: &mut Seen) -> bool {
         if reply.transport != Transport::Udp
             || reply.authenticated
