@@ -47,15 +47,12 @@ use std::sync::Arc;
 
 use anyhow::{Context, anyhow, bail};
 use authd::config::{self, Config, DataSourceConfig, MemoryZoneConfig};
-use authd::cookies::Cookies;
-use authd::dispatch::Dispatcher;
 use authd::keys::{self, Algorithm};
 use authd::metrics::Metrics;
 use authd::notify::{Notifier, NotifySettings};
-use authd::rrl::RateLimiter;
 use authd::secondary::{Refresher, SecondarySettings};
 use authd::server::reload::{self, LoadState};
-use authd::server::{DispatcherHandle, Server, ServerSettings};
+use authd::server::{DispatcherHandle, Server, ServerSettings, build};
 use authd_datasrc::sqlite::{SqliteSource, SqliteWriter};
 use authd_datasrc::write::JournalPolicy;
 use authd_datasrc::{DataSource, Name};
@@ -366,10 +363,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // Follow the secondary zones' primaries (RFC 1035 §4.3.5, RFC 1996).
     let refresher = Refresher::spawn(secondary_settings(&config, &sources), metrics.clone());
     let notify = notify_settings(&config, &sources);
-    let handle = DispatcherHandle::new(Arc::new(
-        dispatcher(&config, sources, None, metrics.clone(), &refresher)?
-            .with_dnstap(dnstap.clone()),
-    ));
+    let handle = DispatcherHandle::new(Arc::new(build::dispatcher(
+        &config,
+        sources,
+        &refresher,
+        metrics.clone(),
+        dnstap.clone(),
+    )?));
     if let Some(m) = &metrics {
         let h = handle.clone();
         m.set_sources(Box::new(move || h.load().sources().clone()));
@@ -427,54 +427,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     served?;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Everything `config` says about answering, over `sources`: one snapshot
-/// that a reload replaces whole. With the dispatcher it replaces
-/// (`previous`), cookie secrets carry over (a changed secret keeps the old
-/// one accepted for a while; a random one is kept).
-///
-/// Errors: no random bytes for a cookie secret.
-fn dispatcher(
-    config: &Config,
-    sources: authd_datasrc::SourceList,
-    previous: Option<&Dispatcher>,
-    metrics: Option<Arc<Metrics>>,
-    refresher: &Refresher,
-) -> anyhow::Result<Dispatcher> {
-    let cookies = if config.cookies.enabled {
-        let fresh = match config.cookies.secret {
-            Some(secret) => Cookies::with_secret(secret),
-            // Keep a random key across reloads; a configured secret taken
-            // out of the file (say, leaked) is not kept: a new random one.
-            None => match previous.and_then(Dispatcher::cookies) {
-                Some(c) if c.is_random() => c.clone(),
-                _ => Cookies::random()?,
-            },
-        };
-        Some(match previous.and_then(Dispatcher::cookies) {
-            Some(old) => old.reloaded(fresh, authd::sys::unix_seconds()),
-            None => fresh,
-        })
-    } else {
-        None
-    };
-    let rrl = config.rrl.enabled.then(|| {
-        match previous.and_then(Dispatcher::rrl) {
-            // Same settings: keep the buckets, so a reload forgives no one.
-            Some(old) if *old.settings() == config.rrl.settings => Arc::clone(old),
-            _ => Arc::new(RateLimiter::new(config.rrl.settings.clone())),
-        }
-    });
-    Ok(Dispatcher::new(sources)
-        .with_chaos(config.chaos.options())
-        .with_transfer(config.transfer_policy())
-        .with_update(config.update_policy())
-        .with_keys(config.key_ring())
-        .with_cookies(cookies)
-        .with_rrl(rrl)
-        .with_metrics(metrics)
-        .with_secondary(refresher.policy(&config.secondary, &config.notify.allow)))
 }
 
 /// The secondary zones of `config` and the keys their primaries use.
@@ -605,12 +557,7 @@ async fn reload_loop(
                 refresher.update(secondary_settings(&config, &loaded.sources));
                 let notify = notify_settings(&config, &loaded.sources);
                 log_serving(&loaded.sources, "reload: ");
-                let current = handle.load();
-                let metrics = current.metrics().cloned();
-                let dnstap = current.dnstap().cloned();
-                let next = dispatcher(&config, loaded.sources, Some(&current), metrics, &refresher)
-                    .map(|d| d.with_dnstap(dnstap));
-                drop(current);
+                let next = build::reloaded(&config, loaded.sources, &refresher, &handle.load());
                 match next {
                     Err(e) => {
                         state = Some(loaded.state);

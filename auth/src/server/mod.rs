@@ -24,7 +24,7 @@
 //!
 //! Reload: the server answers with the dispatcher held by a [`DispatcherHandle`];
 //! [`DispatcherHandle::store`] swaps in a new one (built off the query path, see
-//! [`reload`]) atomically: sources, transfer policy and every other setting a
+//! [`reload`] for the sources and [`build`] for the rest) atomically: sources, transfer policy and every other setting a
 //! reload may change. Each message is handled by one dispatcher from start to
 //! end, old or new; no lock is taken on the query path (an `ArcSwap` load).
 //!
@@ -32,6 +32,7 @@
 //! listeners close; open TCP connections get [`SHUTDOWN_GRACE`] to finish the
 //! query they are on, then are dropped.
 
+pub mod build;
 mod conns;
 pub mod reload;
 mod tcp;
