@@ -23,7 +23,8 @@ use std::net::IpAddr;
 
 use siphasher::sip::SipHasher24;
 
-use crate::wire::Cookie;
+use crate::metrics::{CookieSeen, Seen};
+use crate::wire::{self, Cookie, Request};
 
 /// Length of a server cookie made here, bytes.
 pub const SERVER_COOKIE_LEN: usize = 16;
@@ -75,6 +76,15 @@ pub struct Checked {
     pub valid: bool,
     /// The COOKIE option data for the reply.
     pub reply: ReplyCookie,
+}
+
+impl Checked {
+    /// The cookie guard, after the table: appends the reply's COOKIE option
+    /// to the OPT record ending the reply in `out` (nothing when it has none).
+    #[inline]
+    pub fn append_to(&self, out: &mut Vec<u8>) {
+        wire::append_cookie(out, &self.reply);
+    }
 }
 
 /// Why cookie secrets could not be set up.
@@ -139,6 +149,31 @@ impl Cookies {
             }
             (_, source) => Cookies { source },
         }
+    }
+
+    /// The cookie guard, before the table (RFC 7873 §5.2: the server cookie
+    /// is checked, and a new one made, whatever the query is): checks the
+    /// COOKIE option of request `req` from `client` at Unix time `now`
+    /// (seconds), noting what it was in `seen`. `None` when the request has
+    /// no COOKIE option.
+    #[inline]
+    pub fn check(
+        &self,
+        req: &Request<'_>,
+        client: IpAddr,
+        now: u64,
+        seen: &mut Seen,
+    ) -> Option<Checked> {
+        let checked = req
+            .edns
+            .and_then(|e| e.cookie)
+            .map(|cookie| self.answer(&cookie, client, now))?;
+        seen.cookie = Some(if checked.valid {
+            CookieSeen::Valid
+        } else {
+            CookieSeen::New
+        });
+        Some(checked)
     }
 
     /// Checks `cookie` from `client` at Unix time `now` (seconds) and makes

@@ -3,15 +3,29 @@
 //! message ([`Dispatcher::handle`]); sockets, framing and limits stay in
 //! [`crate::server`], DNS semantics in the handlers.
 //!
-//! Before the table, a request carrying a TSIG record is verified
-//! ([`crate::tsig::verify`], RFC 8945 §5.2): one that fails is answered
-//! FORMERR or NOTAUTH with its TSIG error (BADKEY, BADSIG, BADTIME) and goes no
-//! further; one that passes is routed by the table with the key it was signed
-//! with (for ACLs), and every reply to it is signed (§5.3): the one reply, or
-//! each message of a transfer (§5.3.1). A signed reply over the size limit is
-//! cut to the question and the TSIG, with TC set (§5.3). Signed requests are
-//! verified whatever their opcode: a signed UPDATE reaches [`crate::update`] with
-//! its key, a signed NOTIFY gets a signed answer.
+//! The guards are layers around the table, in a fixed order; each lives in
+//! the file that owns its settings and state, and this one only calls them:
+//!
+//! | step | guard | what it does |
+//! |---|---|---|
+//! | around | metrics ([`crate::metrics::Metrics::count`]) | counts the message and its reply (what the steps noted in a [`crate::metrics::Seen`]) |
+//! | 1 | TSIG verify ([`crate::tsig::check_request`], RFC 8945 §5.2) | a signed request that fails is answered FORMERR or NOTAUTH with its TSIG error (BADKEY, BADSIG, BADTIME) and goes no further; one that passes is routed with the key it was signed with (for ACLs) |
+//! | 2 | cookie check ([`crate::cookies::Cookies::check`], RFC 7873 §5.2) | the server cookie checked, a new one made |
+//! | 3 | the table (below) | one handler writes the reply |
+//! | 4 | cookie option ([`crate::cookies::Checked::append_to`]) | the reply's COOKIE option |
+//! | 5 | rate limiting ([`crate::rrl::RateLimiter::limit`]) | UDP only; never for a valid server cookie, a verified TSIG or a successful UPDATE's NOERROR, as BIND 9: send, slip (a minimal TC=1 reply, or BADCOOKIE to a client that sent a client cookie) or drop |
+//! | 6 | TSIG sign ([`crate::tsig::Signer::sign_reply`], [`crate::tsig::Signer::sign_stream`], §5.3) | the one reply, or each message of a transfer (§5.3.1); a signed reply over the size limit is cut to the question and the TSIG, with TC set |
+//!
+//! dnstap is outermost, around the server's panic guard
+//! ([`crate::dnstap::Dnstap::exchange`], called by [`crate::server`]); the
+//! dispatcher only carries the log. Signed requests are verified whatever
+//! their opcode: a signed UPDATE reaches [`crate::update`] with its key, a
+//! signed NOTIFY gets a signed answer. A message that does not parse as a
+//! query, or an unsigned one of an opcode without a handler, skips steps
+//! 1–4: its error reply is rate limited (dropped, never slipped).
+//!
+//! The table routes by opcode, class and qtype to the handlers, each in its
+//! own file:
 //!
 //! | opcode | class | qtype | handler |
 //! |---|---|---|---|
@@ -25,22 +39,15 @@
 //! | QUERY | CH | any | [`crate::chaos`] (`version.bind`, `hostname.bind`) |
 //! | QUERY | other | any | REFUSED |
 //! | QUERY | IN | any, answered from an expired secondary zone | SERVFAIL (RFC 1035 §4.3.5) |
-//! | NOTIFY | IN | SOA, a secondary zone, from a primary or `[notify] allow` | NOERROR, AA (RFC 1996 §4.7); refresh woken ([`crate::secondary`]) |
-//! | NOTIFY | | other zones or senders | REFUSED |
+//! | NOTIFY | IN | SOA, a secondary zone, from a primary or `[notify] allow` | [`crate::notify_in::notify`]: NOERROR, AA (RFC 1996 §4.7); refresh woken ([`crate::secondary`]) |
+//! | NOTIFY | | other zones or senders | [`crate::notify_in::notify`]: REFUSED |
+//! | UPDATE | | a secondary zone | [`crate::notify_in::refuse_update`]: REFUSED |
 //! | UPDATE | | | [`crate::update::update`] (`[update]`: RFC 2136) |
 //! | others | | | NOTIMP |
 //!
 //! A message shorter than a header, or a response (QR=1), gets nothing; a
 //! malformed QUERY gets FORMERR ([`crate::wire::parse_query`]). Over UDP an
 //! ANY query is answered with one RRset (RFC 8482 §4.1).
-//!
-//! Around the table, for every reply: DNS cookies ([`crate::cookies`]; the
-//! server cookie is checked before the table, the reply's COOKIE option
-//! appended after it), then response rate limiting over UDP
-//! ([`crate::rrl`]; never for a valid server cookie, a verified TSIG or a
-//! successful UPDATE's NOERROR, as BIND 9):
-//! send, slip (a minimal TC=1 reply, or BADCOOKIE to a client that sent a
-//! client cookie) or drop; then, last, the TSIG signature.
 //!
 //! A [`Dispatcher`] is an immutable snapshot of everything a reload replaces
 //! — the sources (through the query processor), the CH answers, the transfer
@@ -55,27 +62,20 @@ use std::sync::Arc;
 use authd_datasrc::{Class, Name, RType, SourceList};
 
 use crate::chaos::{self, ChaosOptions};
-use crate::cookies::{Checked, Cookies};
+use crate::cookies::Cookies;
 use crate::keys::KeyRing;
-use crate::log_limit::LogLimit;
-use crate::metrics::{CookieSeen, Limited, Metrics};
-use crate::query::{
-    Answer, EDNS_UDP_PAYLOAD, QueryProcessor, Response, ResponseKind, Transport, render,
-    reply_limit,
-};
-use crate::rrl::{Action, RateLimiter};
-use crate::secondary::{NotifyVerdict, SecondaryPolicy};
-use crate::tsig::{self, Rejection, Signer};
+use crate::metrics::{Metrics, Seen, Sent};
+use crate::notify_in;
+use crate::query::{Answer, QueryProcessor, Response, ResponseKind, Transport, render};
+use crate::rrl::{Outgoing, RateLimiter};
+use crate::secondary::SecondaryPolicy;
+use crate::tsig::{self, Signer};
 use crate::update::{self, UpdatePolicy};
-use crate::wire::{self, Flags, Header, MessageWriter, Opcode, ParseError, Rcode, Request};
+use crate::wire::{self, Flags, Header, Opcode, ParseError, Rcode, Request};
 use crate::xfr::{self, TransferPolicy};
 
 /// Whether every query is logged (`authc querylog on|off`); off at start.
 pub static QUERY_LOG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// TSIG failures logged (RFC 8945 §5.2 asks for a log line; any client can
-/// send many).
-static TSIG_LOG: LogLimit = LogLimit::new();
 
 /// True when `msg` may write to a zone (an UPDATE, RFC 2136) and so may wait
 /// on storage locks (up to [`crate::update::BUSY_WAIT`]): the server answers
@@ -118,19 +118,6 @@ pub struct Dispatcher {
     rrl: Option<Arc<RateLimiter>>,
     /// Secondary zones: who may NOTIFY them, which have expired.
     secondary: SecondaryPolicy,
-}
-
-/// NOTIFYs refused, logged (any client can send many).
-static NOTIFY_LOG: LogLimit = LogLimit::new();
-
-/// What a message was, noted on its way for the metrics.
-#[derive(Default)]
-struct Seen {
-    opcode: Option<Opcode>,
-    qtype: Option<RType>,
-    kind: Option<ResponseKind>,
-    limited: Option<Limited>,
-    cookie: Option<CookieSeen>,
 }
 
 /// A routed query before the guards after the table: one message (of this
@@ -254,39 +241,17 @@ impl Dispatcher {
         };
         let mut seen = Seen::default();
         let reply = self.handle_seen(msg, transport, peer, out, &mut seen);
-        let Some(opcode) = seen.opcode else {
-            return reply;
+        let sent = match &reply {
+            Reply::Nothing => Sent::Nothing,
+            Reply::Message => Sent::Message(out),
+            Reply::Stream(messages) => Sent::Stream(messages),
         };
-        let rcode = match &reply {
-            Reply::Nothing => None,
-            Reply::Message => Some(wire::reply_rcode(out)),
-            Reply::Stream(messages) => {
-                let rcode = messages.first().map(|m| wire::reply_rcode(m));
-                let kind = usize::from(seen.qtype == Some(RType::IXFR));
-                let result = usize::from(rcode != Some(Rcode::NOERROR));
-                metrics.transfers[kind][result].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                rcode
-            }
-        };
-        metrics.worker(|w| {
-            w.query(transport, opcode, seen.qtype, rcode);
-            if let Some(kind) = seen.kind
-                && reply == Reply::Message
-            {
-                let tc = out.get(2).is_some_and(|b| b & 0x02 != 0);
-                w.response(kind, tc);
-            }
-            if let Some(l) = seen.limited {
-                w.limited(l);
-            }
-            if let Some(c) = seen.cookie {
-                w.cookie(c);
-            }
-        });
+        metrics.count(transport, &seen, sent);
         reply
     }
 
-    /// [`Self::handle`], noting what the message was in `seen` (for metrics).
+    /// [`Self::handle`], noting what the message was in `seen` (for
+    /// metrics): the pipeline of the module documentation.
     fn handle_seen(
         &self,
         msg: &[u8],
@@ -317,7 +282,7 @@ impl Dispatcher {
                 Rcode::NOTIMP,
             );
             wire::write_error(out, header, None);
-            return self.limit(None, transport, peer, ERROR, None, false, now, out, seen);
+            return self.rate_limit(&unparsed(peer, transport, now), out, seen);
         }
         let req = match parsed {
             Ok(req) => req,
@@ -332,89 +297,88 @@ impl Dispatcher {
                 let header = Header::reply(id, opcode, flags, wire::Flags::empty(), rcode);
                 let question = question.and_then(|(start, end)| msg.get(start..end));
                 wire::write_error(out, header, question);
-                return self.limit(None, transport, peer, ERROR, None, false, now, out, seen);
+                return self.rate_limit(&unparsed(peer, transport, now), out, seen);
             }
         };
         seen.qtype = Some(req.qtype);
         if QUERY_LOG.load(std::sync::atomic::Ordering::Relaxed) {
             log_query(&req, transport, peer);
         }
-        // TSIG (RFC 8945 §5.2): verified before anything else looks at it.
+        // 1. TSIG (RFC 8945 §5.2): verified before anything else looks at it.
         let mut signer = match req.tsig {
             None => None,
-            Some(at) => match self.verify(msg, &req, at, transport, peer, out) {
-                Ok(signer) => Some(signer),
-                Err(reply) => return reply,
-            },
-        };
-        // RFC 7873 §5.2: the server cookie is checked, and a new one made,
-        // whatever the query is.
-        let cookie = match (&self.cookies, req.edns.and_then(|e| e.cookie)) {
-            (Some(cookies), Some(cookie)) => Some(cookies.answer(&cookie, peer, now)),
-            _ => None,
-        };
-        seen.cookie = cookie.map(|c| {
-            if c.valid {
-                CookieSeen::Valid
-            } else {
-                CookieSeen::New
+            Some(at) => {
+                let metrics = self.metrics.as_deref();
+                match tsig::check_request(
+                    &self.keys,
+                    metrics,
+                    msg,
+                    &req,
+                    at,
+                    (transport, peer),
+                    out,
+                ) {
+                    Some(signer) => Some(signer),
+                    // Rejected: its reply is in `out`.
+                    None => return Reply::Message,
+                }
             }
-        });
-        let mut reply = match self.route(msg, &req, transport, peer, out, signer.as_ref()) {
+        };
+        // 2. Cookies (RFC 7873 §5.2): the server cookie checked, and a new
+        // one made, whatever the query is.
+        let cookie = match &self.cookies {
+            Some(cookies) => cookies.check(&req, peer, now, seen),
+            None => None,
+        };
+        // 3. The table.
+        let handled = self.route(msg, &req, transport, peer, out, signer.as_ref());
+        // 4. The cookie option, on the one reply.
+        if let (Some(c), Handled::Message(_) | Handled::Unlimited) = (&cookie, &handled) {
+            c.append_to(out);
+        }
+        let mut reply = match handled {
             Handled::Stream(messages) => Reply::Stream(messages),
             Handled::Unlimited => {
                 seen.kind = Some(ERROR.kind);
-                if let Some(c) = &cookie {
-                    wire::append_cookie(out, &c.reply);
-                }
                 Reply::Message
             }
             Handled::Message(response) => {
                 seen.kind = Some(response.kind);
-                self.limit(
-                    Some(&req),
+                // 5. Rate limiting.
+                let outgoing = Outgoing {
+                    client: peer,
                     transport,
-                    peer,
                     response,
-                    cookie.as_ref(),
-                    signer.is_some(),
+                    request: Some(&req),
+                    cookie: cookie.as_ref(),
+                    authenticated: signer.is_some(),
                     now,
-                    out,
-                    seen,
-                )
+                };
+                self.rate_limit(&outgoing, out, seen)
             }
         };
-        // The signature covers everything before it: last (RFC 8945 §5.3).
+        // 6. TSIG: the signature covers everything before it, last (RFC 8945
+        // §5.3).
         if let Some(signer) = &mut signer {
-            sign(&req, signer, &mut reply, transport, out);
+            match &mut reply {
+                Reply::Nothing => {}
+                Reply::Message => signer.sign_reply(&req, transport, out),
+                Reply::Stream(messages) => signer.sign_stream(messages),
+            }
         }
         reply
     }
 
-    /// Verifies the TSIG of `req` (the parsed `msg`) starting at `at`; the
-    /// reply to a request that fails is written into `out` and returned as
-    /// the error. Out of line, so the unsigned path stays small.
-    #[inline(never)]
-    fn verify<'k>(
-        &'k self,
-        msg: &[u8],
-        req: &Request<'_>,
-        at: usize,
-        transport: Transport,
-        peer: IpAddr,
-        out: &mut Vec<u8>,
-    ) -> Result<Signer<'k>, Reply> {
-        tsig::verify(&self.keys, msg, at, tsig::now()).map_err(|rejection| {
-            if let Some(m) = &self.metrics {
-                let i = match rejection {
-                    Rejection::FormErr => 0,
-                    Rejection::Unsigned(_) => 1,
-                    Rejection::BadTime(_) => 2,
-                };
-                m.tsig_failures[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            rejected(req, rejection, transport, peer, out)
-        })
+    /// Rate limiting, when on ([`RateLimiter::limit`]): the one reply in
+    /// `out` is sent, replaced by a slip, or dropped. Inlined into each of
+    /// its three callers, as the guard was before it had a file of its own:
+    /// with rate limiting off it is one branch.
+    #[inline(always)]
+    fn rate_limit(&self, reply: &Outgoing<'_>, out: &mut Vec<u8>, seen: &mut Seen) -> Reply {
+        match &self.rrl {
+            Some(rrl) if !rrl.limit(reply, out, seen) => Reply::Nothing,
+            _ => Reply::Message,
+        }
     }
 
     /// The table (see the module documentation) for `req`, the parsed `msg`;
@@ -431,7 +395,8 @@ impl Dispatcher {
     ) -> Handled {
         if req.opcode == Opcode::UPDATE {
             if self.secondary.is_secondary(&req.qname) {
-                return self.refuse_update_of_secondary(req, peer, out);
+                notify_in::refuse_update(req, peer, self.metrics.as_deref(), out);
+                return Handled::Message(ERROR);
             }
             let client = update::Client {
                 addr: peer,
@@ -450,7 +415,9 @@ impl Dispatcher {
             return Handled::Message(ERROR);
         }
         if req.opcode == Opcode::NOTIFY {
-            return self.notify(req, peer, signer, out);
+            let key = signer.map(|s| &s.key().name);
+            notify_in::notify(&self.secondary, req, peer, key, out);
+            return Handled::Message(ERROR);
         }
         if req.opcode != Opcode::QUERY {
             // Only a signed request of another opcode gets here.
@@ -523,135 +490,6 @@ impl Dispatcher {
             _ => false,
         }
     }
-
-    /// A NOTIFY (RFC 1996): accepted for a secondary zone from one of its
-    /// primaries (or `[notify] allow`), answered NOERROR with AA and the
-    /// question echoed (§4.7), waking the zone's refresh (§3.11); REFUSED
-    /// otherwise, logged within [`NOTIFY_LOG`]'s budget.
-    #[inline(never)]
-    fn notify(
-        &self,
-        req: &Request<'_>,
-        peer: IpAddr,
-        signer: Option<&Signer<'_>>,
-        out: &mut Vec<u8>,
-    ) -> Handled {
-        let key = signer.map(|s| &s.key().name);
-        let verdict = if req.qclass == Class::IN && req.qtype == RType::SOA {
-            self.secondary.notify(&req.qname, peer, key)
-        } else {
-            NotifyVerdict::NotSecondary
-        };
-        let rcode = match verdict {
-            NotifyVerdict::Accepted => Rcode::NOERROR,
-            NotifyVerdict::NotSecondary | NotifyVerdict::NotAllowed => {
-                if let Some(suppressed) = NOTIFY_LOG.allow() {
-                    tracing::warn!(
-                        suppressed,
-                        "NOTIFY for {} from {peer} refused: {}",
-                        req.qname,
-                        if verdict == NotifyVerdict::NotAllowed {
-                            "not a primary of the zone nor allowed by [notify] allow"
-                        } else {
-                            "not a secondary zone here"
-                        }
-                    );
-                }
-                Rcode::REFUSED
-            }
-        };
-        let flags = if rcode == Rcode::NOERROR {
-            Flags::AA
-        } else {
-            Flags::empty()
-        };
-        let header = Header::reply_to(req, flags, rcode);
-        wire::write_error(out, header, Some(req.question));
-        Handled::Message(ERROR)
-    }
-
-    /// An UPDATE for a secondary zone: REFUSED, the zone section echoed, as
-    /// BIND 9 answers without update forwarding (a change here would be lost
-    /// at the next transfer and could set the serial back); logged within
-    /// [`NOTIFY_LOG`]'s budget.
-    #[inline(never)]
-    fn refuse_update_of_secondary(
-        &self,
-        req: &Request<'_>,
-        peer: IpAddr,
-        out: &mut Vec<u8>,
-    ) -> Handled {
-        if let Some(suppressed) = NOTIFY_LOG.allow() {
-            tracing::warn!(
-                suppressed,
-                "UPDATE of {} from {peer} refused: a secondary zone here; send it to the primary",
-                req.qname
-            );
-        }
-        if let Some(m) = &self.metrics {
-            m.count_update(crate::metrics::UpdateResult::of(Rcode::REFUSED));
-        }
-        let header = Header::reply_to(req, Flags::empty(), Rcode::REFUSED);
-        wire::write_error(out, header, Some(req.question));
-        Handled::Message(ERROR)
-    }
-
-    /// The guards after a reply is made: rate limiting (UDP only; never for
-    /// a client that brought a valid server cookie, nor for a request whose
-    /// TSIG verified: `authenticated`), then the reply's COOKIE option.
-    /// `req` is `None` for a message that did not parse as a query; `now` is
-    /// the Unix time in seconds, read once per message (0 when no guard is on).
-    #[allow(clippy::too_many_arguments)]
-    fn limit(
-        &self,
-        req: Option<&Request<'_>>,
-        transport: Transport,
-        peer: IpAddr,
-        response: Response,
-        cookie: Option<&Checked>,
-        authenticated: bool,
-        now: u64,
-        out: &mut Vec<u8>,
-        seen: &mut Seen,
-    ) -> Reply {
-        if transport == Transport::Udp
-            && let Some(rrl) = &self.rrl
-            && !authenticated
-            && !cookie.is_some_and(|c| c.valid)
-        {
-            match rrl.account(peer, response.kind, response.key, now) {
-                Action::Send => {}
-                Action::Drop => {
-                    seen.limited = Some(Limited::Dropped);
-                    return Reply::Nothing;
-                }
-                Action::Slip => {
-                    seen.limited = Some(Limited::Slipped);
-                    let Some(req) = req else {
-                        return Reply::Nothing;
-                    };
-                    if let Some(c) = cookie {
-                        // RFC 7873 §5.2.3: a client cookie without a valid
-                        // server cookie may get BADCOOKIE and a new one, so
-                        // a real client retries with it (and is not limited).
-                        render(req, &Answer::new(Rcode::BADCOOKIE, false), transport, out);
-                        wire::append_cookie(out, &c.reply);
-                    } else {
-                        // A minimal truncated reply: a real client retries over TCP.
-                        render(req, &Answer::new(Rcode::NOERROR, false), transport, out);
-                        if let Some(b) = out.get_mut(2) {
-                            *b |= (wire::Flags::TC.bits() >> 8) as u8;
-                        }
-                    }
-                    return Reply::Message;
-                }
-            }
-        }
-        if let Some(c) = cookie {
-            wire::append_cookie(out, &c.reply);
-        }
-        Reply::Message
-    }
 }
 
 /// One query log line (`authc querylog on`): client, transport, question,
@@ -691,87 +529,18 @@ const ERROR: Response = Response {
     key: 0,
 };
 
-/// The reply to a signed request that failed verification (RFC 8945 §5.2):
-/// FORMERR, or NOTAUTH with the TSIG error (unsigned for BADKEY and BADSIG,
-/// signed for BADTIME). Logged, within [`TSIG_LOG`]'s budget.
-fn rejected(
-    req: &Request<'_>,
-    rejection: Rejection<'_>,
-    transport: Transport,
-    peer: IpAddr,
-    out: &mut Vec<u8>,
-) -> Reply {
-    let what = match &rejection {
-        Rejection::FormErr => "malformed TSIG record or MAC size: FORMERR".to_string(),
-        Rejection::Unsigned(u) => format!("key {} ({}): {}", u.key_name, u.algorithm, u.error),
-        Rejection::BadTime(s) => format!("key {}: {}", s.key().name, s.error()),
-    };
-    if let Some(suppressed) = TSIG_LOG.allow() {
-        tracing::info!(
-            qname = %req.qname,
-            qtype = %req.qtype,
-            suppressed,
-            "TSIG: request from {peer} rejected: {what}"
-        );
-    }
-    match rejection {
-        Rejection::FormErr => {
-            error(req, Rcode::FORMERR, transport, out);
-        }
-        Rejection::Unsigned(u) => {
-            error(req, Rcode::NOTAUTH, transport, out);
-            u.append_to(out);
-        }
-        Rejection::BadTime(mut s) => {
-            error(req, Rcode::NOTAUTH, transport, out);
-            s.sign(out, tsig::now());
-        }
-    }
-    Reply::Message
-}
-
-/// Signs `reply` to the verified request `req` (RFC 8945 §5.3, §5.3.1). A
-/// single reply that the TSIG record would push over its size limit is cut
-/// to the question (and OPT) with TC set and NOERROR, as §5.3 says.
-fn sign(
-    req: &Request<'_>,
-    signer: &mut Signer<'_>,
-    reply: &mut Reply,
-    transport: Transport,
-    out: &mut Vec<u8>,
-) {
-    let now = tsig::now();
-    match reply {
-        Reply::Nothing => {}
-        Reply::Message => {
-            let limit = reply_limit(req, transport);
-            if out.len() + signer.record_len() > limit {
-                let aa = wire::u16_at(out, 2).map_or(Flags::empty(), |w| {
-                    let f = Flags::from_word(w);
-                    if f.contains(Flags::AA) {
-                        Flags::AA
-                    } else {
-                        Flags::empty()
-                    }
-                });
-                let mut w = MessageWriter::new(
-                    out,
-                    Header::reply_to(req, aa | Flags::TC, Rcode::NOERROR),
-                    limit,
-                );
-                w.push_question(req.question);
-                if let Some(e) = req.edns {
-                    w.push_opt(EDNS_UDP_PAYLOAD, Rcode::NOERROR, e.dnssec_ok);
-                }
-                w.finish();
-            }
-            signer.sign(out, now);
-        }
-        Reply::Stream(messages) => {
-            for m in messages {
-                signer.sign(m, now);
-            }
-        }
+/// The error reply to a message that did not parse as a query (in `out`),
+/// as rate limiting sees it: an error to `client`, dropped rather than
+/// slipped, never exempt.
+fn unparsed(client: IpAddr, transport: Transport, now: u64) -> Outgoing<'static> {
+    Outgoing {
+        client,
+        transport,
+        response: ERROR,
+        request: None,
+        cookie: None,
+        authenticated: false,
+        now,
     }
 }
 

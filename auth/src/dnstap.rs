@@ -147,6 +147,26 @@ impl Dnstap {
         self.dropped.load(Ordering::Relaxed)
     }
 
+    /// The dnstap layer, outermost (the server calls it around its panic
+    /// guard and the dispatcher): logs `query`, received at `qtime` from
+    /// `peer` over `transport`, and `reply`, the one message sent for it if
+    /// there is one (sent now; a transfer stream's messages are not logged).
+    /// `local` is the server address the query came to, when known; a
+    /// wildcard address is left out, as it says nothing about that.
+    #[inline]
+    pub fn exchange(
+        &self,
+        transport: Transport,
+        (peer, local): (SocketAddr, Option<SocketAddr>),
+        query: &[u8],
+        qtime: SystemTime,
+        reply: Option<&[u8]>,
+    ) {
+        let sent = reply.map(|r| (r, SystemTime::now()));
+        let local = local.filter(|l| !l.ip().is_unspecified());
+        self.log(transport, (peer, local), query, qtime, sent);
+    }
+
     /// Logs one exchange: an `AUTH_QUERY` for `query` received at `qtime`
     /// from `peer` (at the server's address `local`, if known), and an
     /// `AUTH_RESPONSE` for `reply` sent at `rtime` if there is one. Never

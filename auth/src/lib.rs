@@ -18,6 +18,7 @@ mod log_limit;
 pub mod metrics;
 pub mod name_hash;
 pub mod notify;
+pub mod notify_in;
 pub mod query;
 pub mod rrl;
 pub mod secondary;

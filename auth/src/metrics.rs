@@ -105,6 +105,33 @@ pub enum CookieSeen {
     New,
 }
 
+/// What a message turned out to be, noted on its way through the dispatcher
+/// and its guards for [`Metrics::count`] (plain stores into a value on the
+/// stack, written whether metrics are on or not).
+#[derive(Default)]
+pub struct Seen {
+    /// Its opcode (`None`: shorter than a header, not counted).
+    pub opcode: Option<Opcode>,
+    /// Its qtype, when it parsed.
+    pub qtype: Option<RType>,
+    /// The kind of the one reply made for it, if any.
+    pub kind: Option<ResponseKind>,
+    /// What rate limiting did to the reply, if anything.
+    pub limited: Option<Limited>,
+    /// What its COOKIE option was, if it had one and cookies are on.
+    pub cookie: Option<CookieSeen>,
+}
+
+/// What was sent back for one message, as the counters see it.
+pub enum Sent<'a> {
+    /// Nothing.
+    Nothing,
+    /// One reply.
+    Message(&'a [u8]),
+    /// A zone transfer's messages.
+    Stream(&'a [Vec<u8>]),
+}
+
 /// One thread's counters, written by that thread only.
 struct Worker {
     queries: Box<[AtomicU64]>,
@@ -318,6 +345,43 @@ impl Metrics {
         if let Ok(mut d) = self.dnstap.lock() {
             *d = Some(dnstap);
         }
+    }
+
+    /// The metrics layer, around the dispatcher: counts one message received
+    /// over `transport`, as `seen` noted it, and what was `sent` for it (a
+    /// transfer's first message gives its rcode, and counts it served or
+    /// refused).
+    #[inline]
+    pub fn count(&self, transport: Transport, seen: &Seen, sent: Sent<'_>) {
+        let Some(opcode) = seen.opcode else {
+            return;
+        };
+        let rcode = match sent {
+            Sent::Nothing => None,
+            Sent::Message(reply) => Some(crate::wire::reply_rcode(reply)),
+            Sent::Stream(messages) => {
+                let rcode = messages.first().map(|m| crate::wire::reply_rcode(m));
+                let kind = usize::from(seen.qtype == Some(RType::IXFR));
+                let result = usize::from(rcode != Some(Rcode::NOERROR));
+                self.transfers[kind][result].fetch_add(1, Ordering::Relaxed);
+                rcode
+            }
+        };
+        self.worker(|w| {
+            w.query(transport, opcode, seen.qtype, rcode);
+            if let Some(kind) = seen.kind
+                && let Sent::Message(reply) = sent
+            {
+                let tc = reply.get(2).is_some_and(|b| b & 0x02 != 0);
+                w.response(kind, tc);
+            }
+            if let Some(l) = seen.limited {
+                w.limited(l);
+            }
+            if let Some(c) = seen.cookie {
+                w.cookie(c);
+            }
+        });
     }
 
     /// Runs `f` with this thread's counters (made on its first call).

@@ -23,10 +23,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::acl::Cidr;
+use crate::cookies::Checked;
 use crate::log_limit::LogLimit;
+use crate::metrics::{Limited, Seen};
 use crate::name_hash::mix;
 pub use crate::name_hash::name_key;
 pub use crate::query::ResponseKind;
+use crate::query::{Answer, Response, Transport, render};
+use crate::wire::{Flags, Rcode, Request};
 
 /// What to do with a response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +81,27 @@ impl Default for RrlSettings {
     }
 }
 
+/// A reply as the rate-limiting guard sees it ([`RateLimiter::limit`]).
+pub struct Outgoing<'a> {
+    /// Whom it goes to.
+    pub client: IpAddr,
+    /// Over what: only UDP replies are limited.
+    pub transport: Transport,
+    /// What it is, and about which name: its bucket.
+    pub response: Response,
+    /// The request, when it parsed as one (a slip repeats its question);
+    /// `None`: a limited reply is dropped, never slipped.
+    pub request: Option<&'a Request<'a>>,
+    /// What the cookie guard found, when the request had a COOKIE option: a
+    /// valid server cookie exempts the client; otherwise a slip is
+    /// BADCOOKIE with the new server cookie.
+    pub cookie: Option<&'a Checked>,
+    /// The request's TSIG verified: exempt.
+    pub authenticated: bool,
+    /// The Unix time, seconds (read once per message).
+    pub now: u64,
+}
+
 /// Limited prefixes logged (once each as they start being limited, and at
 /// most this budget a second over all of them).
 static LIMITED_LOG: LogLimit = LogLimit::new();
@@ -124,6 +149,64 @@ impl RateLimiter {
     /// The settings in force.
     pub fn settings(&self) -> &RrlSettings {
         &self.settings
+    }
+
+    /// The rate-limiting guard, after the table and the cookie option: UDP
+    /// only, and never for a client that proved its address (a valid
+    /// server cookie, a verified TSIG), as BIND 9. Accounts `reply` (in
+    /// `out`) and says whether to send `out`: the reply as it is, or the
+    /// slip it was replaced with — BADCOOKIE and a new server cookie to a
+    /// client that sent a client cookie (RFC 7873 §5.2.3: a real client
+    /// retries with it, and is not limited), else a minimal reply with TC
+    /// set (a real client retries over TCP). `false`: send nothing. What
+    /// was done is noted in `seen`. Inlined into the dispatcher, as it was
+    /// before it had a file of its own (no call per reply).
+    #[inline(always)]
+    pub fn limit(&self, reply: &Outgoing<'_>, out: &mut Vec<u8>, seen: &mut Seen) -> bool {
+        if reply.transport != Transport::Udp
+            || reply.authenticated
+            || reply.cookie.is_some_and(|c| c.valid)
+        {
+            return true;
+        }
+        match self.account(
+            reply.client,
+            reply.response.kind,
+            reply.response.key,
+            reply.now,
+        ) {
+            Action::Send => true,
+            Action::Drop => {
+                seen.limited = Some(Limited::Dropped);
+                false
+            }
+            Action::Slip => {
+                seen.limited = Some(Limited::Slipped);
+                let Some(req) = reply.request else {
+                    return false;
+                };
+                if let Some(c) = reply.cookie {
+                    render(
+                        req,
+                        &Answer::new(Rcode::BADCOOKIE, false),
+                        reply.transport,
+                        out,
+                    );
+                    c.append_to(out);
+                } else {
+                    render(
+                        req,
+                        &Answer::new(Rcode::NOERROR, false),
+                        reply.transport,
+                        out,
+                    );
+                    if let Some(b) = out.get_mut(2) {
+                        *b |= (Flags::TC.bits() >> 8) as u8;
+                    }
+                }
+                true
+            }
+        }
     }
 
     /// Accounts one UDP response of `kind` to `client` at Unix time `now`

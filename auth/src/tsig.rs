@@ -13,6 +13,10 @@
 //! | time signed more than fudge seconds from ours (§5.2.3) | NOTAUTH, TSIG with error BADTIME, signed, our time in Other Data |
 //! | otherwise | the request is answered and the reply signed ([`Signer`]) |
 //!
+//! The dispatcher's TSIG guard is here too: [`check_request`] before the
+//! table (the checks above, the rejection's reply, its log line and counter)
+//! and, last of all, [`Signer::sign_reply`] or [`Signer::sign_stream`].
+//!
 //! Truncated MACs (§5.2.2.1) are accepted down to the RFC's minimum; that is
 //! also the local policy, so BADTRUNC (§5.2.4) is never sent. Replies carry the
 //! full MAC. Every message of a multi-message reply is signed (§5.3.1): the
@@ -27,12 +31,18 @@
 //! only when [`crate::wire::Request::tsig`] is set.
 
 use std::fmt;
+use std::net::IpAddr;
 
 use authd_datasrc::Name;
 use authd_datasrc::name::MAX_NAME_LEN;
 
 use crate::keys::{Algorithm, Key, KeyRing, MAX_MAC_LEN, MacState};
-use crate::wire::{HEADER_LEN, TSIG, read_name, skip_name, u16_at};
+use crate::log_limit::LogLimit;
+use crate::metrics::Metrics;
+use crate::query::{Answer, EDNS_UDP_PAYLOAD, Transport, render, reply_limit};
+use crate::wire::{
+    Flags, HEADER_LEN, Header, MessageWriter, Rcode, Request, TSIG, read_name, skip_name, u16_at,
+};
 
 /// The fudge (seconds of clock difference allowed) written in what authd
 /// signs; RFC 8945 §10 recommends 300.
@@ -449,6 +459,126 @@ pub fn verify<'k>(
         return Err(Rejection::BadTime(signer));
     }
     Ok(signer)
+}
+
+/// TSIG failures logged (RFC 8945 §5.2 asks for a log line; any client can
+/// send many).
+static TSIG_LOG: LogLimit = LogLimit::new();
+
+/// The server's TSIG guard, before the table (RFC 8945 §5.2): verifies the
+/// TSIG record at `at` of request `req` (the parsed `msg`) from `peer` over
+/// `transport` against `keys`, and returns the [`Signer`] of its replies.
+/// A request that fails gets its reply written into `out` — FORMERR, or
+/// NOTAUTH with the TSIG error (unsigned for BADKEY and BADSIG, signed for
+/// BADTIME) — logged within a per-second budget and counted in `metrics`,
+/// and `None` is returned: it goes no further. Out of line, so the unsigned
+/// path stays small.
+#[inline(never)]
+pub fn check_request<'k>(
+    keys: &'k KeyRing,
+    metrics: Option<&Metrics>,
+    msg: &[u8],
+    req: &Request<'_>,
+    at: usize,
+    (transport, peer): (Transport, IpAddr),
+    out: &mut Vec<u8>,
+) -> Option<Signer<'k>> {
+    match verify(keys, msg, at, now()) {
+        Ok(signer) => Some(signer),
+        Err(rejection) => {
+            if let Some(m) = metrics {
+                let i = match rejection {
+                    Rejection::FormErr => 0,
+                    Rejection::Unsigned(_) => 1,
+                    Rejection::BadTime(_) => 2,
+                };
+                m.tsig_failures[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            rejected(req, rejection, transport, peer, out);
+            None
+        }
+    }
+}
+
+/// The reply to a signed request that failed verification (RFC 8945 §5.2):
+/// FORMERR, or NOTAUTH with the TSIG error (unsigned for BADKEY and BADSIG,
+/// signed for BADTIME). Logged, within [`TSIG_LOG`]'s budget.
+fn rejected(
+    req: &Request<'_>,
+    rejection: Rejection<'_>,
+    transport: Transport,
+    peer: IpAddr,
+    out: &mut Vec<u8>,
+) {
+    let what = match &rejection {
+        Rejection::FormErr => "malformed TSIG record or MAC size: FORMERR".to_string(),
+        Rejection::Unsigned(u) => format!("key {} ({}): {}", u.key_name, u.algorithm, u.error),
+        Rejection::BadTime(s) => format!("key {}: {}", s.key().name, s.error()),
+    };
+    if let Some(suppressed) = TSIG_LOG.allow() {
+        tracing::info!(
+            qname = %req.qname,
+            qtype = %req.qtype,
+            suppressed,
+            "TSIG: request from {peer} rejected: {what}"
+        );
+    }
+    let error = |rcode, out: &mut Vec<u8>| render(req, &Answer::new(rcode, false), transport, out);
+    match rejection {
+        Rejection::FormErr => {
+            error(Rcode::FORMERR, out);
+        }
+        Rejection::Unsigned(u) => {
+            error(Rcode::NOTAUTH, out);
+            u.append_to(out);
+        }
+        Rejection::BadTime(mut s) => {
+            error(Rcode::NOTAUTH, out);
+            s.sign(out, now());
+        }
+    }
+}
+
+impl Signer<'_> {
+    /// The server's TSIG guard, last (RFC 8945 §5.3: the signature covers
+    /// everything before it): signs the one reply in `out` to the verified
+    /// request `req` over `transport`. A reply that the TSIG record would
+    /// push over its size limit is first cut to the question (and OPT) with
+    /// TC set and NOERROR, as §5.3 says.
+    pub fn sign_reply(&mut self, req: &Request<'_>, transport: Transport, out: &mut Vec<u8>) {
+        let now = now();
+        let limit = reply_limit(req, transport);
+        if out.len() + self.record_len() > limit {
+            let aa = u16_at(out, 2).map_or(Flags::empty(), |w| {
+                let f = Flags::from_word(w);
+                if f.contains(Flags::AA) {
+                    Flags::AA
+                } else {
+                    Flags::empty()
+                }
+            });
+            let mut w = MessageWriter::new(
+                out,
+                Header::reply_to(req, aa | Flags::TC, Rcode::NOERROR),
+                limit,
+            );
+            w.push_question(req.question);
+            if let Some(e) = req.edns {
+                w.push_opt(EDNS_UDP_PAYLOAD, Rcode::NOERROR, e.dnssec_ok);
+            }
+            w.finish();
+        }
+        self.sign(out, now);
+    }
+
+    /// The same for the messages of a transfer, each in order (RFC 8945
+    /// §5.3.1).
+    pub fn sign_stream(&mut self, messages: &mut [Vec<u8>]) {
+        let now = now();
+        for m in messages {
+            self.sign(m, now);
+        }
+    }
 }
 
 /// The MAC of a request signed by [`sign_request`], to verify its reply with.

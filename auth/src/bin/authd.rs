@@ -47,19 +47,17 @@ use std::sync::Arc;
 
 use anyhow::{Context, anyhow, bail};
 use authd::config::{self, Config, DataSourceConfig, MemoryZoneConfig};
-use authd::cookies::Cookies;
-use authd::dispatch::Dispatcher;
 use authd::keys::{self, Algorithm};
 use authd::metrics::Metrics;
-use authd::notify::{Notifier, NotifySettings};
-use authd::rrl::RateLimiter;
-use authd::secondary::{Refresher, SecondarySettings};
-use authd::server::reload::{self, LoadState};
+use authd::notify::Notifier;
+use authd::secondary::Refresher;
+use authd::server::build::{self, Reloader, log_serving, notify_settings, secondary_settings};
+use authd::server::reload;
 use authd::server::{DispatcherHandle, Server, ServerSettings};
+use authd_datasrc::ZoneWriter;
 use authd_datasrc::sqlite::{SqliteSource, SqliteWriter};
 use authd_datasrc::write::JournalPolicy;
 use authd_datasrc::{DataSource, Name};
-use authd_datasrc::{SourceList, ZoneWriter};
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -366,10 +364,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // Follow the secondary zones' primaries (RFC 1035 §4.3.5, RFC 1996).
     let refresher = Refresher::spawn(secondary_settings(&config, &sources), metrics.clone());
     let notify = notify_settings(&config, &sources);
-    let handle = DispatcherHandle::new(Arc::new(
-        dispatcher(&config, sources, None, metrics.clone(), &refresher)?
-            .with_dnstap(dnstap.clone()),
-    ));
+    let handle = DispatcherHandle::new(Arc::new(build::dispatcher(
+        &config,
+        sources,
+        &refresher,
+        metrics.clone(),
+        dnstap.clone(),
+    )?));
     if let Some(m) = &metrics {
         let h = handle.clone();
         m.set_sources(Box::new(move || h.load().sources().clone()));
@@ -397,18 +398,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             .map_err(|e| anyhow!("cannot open the control socket {}: {e}", path.display()))?;
         tracing::info!("control socket {}", path.display());
     }
-    let reloader = tokio::spawn(reload_loop(
-        cli,
-        config,
-        loaded.state,
-        handle.clone(),
-        Followers {
-            notifier,
-            refresher,
-        },
-        hup,
-        asked,
-    ));
+    let reloader = Reloader::new(config, loaded.state, handle.clone(), notifier, refresher);
+    let reloader = tokio::spawn(reload_loop(cli, reloader, hup, asked));
     let stopped = async move {
         tokio::select! {
             () = shutdown => {}
@@ -429,63 +420,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Everything `config` says about answering, over `sources`: one snapshot
-/// that a reload replaces whole. With the dispatcher it replaces
-/// (`previous`), cookie secrets carry over (a changed secret keeps the old
-/// one accepted for a while; a random one is kept).
-///
-/// Errors: no random bytes for a cookie secret.
-fn dispatcher(
-    config: &Config,
-    sources: authd_datasrc::SourceList,
-    previous: Option<&Dispatcher>,
-    metrics: Option<Arc<Metrics>>,
-    refresher: &Refresher,
-) -> anyhow::Result<Dispatcher> {
-    let cookies = if config.cookies.enabled {
-        let fresh = match config.cookies.secret {
-            Some(secret) => Cookies::with_secret(secret),
-            // Keep a random key across reloads; a configured secret taken
-            // out of the file (say, leaked) is not kept: a new random one.
-            None => match previous.and_then(Dispatcher::cookies) {
-                Some(c) if c.is_random() => c.clone(),
-                _ => Cookies::random()?,
-            },
-        };
-        Some(match previous.and_then(Dispatcher::cookies) {
-            Some(old) => old.reloaded(fresh, authd::sys::unix_seconds()),
-            None => fresh,
-        })
-    } else {
-        None
-    };
-    let rrl = config.rrl.enabled.then(|| {
-        match previous.and_then(Dispatcher::rrl) {
-            // Same settings: keep the buckets, so a reload forgives no one.
-            Some(old) if *old.settings() == config.rrl.settings => Arc::clone(old),
-            _ => Arc::new(RateLimiter::new(config.rrl.settings.clone())),
-        }
-    });
-    Ok(Dispatcher::new(sources)
-        .with_chaos(config.chaos.options())
-        .with_transfer(config.transfer_policy())
-        .with_update(config.update_policy())
-        .with_keys(config.key_ring())
-        .with_cookies(cookies)
-        .with_rrl(rrl)
-        .with_metrics(metrics)
-        .with_secondary(refresher.policy(&config.secondary, &config.notify.allow)))
-}
-
-/// The secondary zones of `config` and the keys their primaries use.
-fn secondary_settings(config: &Config, sources: &SourceList) -> SecondarySettings {
-    SecondarySettings {
-        zones: config.secondary.clone(),
-        keys: config.key_ring(),
-        sources: sources.clone(),
-    }
-}
-
 /// Tells systemd (when it started authd with Type=notify, i.e. set
 /// `NOTIFY_SOCKET`) how authd stands; does nothing otherwise.
 fn systemd_notify(states: &[sd_notify::NotifyState<'_>]) {
@@ -501,55 +435,18 @@ fn monotonic_usec() -> i128 {
     })
 }
 
-/// Counts a reload, applied (`ok`) or failed, when metrics are on.
-fn count_reload(handle: &DispatcherHandle, ok: bool) {
-    if let Some(m) = handle.load().metrics() {
-        m.reloads[usize::from(!ok)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-/// The write sides to watch for serial changes, the NOTIFY targets of
-/// `config` and the keys they sign with.
-fn notify_settings(config: &Config, sources: &SourceList) -> NotifySettings {
-    NotifySettings {
-        writers: sources.writers(),
-        config: config.notify.clone(),
-        keys: config.key_ring(),
-    }
-}
-
-/// The background tasks a reload hands new settings to: outgoing NOTIFY
-/// and the secondary zones' refresher.
-struct Followers {
-    notifier: Notifier,
-    refresher: Refresher,
-}
-
-/// Reloads on every SIGHUP, one reload at a time (signals arriving during a
-/// reload are merged into one more reload). The new sources are built on a
-/// blocking thread while the current dispatcher keeps answering, then a new
-/// dispatcher (sources, transfer policy, CH answers, TSIG keys) is swapped in,
-/// the notifier is given the new DBs, targets and keys, and the refresher the
-/// new secondary zones.
+/// Reloads on every SIGHUP or `authc reload`, one reload at a time
+/// (signals arriving during a reload are merged into one more reload): the
+/// configuration read again as at start ([`effective_config`]), the rest in
+/// [`Reloader::reload`]. systemd is told (RELOADING=1, then READY=1), and
+/// `authc reload` gets the summary line.
 async fn reload_loop(
     cli: Cli,
-    mut running: Config,
-    state: LoadState,
-    handle: DispatcherHandle,
-    Followers {
-        notifier,
-        refresher,
-    }: Followers,
+    mut reloader: Reloader,
     mut hup: Signal,
     mut asked: mpsc::Receiver<oneshot::Sender<String>>,
 ) {
     let cli = Arc::new(cli);
-    let mut state = Some(state);
-    // The TCP connection table counts clients by these from start to stop.
-    let tcp_prefixes = (
-        running.rrl.settings.ipv4_prefix,
-        running.rrl.settings.ipv6_prefix,
-    );
     loop {
         // A SIGHUP, or `authc reload` waiting for the summary line.
         let reply = tokio::select! {
@@ -569,125 +466,13 @@ async fn reload_loop(
             sd_notify::NotifyState::Reloading,
             sd_notify::NotifyState::MonotonicUsec(monotonic_usec()),
         ]);
-        let prev = state.take().unwrap_or_default();
-        let cli2 = Arc::clone(&cli);
-        let joined = tokio::task::spawn_blocking(move || {
-            let result = effective_config(&cli2).and_then(|config| {
-                authd::secondary::prepare_dbs(&config.secondary).map_err(|e| anyhow!("{e}"))?;
-                let loaded = reload::load(&config, Some(&prev))?;
-                Ok((config, loaded))
-            });
-            (prev, result)
-        })
-        .await;
-        let failed = |e: &dyn std::fmt::Display| {
-            let line =
-                format!("reload failed: {e}; still serving the previous configuration and zones");
-            tracing::error!("{line}");
-            count_reload(&handle, false);
-            line
-        };
-        let summary = match joined {
-            Err(e) => {
-                // The previous state went down with the task: the next reload
-                // rebuilds every zone.
-                state = Some(LoadState::default());
-                failed(&e)
-            }
-            Ok((prev, Err(e))) => {
-                state = Some(prev);
-                failed(&e)
-            }
-            Ok((_, Ok((config, loaded)))) => {
-                for f in &loaded.report.failed {
-                    tracing::error!("reload: {f}");
-                }
-                refresher.update(secondary_settings(&config, &loaded.sources));
-                let notify = notify_settings(&config, &loaded.sources);
-                log_serving(&loaded.sources, "reload: ");
-                let current = handle.load();
-                let metrics = current.metrics().cloned();
-                let dnstap = current.dnstap().cloned();
-                let next = dispatcher(&config, loaded.sources, Some(&current), metrics, &refresher)
-                    .map(|d| d.with_dnstap(dnstap));
-                drop(current);
-                match next {
-                    Err(e) => {
-                        state = Some(loaded.state);
-                        failed(&e)
-                    }
-                    Ok(next) => {
-                        handle.store(Arc::new(next));
-                        count_reload(&handle, true);
-                        notifier.update(notify);
-                        warn_restart_only(&running, &config);
-                        if (
-                            config.rrl.settings.ipv4_prefix,
-                            config.rrl.settings.ipv6_prefix,
-                        ) != tcp_prefixes
-                        {
-                            tracing::warn!(
-                                "reload: [rrl] prefix lengths changed; rate limiting uses them now, \
-                                 the TCP per-client limit after a restart"
-                            );
-                        }
-                        let line = format!("reload: {}", loaded.report);
-                        tracing::info!("{line}");
-                        // Sockets and threads stay those running.
-                        running = Config {
-                            listen: running.listen,
-                            server: running.server,
-                            tcp: running.tcp,
-                            metrics_listen: running.metrics_listen,
-                            control_socket: running.control_socket,
-                            dnstap: running.dnstap,
-                            ..config
-                        };
-                        state = Some(loaded.state);
-                        line
-                    }
-                }
-            }
-        };
+        let cli = Arc::clone(&cli);
+        let summary = reloader.reload(move || effective_config(&cli)).await;
         systemd_notify(&[sd_notify::NotifyState::Ready]);
         if let Some(reply) = reply {
             let _ = reply.send(summary);
         }
     }
-}
-
-/// Warns about settings a reload read but cannot apply (sockets, threads).
-fn warn_restart_only(running: &Config, config: &Config) {
-    if config.listen != running.listen {
-        tracing::warn!(
-            "reload: listen addresses changed ({} -> {}); restart authd to apply the change",
-            addr_list(&running.listen),
-            addr_list(&config.listen)
-        );
-    }
-    if config.tcp != running.tcp {
-        tracing::warn!("reload: [tcp] settings changed; restart authd to apply them");
-    }
-    if config.server != running.server {
-        tracing::warn!("reload: [server] settings changed; restart authd to apply them");
-    }
-    if config.metrics_listen != running.metrics_listen {
-        tracing::warn!("reload: [metrics] listen changed; restart authd to apply it");
-    }
-    if config.dnstap != running.dnstap {
-        tracing::warn!("reload: [dnstap] settings changed; restart authd to apply them");
-    }
-    if config.control_socket != running.control_socket {
-        tracing::warn!("reload: [control] socket changed; restart authd to apply it");
-    }
-}
-
-fn addr_list(addrs: &[SocketAddr]) -> String {
-    addrs
-        .iter()
-        .map(SocketAddr::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// A future that resolves on SIGTERM or SIGINT (after logging it).
@@ -738,39 +523,4 @@ fn prepare_example_db(path: &Path) -> anyhow::Result<()> {
         report.total()
     );
     Ok(())
-}
-
-/// Most zone names a "serving" line lists before it says how many more.
-const ZONES_LISTED: usize = 20;
-
-/// Logs one line per data source: how many zones it serves and their names
-/// (`serving 2 zones from sqlite3:/var/lib/authd/zones.sqlite3: example.com.,
-/// example.org.`), the first [`ZONES_LISTED`] of them and a count of the rest.
-fn log_serving(sources: &authd_datasrc::SourceList, prefix: &str) {
-    for (source, zones) in sources.zones() {
-        match zones {
-            Ok(zones) => {
-                let mut names: Vec<String> = zones
-                    .iter()
-                    .take(ZONES_LISTED)
-                    .map(|z| z.origin.to_string())
-                    .collect();
-                if zones.len() > ZONES_LISTED {
-                    names.push(format!("and {} more", zones.len() - ZONES_LISTED));
-                }
-                let noun = if zones.len() == 1 { "zone" } else { "zones" };
-                let list = if names.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", names.join(", "))
-                };
-                tracing::info!(
-                    "{prefix}serving {} {noun} from {}{list}",
-                    zones.len(),
-                    source.describe()
-                );
-            }
-            Err(e) => tracing::warn!("{prefix}{}: cannot list zones: {e}", source.describe()),
-        }
-    }
 }

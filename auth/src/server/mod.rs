@@ -24,7 +24,7 @@
 //!
 //! Reload: the server answers with the dispatcher held by a [`DispatcherHandle`];
 //! [`DispatcherHandle::store`] swaps in a new one (built off the query path, see
-//! [`reload`]) atomically: sources, transfer policy and every other setting a
+//! [`reload`] for the sources and [`build`] for the rest) atomically: sources, transfer policy and every other setting a
 //! reload may change. Each message is handled by one dispatcher from start to
 //! end, old or new; no lock is taken on the query path (an `ArcSwap` load).
 //!
@@ -32,6 +32,7 @@
 //! listeners close; open TCP connections get [`SHUTDOWN_GRACE`] to finish the
 //! query they are on, then are dropped.
 
+pub mod build;
 mod conns;
 pub mod reload;
 mod tcp;
@@ -532,8 +533,8 @@ fn handle_guarded(
     }
 }
 
-/// [`handle_guarded`] with dnstap on: the query and its reply (one message;
-/// a transfer stream's messages are not logged) go to `tap`.
+/// [`handle_guarded`] with dnstap on: the query and its reply go to `tap`
+/// ([`crate::dnstap::Dnstap::exchange`]).
 #[inline(never)]
 fn handle_tapped(
     tap: &crate::dnstap::Dnstap,
@@ -545,10 +546,8 @@ fn handle_tapped(
 ) -> Reply {
     let qtime = std::time::SystemTime::now();
     let reply = handle_caught(dispatcher, msg, transport, peer, out);
-    let sent = (reply == Reply::Message).then(|| (out.as_slice(), std::time::SystemTime::now()));
-    // A wildcard address says nothing about where the message came to.
-    let local = local.filter(|l| !l.ip().is_unspecified());
-    tap.log(transport, (peer, local), msg, qtime, sent);
+    let sent = (reply == Reply::Message).then_some(out.as_slice());
+    tap.exchange(transport, (peer, local), msg, qtime, sent);
     reply
 }
 
