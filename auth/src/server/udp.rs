@@ -50,9 +50,12 @@ fn spawn_writer(
     local: SocketAddr,
     index: usize,
     dispatcher: DispatcherHandle,
-) -> io::Result<std::sync::mpsc::SyncSender<Write>> {
+) -> io::Result<(
+    std::sync::mpsc::SyncSender<Write>,
+    std::thread::JoinHandle<()>,
+)> {
     let (tx, rx) = std::sync::mpsc::sync_channel::<Write>(WRITE_QUEUE);
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name(format!("authd-udp-write-{index}"))
         .spawn(move || {
             let mut out = Vec::with_capacity(512);
@@ -72,7 +75,7 @@ fn spawn_writer(
                 }
             }
         })?;
-    Ok(tx)
+    Ok((tx, thread))
 }
 
 /// Queues `msg` from `peer` for the writer thread, or drops it (logged) when
@@ -135,12 +138,16 @@ impl UdpWorker {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, done) = oneshot::channel();
         let (thread_sock, thread_stop) = (Arc::clone(&sock), Arc::clone(&stop));
-        let writes = spawn_writer(Arc::clone(&sock), local, index, dispatcher.clone())
+        let (writes, writer) = spawn_writer(Arc::clone(&sock), local, index, dispatcher.clone())
             .map_err(|e| io_error("UDP writer thread start", &e))?;
         std::thread::Builder::new()
             .name(format!("authd-udp-{index}"))
             .spawn(move || {
                 serve(&thread_sock, local, &dispatcher, &thread_stop, &writes);
+                // The writer thread holds the socket too: the worker ends
+                // (and the port is free) only once it has finished its queue.
+                drop(writes);
+                let _ = writer.join();
                 drop(thread_sock);
                 let _ = tx.send(());
             })
