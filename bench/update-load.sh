@@ -8,8 +8,9 @@
 #   other     RATE UPDATEs a second into example.com. (bench/update_load.py,
 #             core 0: each adds or deletes one TXT RR): the queried zone is
 #             untouched, so its cache entries should all stay
-#   same      RATE UPDATEs a second into the root zone itself: every one
-#             drops the root zone's entries, which the queries then refill
+#   same      RATE UPDATEs a second into the root zone itself (`[update]
+#             dnssec = true`, it is signed): every one drops the root
+#             zone's entries, which the queries then refill
 # Prints each run's queries/s, average latency and update counts, and the
 # ratio of each run to `none`. docs/performance-log.md, "Queries under updates".
 #
@@ -61,6 +62,9 @@ type = "sqlite3"
 file = "$DB"
 [update]
 allow = ["127.0.0.1/32"]
+# The root zone is signed: its updates would be REFUSED without this (the
+# stale signatures do not matter to a throughput run).
+dnssec = true
 [rrl]
 enabled = false
 CONF
