@@ -14,7 +14,7 @@
 //! | 3 | the table (below) | one handler writes the reply |
 //! | 4 | cookie option ([`crate::cookies::Checked::append_to`]) | the reply's COOKIE option |
 //! | 5 | rate limiting ([`crate::rrl::RateLimiter::limit`]) | UDP only; never for a valid server cookie, a verified TSIG or a successful UPDATE's NOERROR, as BIND 9: send, slip (a minimal TC=1 reply, or BADCOOKIE to a client that sent a client cookie) or drop |
-//! | 6 | TSIG sign ([`crate::tsig::Signer::sign_reply`], [`crate::tsig::Signer::sign_stream`], §5.3) | the one reply, or each message of a transfer (§5.3.1); a signed reply over the size limit is cut to the question and the TSIG, with TC set |
+//! | 6 | TSIG sign ([`crate::tsig::Signer::sign_reply`], [`crate::tsig::Signer::sign_next`], §5.3) | the one reply, or each message of a transfer (§5.3.1); a signed reply over the size limit is cut to the question and the TSIG, with TC set |
 //!
 //! dnstap is outermost, around the server's panic guard
 //! ([`crate::dnstap::Dnstap::exchange`], called by [`crate::server`]); the
@@ -86,16 +86,26 @@ pub fn may_block(msg: &[u8]) -> bool {
 }
 
 /// What [`Dispatcher::handle`] produced.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Reply {
     /// Send nothing (a response, less than a header, or a rate-limited reply
     /// dropped).
     Nothing,
     /// One reply, written into the caller's buffer.
     Message,
-    /// Several replies in order, each without a TCP length prefix (a zone
-    /// transfer; only over TCP).
-    Stream(Vec<Vec<u8>>),
+    /// Several replies in order, each without a TCP length prefix, rendered
+    /// (and signed) as they are taken (a zone transfer; only over TCP).
+    Stream(Box<xfr::Messages>),
+}
+
+/// Two streams are never equal: they are taken, not compared.
+impl PartialEq for Reply {
+    fn eq(&self, other: &Reply) -> bool {
+        matches!(
+            (self, other),
+            (Reply::Nothing, Reply::Nothing) | (Reply::Message, Reply::Message)
+        )
+    }
 }
 
 /// Routes messages to their handlers under one configuration snapshot.
@@ -127,7 +137,7 @@ enum Handled {
     /// A reply rate limiting does not count: a successful UPDATE's
     /// (NOERROR), as BIND 9, which limits only query responses and errors.
     Unlimited,
-    Stream(Vec<Vec<u8>>),
+    Stream(Box<xfr::Messages>),
 }
 
 impl Dispatcher {
@@ -244,7 +254,7 @@ impl Dispatcher {
         let sent = match &reply {
             Reply::Nothing => Sent::Nothing,
             Reply::Message => Sent::Message(out),
-            Reply::Stream(messages) => Sent::Stream(messages),
+            Reply::Stream(messages) => Sent::Stream(messages.first_rcode()),
         };
         metrics.count(transport, &seen, sent);
         reply
@@ -305,7 +315,7 @@ impl Dispatcher {
             log_query(&req, transport, peer);
         }
         // 1. TSIG (RFC 8945 §5.2): verified before anything else looks at it.
-        let mut signer = match req.tsig {
+        let signer = match req.tsig {
             None => None,
             Some(at) => {
                 let metrics = self.metrics.as_deref();
@@ -359,11 +369,11 @@ impl Dispatcher {
         };
         // 6. TSIG: the signature covers everything before it, last (RFC 8945
         // §5.3).
-        if let Some(signer) = &mut signer {
+        if let Some(mut signer) = signer {
             match &mut reply {
                 Reply::Nothing => {}
                 Reply::Message => signer.sign_reply(&req, transport, out),
-                Reply::Stream(messages) => signer.sign_stream(messages),
+                Reply::Stream(messages) => messages.sign_with(signer.into_owned()),
             }
         }
         reply
@@ -441,9 +451,9 @@ impl Dispatcher {
                 };
                 let mut messages = xfr::transfer(self.sources(), &self.transfer, msg, req, &client);
                 if transport == Transport::Tcp {
-                    return Handled::Stream(messages);
+                    return Handled::Stream(Box::new(messages));
                 }
-                *out = messages.pop().unwrap_or_default();
+                *out = messages.next().unwrap_or_default();
                 // Rate limited as an answer about this zone.
                 return Handled::Message(Response {
                     kind: ResponseKind::Answer,
@@ -824,12 +834,14 @@ mod tests {
         let Reply::Stream(msgs) = refused else {
             panic!("{refused:?}");
         };
+        let msgs: Vec<Vec<u8>> = msgs.collect();
         assert_eq!(msgs.len(), 1);
         assert_eq!(summary(&msgs[0]), (5, QR, 1, 0));
         let allowed = dispatcher(&["127.0.0.1"]).handle(&axfr, Transport::Tcp, PEER, &mut out);
         let Reply::Stream(msgs) = allowed else {
             panic!("{allowed:?}");
         };
+        let msgs: Vec<Vec<u8>> = msgs.collect();
         let (rcode, flags, qd, an) = summary(&msgs[0]);
         assert_eq!((rcode, flags, qd), (0, QR | AA, 1));
         assert!(an > 2, "the whole zone: {an} RRs");
@@ -1033,6 +1045,7 @@ mod tests {
             let Reply::Stream(msgs) = d.handle(&msg, Transport::Tcp, ip(peer), &mut out) else {
                 panic!("a stream");
             };
+            let msgs: Vec<Vec<u8>> = msgs.collect();
             if let (Some(k), Some(mac)) = (key, &mac) {
                 assert_eq!(tsig::verify_reply(k, mac, &msgs[0], tsig::now()), Ok(()));
             } else {
@@ -1103,6 +1116,7 @@ mod tests {
         let Reply::Stream(msgs) = d.handle(&msg, Transport::Tcp, PEER, &mut out) else {
             panic!("a stream");
         };
+        let msgs: Vec<Vec<u8>> = msgs.collect();
         assert!(msgs.len() >= 5, "{} messages", msgs.len());
         let mut chain = ReplyVerifier::new(&tk, &mac);
         let mut records = 0;

@@ -128,8 +128,8 @@ pub enum Sent<'a> {
     Nothing,
     /// One reply.
     Message(&'a [u8]),
-    /// A zone transfer's messages.
-    Stream(&'a [Vec<u8>]),
+    /// A zone transfer's messages, by the rcode of the first.
+    Stream(Option<crate::wire::Rcode>),
 }
 
 /// One thread's counters, written by that thread only.
@@ -359,8 +359,7 @@ impl Metrics {
         let rcode = match sent {
             Sent::Nothing => None,
             Sent::Message(reply) => Some(crate::wire::reply_rcode(reply)),
-            Sent::Stream(messages) => {
-                let rcode = messages.first().map(|m| crate::wire::reply_rcode(m));
+            Sent::Stream(rcode) => {
                 let kind = usize::from(seen.qtype == Some(RType::IXFR));
                 let result = usize::from(rcode != Some(Rcode::NOERROR));
                 self.transfers[kind][result].fetch_add(1, Ordering::Relaxed);

@@ -15,7 +15,7 @@
 //!
 //! The dispatcher's TSIG guard is here too: [`check_request`] before the
 //! table (the checks above, the rejection's reply, its log line and counter)
-//! and, last of all, [`Signer::sign_reply`] or [`Signer::sign_stream`].
+//! and, last of all, [`Signer::sign_reply`] or [`Signer::sign_next`].
 //!
 //! Truncated MACs (§5.2.2.1) are accepted down to the RFC's minimum; that is
 //! also the local policy, so BADTRUNC (§5.2.4) is never sent. Replies carry the
@@ -283,11 +283,30 @@ fn digest_unsigned(mac: &mut MacState, msg: &[u8], at: usize, original_id: u16) 
     mac.update(&msg[HEADER_LEN..at]);
 }
 
+/// A signer's key: borrowed from the key ring, or (a transfer's signer,
+/// which outlives the message that asked for it, [`Signer::into_owned`])
+/// its own copy. Two words either way: a signer stays small on the stack of
+/// every signed query.
+enum SignerKey<'k> {
+    Ring(&'k Key),
+    Own(Box<Key>),
+}
+
+impl std::ops::Deref for SignerKey<'_> {
+    type Target = Key;
+    fn deref(&self) -> &Key {
+        match self {
+            SignerKey::Ring(k) => k,
+            SignerKey::Own(k) => k,
+        }
+    }
+}
+
 /// Signs replies to one verified request: the reply, or each message of a
 /// transfer in order (RFC 8945 §5.3, §5.3.1). Holds the request MAC, then the
 /// MAC of the last message signed, on the stack.
 pub struct Signer<'k> {
-    key: &'k Key,
+    key: SignerKey<'k>,
     prior: [u8; MAX_MAC_LEN],
     prior_len: usize,
     signed: usize,
@@ -304,7 +323,7 @@ impl<'k> Signer<'k> {
         let prior_len = request_mac.len().min(MAX_MAC_LEN);
         prior[..prior_len].copy_from_slice(&request_mac[..prior_len]);
         Signer {
-            key,
+            key: SignerKey::Ring(key),
             prior,
             prior_len,
             signed: 0,
@@ -315,8 +334,22 @@ impl<'k> Signer<'k> {
     }
 
     /// The key the request was signed with.
-    pub fn key(&self) -> &'k Key {
-        self.key
+    pub fn key(&self) -> &Key {
+        &self.key
+    }
+
+    /// This signer with its own copy of the key, for the messages of a
+    /// transfer rendered after the request is gone.
+    pub fn into_owned(self) -> Signer<'static> {
+        Signer {
+            key: SignerKey::Own(Box::new(self.key.clone())),
+            prior: self.prior,
+            prior_len: self.prior_len,
+            signed: self.signed,
+            fudge: self.fudge,
+            error: self.error,
+            badtime: self.badtime,
+        }
     }
 
     /// The TSIG error the next message carries (NOERROR, or BADTIME).
@@ -409,7 +442,7 @@ pub enum Rejection<'k> {
     /// NOTAUTH with an unsigned TSIG: BADKEY or BADSIG.
     Unsigned(Unsigned),
     /// NOTAUTH with a signed TSIG carrying BADTIME: sign the reply with it.
-    BadTime(Signer<'k>),
+    BadTime(Box<Signer<'k>>),
 }
 
 /// Verifies the TSIG record at `at` of request `msg` against `keys` at time
@@ -456,7 +489,7 @@ pub fn verify<'k>(
         let t = now.to_be_bytes();
         signer.error = TsigError::BADTIME;
         signer.badtime = Some((rec.time_signed, [t[2], t[3], t[4], t[5], t[6], t[7]]));
-        return Err(Rejection::BadTime(signer));
+        return Err(Rejection::BadTime(Box::new(signer)));
     }
     Ok(signer)
 }
@@ -571,13 +604,10 @@ impl Signer<'_> {
         self.sign(out, now);
     }
 
-    /// The same for the messages of a transfer, each in order (RFC 8945
+    /// The same for the next message of a transfer, in order (RFC 8945
     /// §5.3.1).
-    pub fn sign_stream(&mut self, messages: &mut [Vec<u8>]) {
-        let now = now();
-        for m in messages {
-            self.sign(m, now);
-        }
+    pub fn sign_next(&mut self, message: &mut Vec<u8>) {
+        self.sign(message, now());
     }
 }
 

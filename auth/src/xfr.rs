@@ -143,6 +143,213 @@ fn error_reply(req: &Request<'_>, rcode: Rcode) -> Vec<u8> {
     buf
 }
 
+/// The messages of a reply to a transfer request, each without the TCP
+/// length prefix, in order: rendered one at a time as the connection takes
+/// them (a whole zone is never held rendered: a client that does not read
+/// holds one message of at most 64 KiB, plus what the socket buffers), and
+/// each signed as it is rendered when the request was signed (RFC 8945
+/// §5.3.1). The first message is rendered at once, for its rcode.
+pub struct Messages {
+    ready: std::collections::VecDeque<Vec<u8>>,
+    zone: Option<ZonePack>,
+    signer: Option<crate::tsig::Signer<'static>>,
+    first_rcode: Option<Rcode>,
+}
+
+impl std::fmt::Debug for Messages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Messages")
+            .field("ready", &self.ready.len())
+            .field("more", &self.zone.is_some())
+            .field("first_rcode", &self.first_rcode)
+            .finish()
+    }
+}
+
+impl Messages {
+    /// Messages already rendered.
+    pub fn from_vec(messages: Vec<Vec<u8>>) -> Messages {
+        let first_rcode = messages.first().map(|m| wire::reply_rcode(m));
+        Messages {
+            ready: messages.into(),
+            zone: None,
+            signer: None,
+            first_rcode,
+        }
+    }
+
+    fn zone(mut pack: ZonePack) -> Messages {
+        let mut ready = std::collections::VecDeque::new();
+        let first = pack.next_message();
+        let first_rcode = first.as_deref().map(wire::reply_rcode);
+        ready.extend(first);
+        Messages {
+            ready,
+            zone: Some(pack),
+            signer: None,
+            first_rcode,
+        }
+    }
+
+    /// The rcode of the first message (what a transfer counts as its result).
+    pub fn first_rcode(&self) -> Option<Rcode> {
+        self.first_rcode
+    }
+
+    /// Signs every message with `signer` as it is taken (RFC 8945 §5.3.1).
+    pub fn sign_with(&mut self, signer: crate::tsig::Signer<'static>) {
+        self.signer = Some(signer);
+    }
+}
+
+impl Iterator for Messages {
+    type Item = Vec<u8>;
+
+    fn next(&mut self) -> Option<Vec<u8>> {
+        let mut m = match self.ready.pop_front() {
+            Some(m) => m,
+            None => {
+                let m = self.zone.as_mut()?.next_message();
+                if m.is_none() {
+                    self.zone = None;
+                }
+                m?
+            }
+        };
+        if let Some(s) = &mut self.signer {
+            s.sign_next(&mut m);
+        }
+        Some(m)
+    }
+}
+
+/// A whole zone between two SOAs (AXFR, or AXFR-style IXFR), packed into
+/// messages of at most `limit` bytes one at a time: the SOA, every RRset but
+/// the apex SOA with its RRSIGs after it (the SOA's own RRSIGs included),
+/// the SOA again (RFC 5936 §2.2). Only the first message carries the question.
+struct ZonePack {
+    header: Header,
+    /// SERVFAIL, should an RR not fit a message.
+    error_header: Header,
+    question: Vec<u8>,
+    qtype: RType,
+    limit: usize,
+    rrsets: Vec<RRset>,
+    /// The apex SOA RRset's index.
+    soa: usize,
+    at: Cursor,
+    first: bool,
+}
+
+/// Where a [`ZonePack`] is: the opening SOA, record `pos` of RRset `set`
+/// (its RDATAs, then its RRSIGs), the closing SOA, the end.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cursor {
+    Open,
+    At { set: usize, pos: usize },
+    Close,
+    Done,
+}
+
+impl ZonePack {
+    fn soa_rr(&self) -> Option<Rr<'_>> {
+        let set = self.rrsets.get(self.soa)?;
+        Some(Rr {
+            owner: &set.owner,
+            rtype: RType::SOA,
+            class: set.class,
+            ttl: set.ttl,
+            rdata: set.rdatas.first()?,
+        })
+    }
+
+    /// Record `pos` of RRset `i` in transfer order, if it has one.
+    fn rr_at(&self, i: usize, pos: usize) -> Option<Rr<'_>> {
+        let set = self.rrsets.get(i)?;
+        let own = if i == self.soa { 0 } else { set.rdatas.len() };
+        if pos < own {
+            return Some(Rr {
+                owner: &set.owner,
+                rtype: set.rtype,
+                class: set.class,
+                ttl: set.ttl,
+                rdata: &set.rdatas[pos],
+            });
+        }
+        set.sigs.get(pos - own).map(|rdata| Rr {
+            owner: &set.owner,
+            rtype: RType::RRSIG,
+            class: set.class,
+            ttl: set.sig_ttl,
+            rdata,
+        })
+    }
+
+    /// `at` moved to the next record that exists.
+    fn settle(&self, mut at: Cursor) -> Cursor {
+        while let Cursor::At { set, pos } = at {
+            if set >= self.rrsets.len() {
+                return Cursor::Close;
+            }
+            if self.rr_at(set, pos).is_some() {
+                return at;
+            }
+            at = Cursor::At {
+                set: set + 1,
+                pos: 0,
+            };
+        }
+        at
+    }
+
+    fn current(&self) -> Option<Rr<'_>> {
+        match self.at {
+            Cursor::Open | Cursor::Close => self.soa_rr(),
+            Cursor::At { set, pos } => self.rr_at(set, pos),
+            Cursor::Done => None,
+        }
+    }
+
+    fn advance(&mut self) {
+        self.at = match self.at {
+            Cursor::Open => self.settle(Cursor::At { set: 0, pos: 0 }),
+            Cursor::At { set, pos } => self.settle(Cursor::At { set, pos: pos + 1 }),
+            Cursor::Close | Cursor::Done => Cursor::Done,
+        };
+    }
+
+    /// The next message, `None` after the closing SOA went out.
+    fn next_message(&mut self) -> Option<Vec<u8>> {
+        if self.at == Cursor::Done {
+            return None;
+        }
+        let mut buf = Vec::with_capacity(16 * 1024);
+        let mut w = MessageWriter::new(&mut buf, self.header, self.limit);
+        if std::mem::take(&mut self.first) {
+            w.push_question(&self.question);
+        }
+        let mut pushed = false;
+        while let Some(rr) = self.current() {
+            if !push_rr(&mut w, &rr) {
+                break;
+            }
+            pushed = true;
+            self.advance();
+        }
+        if !pushed {
+            // Cannot happen for valid RDATA (≤ 65535 - header - name bytes).
+            tracing::error!("{}: an RR does not fit a message", self.qtype);
+            self.at = Cursor::Done;
+            drop(w);
+            let mut error = Vec::new();
+            wire::write_error(&mut error, self.error_header, None);
+            return Some(error);
+        }
+        w.finish();
+        Some(buf)
+    }
+}
+
 /// Answers AXFR or IXFR query `req` (the message `msg`) from `client`: the
 /// reply messages in order, each without the TCP length prefix (over UDP,
 /// exactly one). The dispatcher routes AXFR/IXFR over TCP and IXFR over UDP
@@ -154,7 +361,7 @@ pub fn transfer(
     msg: &[u8],
     req: &Request<'_>,
     client: &Client<'_>,
-) -> Vec<Vec<u8>> {
+) -> Messages {
     let kind = req.qtype;
     let peer = client.addr;
     if !policy.allows(&req.qname, peer, client.key) {
@@ -173,26 +380,26 @@ pub fn transfer(
                 req.qname
             ),
         }
-        return vec![error_reply(req, Rcode::REFUSED)];
+        return Messages::from_vec(vec![error_reply(req, Rcode::REFUSED)]);
     }
     if req.qclass != Class::IN {
-        return vec![error_reply(req, Rcode::NOTAUTH)];
+        return Messages::from_vec(vec![error_reply(req, Rcode::NOTAUTH)]);
     }
     let (source, zone) = match sources.find_zone(&req.qname) {
         Ok(Some((s, z))) if z.origin == req.qname => (s, z),
         Ok(_) => {
             client_log!("{kind} of {} for {peer}: not a zone served here", req.qname);
-            return vec![error_reply(req, Rcode::NOTAUTH)];
+            return Messages::from_vec(vec![error_reply(req, Rcode::NOTAUTH)]);
         }
         Err(e) => {
             client_log!("{kind} of {} for {peer}: {e}", req.qname);
-            return vec![error_reply(req, Rcode::SERVFAIL)];
+            return Messages::from_vec(vec![error_reply(req, Rcode::SERVFAIL)]);
         }
     };
     let client_serial = if kind == RType::IXFR {
         match ixfr_client_serial(msg) {
             Some(s) => Some(s),
-            None => return vec![error_reply(req, Rcode::FORMERR)],
+            None => return Messages::from_vec(vec![error_reply(req, Rcode::FORMERR)]),
         }
     } else {
         None
@@ -201,7 +408,7 @@ pub fn transfer(
         Ok(r) => r,
         Err(e) => {
             client_log!("{kind} of {} for {peer}: {e}", zone.origin);
-            return vec![error_reply(req, Rcode::SERVFAIL)];
+            return Messages::from_vec(vec![error_reply(req, Rcode::SERVFAIL)]);
         }
     };
     let soa = rrsets
@@ -211,14 +418,14 @@ pub fn transfer(
     let (soa, serial) = match soa[..] {
         [s] if s.rdatas.len() == 1 => match s.rdatas[0].soa_serial() {
             Some(serial) => (s, serial),
-            None => return vec![error_reply(req, Rcode::SERVFAIL)],
+            None => return Messages::from_vec(vec![error_reply(req, Rcode::SERVFAIL)]),
         },
         _ => {
             client_log!(
                 "{kind} of {}: the zone does not have exactly one SOA",
                 zone.origin
             );
-            return vec![error_reply(req, Rcode::SERVFAIL)];
+            return Messages::from_vec(vec![error_reply(req, Rcode::SERVFAIL)]);
         }
     };
     let soa_rr = Rr {
@@ -252,7 +459,7 @@ pub fn transfer(
                 "IXFR of {} for {peer}: client serial {theirs} is current (ours {serial})",
                 zone.origin
             );
-            return pack(vec![soa_rr]);
+            return Messages::from_vec(pack(vec![soa_rr]));
         }
         match journal(source.as_ref(), &zone, theirs, serial) {
             Some(rows) => {
@@ -271,14 +478,14 @@ pub fn transfer(
                     zone.origin,
                     rows.len()
                 );
-                return pack(rrs);
+                return Messages::from_vec(pack(rrs));
             }
             None if client.transport == Transport::Udp => {
                 tracing::info!(
                     "IXFR of {} for {peer} over UDP: journal cannot bridge {theirs} -> {serial}; current SOA only",
                     zone.origin
                 );
-                return pack(vec![soa_rr]);
+                return Messages::from_vec(pack(vec![soa_rr]));
             }
             None => client_log!(
                 "IXFR of {} for {peer}: journal cannot bridge {theirs} -> {serial}; full transfer",
@@ -286,21 +493,40 @@ pub fn transfer(
             ),
         }
     }
-    let mut rrs = vec![soa_rr];
-    for set in &rrsets {
-        if set.rtype != RType::SOA || set.owner != zone.origin {
-            push_set(&mut rrs, set);
+    if client.transport == Transport::Udp {
+        let mut rrs = vec![soa_rr];
+        for set in &rrsets {
+            if set.rtype != RType::SOA || set.owner != zone.origin {
+                push_set(&mut rrs, set);
+            }
+            push_sigs(&mut rrs, set);
         }
-        push_sigs(&mut rrs, set);
+        rrs.push(soa_rr);
+        return Messages::from_vec(pack(rrs));
     }
-    rrs.push(soa_rr);
-    let messages = pack(rrs);
+    let records: usize = rrsets.iter().map(|s| s.rdatas.len() + s.sigs.len()).sum();
     client_log!(
-        "{kind} of {} serial {serial} for {peer}: full zone in {} message(s)",
+        "{kind} of {} serial {serial} for {peer}: full zone, {} RRs",
         zone.origin,
-        messages.len()
+        records + 1
     );
-    messages
+    let Some(soa) = rrsets
+        .iter()
+        .position(|s| s.rtype == RType::SOA && s.owner == zone.origin)
+    else {
+        return Messages::from_vec(vec![error_reply(req, Rcode::SERVFAIL)]);
+    };
+    Messages::zone(ZonePack {
+        header: reply_header(req, Rcode::NOERROR),
+        error_header: reply_header(req, Rcode::SERVFAIL),
+        question: req.question.to_vec(),
+        qtype: kind,
+        limit: MAX_TCP_MESSAGE.saturating_sub(client.reserve),
+        rrsets,
+        soa,
+        at: Cursor::Open,
+        first: true,
+    })
 }
 
 fn push_set<'a>(rrs: &mut Vec<Rr<'a>>, set: &'a RRset) {
@@ -442,6 +668,70 @@ pub fn ixfr_client_serial(msg: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A zone of 20,000 names (several 64 KiB messages) sent by AXFR: the
+    /// transfer holds one message rendered when it starts (a client that
+    /// does not read holds no more), and the messages, rendered one at a
+    /// time, are byte for byte what packing the whole list at once gives:
+    /// the SOA, every RRset but the apex SOA with its RRSIGs, the SOA.
+    #[test]
+    fn a_zone_transfer_is_rendered_one_message_at_a_time() {
+        use authd_datasrc::memory::{MemorySource, MemoryZone};
+        use std::sync::Arc;
+        let origin: Name = "example.".parse().expect("origin");
+        let mut text =
+            String::from("$TTL 300\n@ SOA ns hm 7 60 60 600 60\n@ NS ns\nns A 192.0.2.1\n");
+        for i in 0..20_000 {
+            text.push_str(&format!("h{i} A 192.0.2.{}\n", i % 250));
+        }
+        let records =
+            authd_datasrc::zonefile::parse_master_text(&text, std::path::Path::new("t"), &origin)
+                .expect("zone");
+        let zone = MemoryZone::from_sourced_records(origin.clone(), records);
+        let source: Arc<dyn DataSource> = Arc::new(MemorySource::with_zones("t", [Arc::new(zone)]));
+        let sources = SourceList::new(vec![Arc::clone(&source)]);
+        let mut q = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+        q.extend_from_slice(origin.as_wire());
+        q.extend_from_slice(&RType::AXFR.0.to_be_bytes());
+        q.extend_from_slice(&1u16.to_be_bytes());
+        let req = wire::parse_query(&q).expect("query");
+        let policy = TransferPolicy {
+            allow: Acl::new(vec!["127.0.0.1".parse().expect("acl entry")]),
+            zones: Vec::new(),
+        };
+        let client = Client {
+            addr: "127.0.0.1".parse().expect("ip"),
+            key: None,
+            transport: Transport::Tcp,
+            reserve: 0,
+        };
+        let messages = transfer(&sources, &policy, &q, &req, &client);
+        assert_eq!(messages.ready.len(), 1, "one message rendered up front");
+        assert!(messages.zone.is_some(), "the rest rendered as taken");
+        assert_eq!(messages.first_rcode(), Some(Rcode::NOERROR));
+        let lazy: Vec<Vec<u8>> = messages.collect();
+        assert!(lazy.len() >= 5, "{} messages", lazy.len());
+        // The same RRs packed at once, as transfers were before.
+        let zone = sources.find_zone(&origin).expect("find").expect("zone").1;
+        let rrsets = source.zone_rrsets(&zone).expect("rrsets");
+        let soa = rrsets.iter().find(|s| s.rtype == RType::SOA).expect("soa");
+        let soa_rr = Rr {
+            owner: &soa.owner,
+            rtype: RType::SOA,
+            class: soa.class,
+            ttl: soa.ttl,
+            rdata: &soa.rdatas[0],
+        };
+        let mut rrs = vec![soa_rr];
+        for set in &rrsets {
+            if set.rtype != RType::SOA || set.owner != origin {
+                push_set(&mut rrs, set);
+            }
+            push_sigs(&mut rrs, set);
+        }
+        rrs.push(soa_rr);
+        assert_eq!(lazy, pack(&req, rrs, MAX_TCP_MESSAGE));
+    }
 
     #[test]
     fn cidr_parsing_and_matching() {

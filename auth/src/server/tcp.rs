@@ -236,13 +236,14 @@ async fn connection(
         };
         slot.idle();
         let write = async {
-            match &reply {
+            match reply {
                 Reply::Nothing => Ok(()),
                 Reply::Message => write_frame(&mut stream, &mut frame, &out, peer, &settings).await,
-                // A zone transfer, in as many messages as needed.
+                // A zone transfer, in as many messages as needed, each
+                // rendered once the one before is written.
                 Reply::Stream(messages) => {
                     for message in messages {
-                        write_frame(&mut stream, &mut frame, message, peer, &settings).await?;
+                        write_frame(&mut stream, &mut frame, &message, peer, &settings).await?;
                     }
                     Ok(())
                 }
