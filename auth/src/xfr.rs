@@ -234,7 +234,7 @@ struct ZonePack {
     question: Vec<u8>,
     qtype: RType,
     limit: usize,
-    rrsets: Vec<RRset>,
+    rrsets: Vec<std::sync::Arc<RRset>>,
     /// The apex SOA RRset's index.
     soa: usize,
     at: Cursor,

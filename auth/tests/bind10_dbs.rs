@@ -398,7 +398,12 @@ fn walk(opened: &Opened, db: &Db) -> Tally {
     for zone in &zones {
         let data = ZoneData::new(
             zone.origin.clone(),
-            sqlite.zone_rrsets(zone).expect("zone reads"),
+            sqlite
+                .zone_rrsets(zone)
+                .expect("zone reads")
+                .into_iter()
+                .map(Arc::unwrap_or_clone)
+                .collect(),
         );
         assert!(
             data.get(&zone.origin, RType::SOA).is_some(),

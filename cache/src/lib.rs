@@ -1106,7 +1106,7 @@ impl DataSource for HotSpotCache {
         Ok(ready)
     }
 
-    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<RRset>, DataSourceError> {
+    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<Arc<RRset>>, DataSourceError> {
         self.inner.zone_rrsets(zone)
     }
 

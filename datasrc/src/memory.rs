@@ -356,7 +356,10 @@ impl MemoryZone {
         zone: &ZoneRef,
     ) -> Result<MemoryZone, DataSourceError> {
         let rrsets = source.zone_rrsets(zone)?;
-        let built = MemoryZone::from_rrsets(zone.origin.clone(), rrsets);
+        let built = MemoryZone::from_rrsets(
+            zone.origin.clone(),
+            rrsets.into_iter().map(Arc::unwrap_or_clone),
+        );
         let apex = built.nodes.get(&built.origin);
         for rtype in [RType::SOA, RType::NS] {
             if apex.and_then(|n| n.get(rtype)).is_none() {
@@ -547,7 +550,7 @@ impl MemorySource {
             let rrsets = source.zone_rrsets(&zone)?;
             built.push(Arc::new(MemoryZone::from_rrsets(
                 zone.origin.clone(),
-                rrsets,
+                rrsets.into_iter().map(Arc::unwrap_or_clone),
             )));
             loaded.push(zone.origin);
         }
@@ -623,7 +626,7 @@ impl DataSource for MemorySource {
         Ok(out)
     }
 
-    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<RRset>, DataSourceError> {
+    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<Arc<RRset>>, DataSourceError> {
         let z = self
             .zone(&zone.origin)
             .ok_or_else(|| DataSourceError::NoSuchZone(zone.origin.to_string()))?;
@@ -637,8 +640,8 @@ impl DataSource for MemorySource {
         Ok(order
             .into_iter()
             .filter_map(|n| z.nodes.get(n))
-            .flat_map(|node| node.rrsets.iter().map(|s| RRset::clone(s)))
-            .chain(z.nsec3.iter().map(|(_, s)| RRset::clone(s)))
+            .flat_map(|node| node.rrsets.iter().map(Arc::clone))
+            .chain(z.nsec3.iter().map(|(_, s)| Arc::clone(s)))
             .collect())
     }
 

@@ -75,7 +75,10 @@ pub trait DataSource: Send + Sync {
     /// cover), for loading into memory and for zone transfers.
     ///
     /// Errors: storage failure or invalid stored data.
-    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<RRset>, DataSourceError>;
+    ///
+    /// Shared: a memory zone hands out its own RRsets (a transfer of a large
+    /// zone holds pointers, not a copy of the zone, for as long as it runs).
+    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<Arc<RRset>>, DataSourceError>;
 
     /// A number that changes whenever data visible through this source may have
     /// changed; caches key their entries by it. Sources that never change return 0.

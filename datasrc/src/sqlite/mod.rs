@@ -369,7 +369,7 @@ impl DataSource for SqliteSource {
         })
     }
 
-    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<RRset>, DataSourceError> {
+    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<Arc<RRset>>, DataSourceError> {
         self.with_conn(|conn| {
             let mut out = Vec::new();
             for sql in [
@@ -408,7 +408,7 @@ impl DataSource for SqliteSource {
                     out.extend(all_rrsets(done)?);
                 }
             }
-            Ok(out)
+            Ok(out.into_iter().map(Arc::new).collect())
         })
     }
 
@@ -503,7 +503,7 @@ impl DataSource for QueryScope<'_> {
         self.source.zones()
     }
 
-    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<RRset>, DataSourceError> {
+    fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<Arc<RRset>>, DataSourceError> {
         self.source.zone_rrsets(zone)
     }
 
