@@ -335,6 +335,12 @@ struct State {
     applied: u64,
 }
 
+/// True when `entry` (at `key`) is of an older epoch of its zone
+/// ([`State::epochs`]): it never answers again.
+fn stale(epochs: &HashMap<Name, u64>, key: &Key, entry: &Entry) -> bool {
+    !epochs.is_empty() && entry.epoch != epochs.get(key.key().zone()).copied().unwrap_or(0)
+}
+
 impl State {
     /// The epoch of the zone at `zone` (a lookup reads it once).
     fn epoch_of(&self, zone: &Name) -> u64 {
@@ -570,7 +576,9 @@ impl HotSpotCache {
             return true;
         };
         sketch.increment(hash);
-        if state.lru.len() < n.get() {
+        // Below the bound; or the key is held already, of an older epoch of
+        // its zone (written since): storing it anew evicts nothing.
+        if state.lru.len() < n.get() || state.lru.contains(&key as &dyn AsKey) {
             return true;
         }
         // The entry `put` would evict: as there, entries hit since eviction
@@ -580,6 +588,10 @@ impl HotSpotCache {
             let Some((key, entry)) = state.lru.peek_lru() else {
                 return true;
             };
+            // An entry of an older epoch is dead: it goes, no contest.
+            if stale(&state.epochs, key, entry) {
+                return true;
+            }
             let hash = self.hasher.hash_one(key.key());
             if !entry.used.swap(false, Ordering::Relaxed) {
                 break hash;
@@ -620,7 +632,7 @@ impl HotSpotCache {
             let Some((key, entry)) = state.lru.peek_lru() else {
                 break;
             };
-            if entry.used.swap(false, Ordering::Relaxed) {
+            if !stale(&state.epochs, key, entry) && entry.used.swap(false, Ordering::Relaxed) {
                 let key = key.clone();
                 state.lru.promote(&key);
             } else {
