@@ -333,6 +333,9 @@ struct State {
     zones_epoch: u64,
     /// The [`Invalidations`] stamp applied.
     applied: u64,
+    /// Zones with entries stored since the last flush (a write into a zone
+    /// with none needs no pass over the slots).
+    populated: std::collections::HashSet<Name>,
 }
 
 /// True when `entry` (at `key`) is of an older epoch of its zone
@@ -355,6 +358,15 @@ impl State {
     fn invalidate_zone(&mut self, zone: &Name, created: bool) {
         self.last_epoch += 1;
         self.epochs.insert(zone.clone(), self.last_epoch);
+        // Dropped now, not left to age out: a zone written often (UPDATEs
+        // into the zone queried) would otherwise fill the slots with dead
+        // entries (each rebuilt node gives its RRsets new addresses, so new
+        // additional-section keys), and the cache would run full, where every
+        // store has to evict. The epochs still keep out what a lookup begun
+        // before the write stores after it.
+        if self.populated.remove(zone) {
+            self.lru.retain(|k, _| k.key().zone() != zone);
+        }
         self.ranges.remove(zone);
         if created {
             self.zones = None;
@@ -434,6 +446,7 @@ impl HotSpotCache {
                 last_epoch: 0,
                 zones_epoch: 0,
                 applied: 0,
+                populated: std::collections::HashSet::new(),
             })
         });
         HotSpotCache {
@@ -489,6 +502,7 @@ impl HotSpotCache {
             return;
         };
         state.lru.clear();
+        state.populated.clear();
         state.zones = None;
         state.ranges.clear();
         state.range_order.clear();
@@ -523,6 +537,7 @@ impl HotSpotCache {
         let mut state = lock.write().ok()?;
         if state.generation != generation {
             state.lru.clear();
+            state.populated.clear();
             state.zones = None;
             state.ranges.clear();
             state.range_order.clear();
@@ -616,6 +631,10 @@ impl HotSpotCache {
         };
         if state.generation != generation || state.epoch_of(key.key().zone()) != epoch {
             return;
+        }
+        let zone = key.key().zone();
+        if !state.populated.contains(zone) {
+            state.populated.insert(zone.clone());
         }
         let entry = Entry {
             value,
