@@ -83,9 +83,14 @@ if [ -n "$missing" ]; then
     fi
     echo "run-all.sh: apt-get install ${missing% }" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
+    log=$(mktemp)
     # shellcheck disable=SC2086 # one word per package
-    apt-get install -y -qq $missing >/dev/null
+    if ! { apt-get update -qq && apt-get install -y -qq $missing; } >"$log" 2>&1; then
+        cat "$log" >&2
+        echo "run-all.sh: apt-get failed" >&2
+        exit 1
+    fi
+    rm -f "$log"
     missing=$(missing_packages)
     if [ -n "$missing" ]; then
         echo "run-all.sh: still missing after apt-get install: $missing" >&2
