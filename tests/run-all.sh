@@ -144,6 +144,9 @@ step tests/interop/tsig-secondaries.sh
 step tests/interop/primaries.sh
 step tests/interop/nsd-primary.sh
 step tests/interop/root-axfr.sh
+# The chain Knot DNS -> authd (a secondary zone served from memory) -> Knot
+# DNS by IXFR, and a restart served from the zone's DB without its primary.
+step tests/interop/memory-chain.sh
 # A real Prometheus server scrapes authd's /metrics.
 step tests/interop/prometheus.sh
 
