@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Network throughput of authd against NSD, Knot DNS and PowerDNS (gsqlite3),
-# driven by dnsperf over loopback UDP.
+# Network throughput of authd against NSD, Knot DNS, BIND 9 and PowerDNS
+# (gsqlite3), driven by dnsperf over loopback UDP.
 #
 # usage: bench/network.sh [--quick] [--workers] [-l SECONDS] [--rounds N] [--edns]
 #        bench/network.sh --soak [-l SECONDS] [--edns]
@@ -10,8 +10,9 @@
 #              small zone (auth/src/default/example.com.zone): success, nxdomain
 #              servers: authd memory (--zone), authd sqlite3 + cache (--db, the
 #              default), authd sqlite3 without cache (--cache-slots 0), NSD,
-#              Knot DNS, PowerDNS gsqlite3 with and without its caches
-#   --quick    root real + nxdomain; authd memory, NSD, Knot; 5 s per cell
+#              Knot DNS, BIND 9 (named), PowerDNS gsqlite3 with and without
+#              its caches
+#   --quick    root real + nxdomain; authd memory, NSD, Knot, BIND; 5 s per cell
 #   --workers  instead: authd (root zone) from memory, then from sqlite3 without
 #              the cache (CPU-heavy per query, so dnsperf does not saturate
 #              first), each with 1 then 2 UDP workers on both cores, dnsperf
@@ -62,7 +63,22 @@
 #
 # Every authd runs with rate limiting off (AUTHD_RRL__ENABLED=false) unless
 # the mode says otherwise: dnsperf sends everything from one address, which
-# the default 200 responses/s per /24 would limit (NSD is set up the same way).
+# the default 200 responses/s per /24 would limit (NSD is set up the same way;
+# BIND has no rate-limit block, so none; Knot has no rrl module loaded).
+#
+# BIND 9 (named, Debian package bind9) gets a named.conf in the work folder:
+# the zone from the same master file as NSD and Knot, 127.0.0.1 at the port,
+# `named -g -n 1 -U 1` (one worker, so one UDP listener; -U sets only the
+# outgoing dispatches, unused here), recursion, NOTIFY, validation, the rndc
+# channel and the query log off, minimal-responses no-auth (as authd and Knot
+# answer: no apex NS in the authority section of positive answers, which NSD
+# adds, but the addresses of MX and SRV targets in the additional section).
+# Checked on 200 queries of each mix (dig +noedns, as dnsperf asks): the same
+# rcode, AA, answer and authority records as authd's and Knot's; only which
+# glue fits in 512 bytes differs, and where the in-domain glue of a referral
+# does not fit (net., au.: 13 of 200 in the real mix) authd and Knot set TC,
+# BIND does not (RFC 9471 asks for TC there). named also starts a timer thread
+# and one idle helper per worker; every thread is pinned like Knot's.
 #
 # Method (see ../shared/research/bench-pitfalls.md in the project workspace):
 # one server at a time on 127.0.0.1 with a free unprivileged port and ONE worker,
@@ -87,7 +103,10 @@
 # build; SHARED=path to the shared data (default ../shared/data next to the
 # repository; without it the query mixes are made by bench/make_queries.py from
 # the repository's zones, identical to the shared ones);
-# BENCH_SERVERS="authd-mem nsd knot" (--large): only these of its servers;
+# BENCH_SERVERS="authd-mem nsd bind" (the default mode, --quick, --large):
+# only these servers, in this order (ids: authd-mem, authd-sql,
+# authd-sql-nocache, nsd, knot, bind, pdns, pdns-nocache; the answer check
+# compares with the first, so keep authd-mem first);
 # BENCH_LARGE_DIR=path (--large): the folder for the generated zone and
 # mixes: used as it is when it already holds them (made by an earlier run with
 # the same --delegations/--sign, recorded in its make_tld.args; a folder
@@ -168,19 +187,15 @@ command -v python3 >/dev/null || need+=(python3)
 if [ "$MODE" = large ] && [ ${#SIGN[@]} -gt 0 ]; then
     command -v dnssec-signzone >/dev/null || need+=(bind9-utils)
 fi
-if [ "$MODE" = quick ] || [ "$MODE" = full ] || [ "$MODE" = large ]; then
-    command -v nsd >/dev/null || need+=(nsd)
-    command -v knotd >/dev/null || need+=(knot)
-    if [ "$MODE" = full ]; then
-        command -v pdns_server >/dev/null || need+=(pdns-server)
-        [ -e /usr/lib/x86_64-linux-gnu/pdns/libgsqlite3backend.so ] ||
-            ls /usr/lib/*/pdns/libgsqlite3backend.so >/dev/null 2>&1 || need+=(pdns-backend-sqlite3)
+# (the servers' packages are installed once the server list is known, below)
+install_missing() {
+    if [ ${#need[@]} -gt 0 ]; then
+        echo "installing ${need[*]} with apt-get" >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}" >/dev/null
     fi
-fi
-if [ ${#need[@]} -gt 0 ]; then
-    echo "installing ${need[*]} with apt-get" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}" >/dev/null
-fi
+    need=()
+}
+install_missing
 if [ -n "${BENCH_AUTHD:-}" ]; then
     AUTHD=$BENCH_AUTHD
     LOADZONE=$(dirname "$AUTHD")/loadzone
@@ -244,7 +259,7 @@ ZORIGIN[small]=example.com.
 if [ "$MODE" = quick ]; then
     ZONES=(root)
     MIXES[root]="real nxdomain"
-    SERVERS=(authd-mem nsd knot)
+    read -r -a SERVERS <<<"${BENCH_SERVERS:-authd-mem nsd knot bind}"
 elif [ "$MODE" = workers ]; then
     ZONES=(root)
     MIXES[root]="real nxdomain"
@@ -302,8 +317,29 @@ else
     ZONES=(root small)
     MIXES[root]="real nxdomain soa success"
     MIXES[small]="success nxdomain"
-    SERVERS=(authd-mem authd-sql authd-sql-nocache nsd knot pdns pdns-nocache)
+    read -r -a SERVERS <<<"${BENCH_SERVERS:-authd-mem authd-sql authd-sql-nocache nsd knot bind pdns pdns-nocache}"
 fi
+# The servers' packages, when missing.
+for s in "${SERVERS[@]}"; do
+    case $s in
+    authd*) ;;
+    nsd) command -v nsd >/dev/null || need+=(nsd) ;;
+    knot) command -v knotd >/dev/null || need+=(knot) ;;
+    bind) command -v named >/dev/null || need+=(bind9) ;;
+    pdns | pdns-nocache)
+        command -v pdns_server >/dev/null || need+=(pdns-server)
+        [ -e /usr/lib/x86_64-linux-gnu/pdns/libgsqlite3backend.so ] ||
+            ls /usr/lib/*/pdns/libgsqlite3backend.so >/dev/null 2>&1 || need+=(pdns-backend-sqlite3)
+        ;;
+    *)
+        echo "network.sh: unknown server $s (BENCH_SERVERS)" >&2
+        exit 2
+        ;;
+    esac
+done
+# shellcheck disable=SC2207
+need=($(printf '%s\n' "${need[@]}" | sort -u))
+install_missing
 mixfile() { # zone mix
     if [ "$1" = large ]; then
         echo "$LARGE_DIR/queries-$2.txt"
@@ -473,6 +509,36 @@ zone:
     journal-content: none
 EOF
         taskset -c $cpus knotd -c "$WORK/knot-$z/knot.conf" >"$log" 2>&1 &
+        ;;
+    bind)
+        SERVER_NAME="BIND $(named -v | sed -n 's/^BIND \([0-9.]*\).*/\1/p')"
+        mkdir -p "$WORK/bind-$z"
+        # No rate-limit block: BIND's response rate limiting is off. -g logs
+        # to stderr (the log file) at info: loading and warnings only, never a
+        # query (querylog no).
+        cat >"$WORK/bind-$z/named.conf" <<EOF
+options {
+    directory "$WORK/bind-$z";
+    pid-file "$WORK/bind-$z/named.pid";
+    session-keyfile none;
+    managed-keys-directory "$WORK/bind-$z";
+    listen-on port $port { 127.0.0.1; };
+    listen-on-v6 { none; };
+    automatic-interface-scan no;
+    recursion no;
+    allow-query { any; };
+    dnssec-validation no;
+    notify no;
+    querylog no;
+    minimal-responses no-auth;
+};
+controls { };
+zone "$origin" {
+    type primary;
+    file "$zf";
+};
+EOF
+        taskset -c $cpus named -g -n 1 -U 1 -c "$WORK/bind-$z/named.conf" >"$log" 2>&1 &
         ;;
     pdns | pdns-nocache)
         local caches=()
@@ -780,7 +846,7 @@ if mode == "workers":
         print(f"| {c['zone']} | {c['mix']} | {source} | {c['sid'][-1]} | {c['qps']:,.0f} | {ratio:.2f} | {100 * c['util']:.0f} |")
     sys.exit(0)
 print()
-print("authd / best peer (NSD, Knot, PowerDNS) in the same mix:")
+print("authd / best peer (NSD, Knot, BIND, PowerDNS) in the same mix:")
 print()
 print("| zone | mix | authd | qps ratio (best peer) | queries/CPU-s ratio (best peer) |")
 print("|---|---|---|---:|---:|")
