@@ -37,6 +37,7 @@
 //! the dispatcher appends to each (RFC 8945 §5.3.1).
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use authd_datasrc::write::{DiffRow, serial_gt};
 use authd_datasrc::{Class, DataSource, Name, RRset, RType, Rdata, SourceList, ZoneRef};
@@ -234,7 +235,7 @@ struct ZonePack {
     question: Vec<u8>,
     qtype: RType,
     limit: usize,
-    rrsets: Vec<std::sync::Arc<RRset>>,
+    rrsets: Vec<Arc<RRset>>,
     /// The apex SOA RRset's index.
     soa: usize,
     at: Cursor,
@@ -494,15 +495,7 @@ pub fn transfer(
         }
     }
     if client.transport == Transport::Udp {
-        let mut rrs = vec![soa_rr];
-        for set in &rrsets {
-            if set.rtype != RType::SOA || set.owner != zone.origin {
-                push_set(&mut rrs, set);
-            }
-            push_sigs(&mut rrs, set);
-        }
-        rrs.push(soa_rr);
-        return Messages::from_vec(pack(rrs));
+        return Messages::from_vec(pack(zone_rrs(&rrsets, &zone.origin, soa_rr)));
     }
     let records: usize = rrsets.iter().map(|s| s.rdatas.len() + s.sigs.len()).sum();
     client_log!(
@@ -527,6 +520,21 @@ pub fn transfer(
         at: Cursor::Open,
         first: true,
     })
+}
+
+/// A whole zone's RRs in transfer order, all at once (what [`ZonePack`]
+/// renders one message at a time): the SOA, every RRset but the apex SOA
+/// with its RRSIGs after it, the SOA again.
+fn zone_rrs<'a>(rrsets: &'a [Arc<RRset>], origin: &Name, soa: Rr<'a>) -> Vec<Rr<'a>> {
+    let mut rrs = vec![soa];
+    for set in rrsets {
+        if set.rtype != RType::SOA || set.owner != *origin {
+            push_set(&mut rrs, set);
+        }
+        push_sigs(&mut rrs, set);
+    }
+    rrs.push(soa);
+    rrs
 }
 
 fn push_set<'a>(rrs: &mut Vec<Rr<'a>>, set: &'a RRset) {
@@ -722,14 +730,7 @@ mod tests {
             ttl: soa.ttl,
             rdata: &soa.rdatas[0],
         };
-        let mut rrs = vec![soa_rr];
-        for set in &rrsets {
-            if set.rtype != RType::SOA || set.owner != origin {
-                push_set(&mut rrs, set);
-            }
-            push_sigs(&mut rrs, set);
-        }
-        rrs.push(soa_rr);
+        let rrs = zone_rrs(&rrsets, &origin, soa_rr);
         assert_eq!(lazy, pack(&req, rrs, MAX_TCP_MESSAGE));
     }
 

@@ -126,9 +126,10 @@ pub(crate) struct ChangeWatch {
 }
 
 impl ChangeWatch {
-    pub(crate) fn new(conn: Connection, writer: Arc<WriterSlot>) -> ChangeWatch {
-        let last = data_version(&conn).ok().map(|v| (0, v));
-        ChangeWatch {
+    /// Errors: `data_version` cannot be read on `conn`.
+    pub(crate) fn new(conn: Connection, writer: Arc<WriterSlot>) -> rusqlite::Result<ChangeWatch> {
+        let last = Some((0, data_version(&conn)?));
+        Ok(ChangeWatch {
             watch: Mutex::new(Watch {
                 conn,
                 checked: Instant::now(),
@@ -137,7 +138,7 @@ impl ChangeWatch {
             generation: AtomicU64::new(1),
             own: AtomicU64::new(0),
             writer,
-        }
+        })
     }
 
     /// The generation, polling `data_version` when [`CHANGE_POLL`] has

@@ -54,13 +54,14 @@ impl SqliteSource {
     pub fn open(path: &Path) -> Result<SqliteSource, DataSourceError> {
         let (conn, _version) = Self::connect(path)?;
         let (watch_conn, _) = Self::connect(path)?;
-        // The DB is readable now (a watch that cannot read says nothing later).
-        data_version(&watch_conn).map_err(|e| storage(path, e))?;
         let file_id = file_id(path)?;
         let pool = ThreadLocal::new();
         pool.get_or(|| RefCell::new(vec![conn]));
         let slot = Arc::new(Mutex::new(None));
-        let change = Arc::new(ChangeWatch::new(watch_conn, Arc::clone(&slot)));
+        // The DB is readable now (a watch that cannot read says nothing later).
+        let change = Arc::new(
+            ChangeWatch::new(watch_conn, Arc::clone(&slot)).map_err(|e| storage(path, e))?,
+        );
         let writer = Arc::new(SqliteWriter::for_source(
             path,
             file_id,

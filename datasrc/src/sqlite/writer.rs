@@ -56,12 +56,14 @@ fn sql(action: &'static str) -> impl Fn(rusqlite::Error) -> WriteError {
     move |source| WriteError::Sqlite { action, source }
 }
 
-fn opening(path: &Path) -> impl Fn(authd_migrations::Error) -> WriteError + '_ {
-    move |e| {
-        let _ = path;
-        WriteError::Open(e.to_string())
-    }
+/// A DB that cannot be opened for writing (the message names the file).
+fn opening(e: authd_migrations::Error) -> WriteError {
+    WriteError::Open(e.to_string())
 }
+
+/// How long a tool's writer (`zone`, `loadzone`) waits for another
+/// writer's lock: an operator at a terminal can wait longer than a query.
+const TOOL_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// True when `e` says the storage failed (the kept connection is then
 /// dropped), not that the change was refused.
@@ -82,7 +84,7 @@ impl SqliteWriter {
     /// Errors: the file cannot be created or opened read-write, or is not a
     /// servable zone DB; the message names the file.
     pub fn create(path: &Path) -> Result<SqliteWriter, WriteError> {
-        let conn = authd_migrations::open_or_create(path).map_err(opening(path))?;
+        let conn = authd_migrations::open_or_create(path).map_err(opening)?;
         Ok(SqliteWriter {
             path: path.to_path_buf(),
             served: None,
@@ -96,8 +98,7 @@ impl SqliteWriter {
     /// Errors: a missing file (`no such file`), one that cannot be opened
     /// read-write, or is not a servable zone DB.
     pub fn open(path: &Path) -> Result<SqliteWriter, WriteError> {
-        let conn = authd_migrations::open_for_writing(path, WRITE_LOCK_WAIT * 5 / 2)
-            .map_err(opening(path))?;
+        let conn = authd_migrations::open_for_writing(path, TOOL_LOCK_WAIT).map_err(opening)?;
         Ok(SqliteWriter {
             path: path.to_path_buf(),
             served: None,
@@ -143,7 +144,7 @@ impl SqliteWriter {
     }
 
     fn connect(&self) -> Result<Connection, WriteError> {
-        authd_migrations::open_for_writing(&self.path, WRITE_LOCK_WAIT).map_err(opening(&self.path))
+        authd_migrations::open_for_writing(&self.path, WRITE_LOCK_WAIT).map_err(opening)
     }
 
     /// A served writer writes only the file its source opened.
@@ -370,8 +371,7 @@ impl ZoneWriter for SqliteWriter {
         self.check_file()?;
         let mut mark = self.mark.lock().unwrap_or_else(PoisonError::into_inner);
         if mark.is_none() {
-            let (conn, _) =
-                authd_migrations::open_for_serving(&self.path).map_err(opening(&self.path))?;
+            let (conn, _) = authd_migrations::open_for_serving(&self.path).map_err(opening)?;
             *mark = Some(conn);
         }
         let Some(conn) = mark.as_ref() else {
