@@ -4,8 +4,7 @@
 //!
 //! Data comes from `tests/data/` (see its README for provenance); nothing under
 //! /work/shared is read at run time. Tests of the `loadzone` binary itself (exit
-//! codes, error lines) are in `auth/tests/loadzone_cli.rs`, because
-//! `CARGO_BIN_EXE_loadzone` is only set inside the binary's own package.
+//! codes, error lines) are in `loadzone_cli.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -29,7 +29,10 @@ use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, Restrict};
 /// The client address of every query (no access control applies to them).
 const LOCAL: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
-const DATA: &str = "tests/data/bind10";
+/// BIND 10's DBs, below this package (`tests/data/bind10/`).
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/bind10")
+}
 
 /// One copied DB and the zones (apex, `zones.id`) it must list.
 struct Db {
@@ -95,7 +98,7 @@ const DBS: &[Db] = &[
 ];
 
 fn db_path(rel: &str) -> PathBuf {
-    Path::new(DATA).join(rel)
+    data_dir().join(rel)
 }
 
 /// A copy of the DB at `rel` in a new temporary directory (kept alive by the

@@ -1,10 +1,9 @@
 //! The `loadzone` binary: summary line, exit codes, one-line errors with
 //! `FILE:LINE`, and that a failed load leaves the zone's previous content intact.
 //!
-//! These tests live in the `authd` package because `CARGO_BIN_EXE_loadzone` is
-//! only set for the package that owns the binary. The loader itself is tested
-//! against the real root zone and BIND 10's inputs in `tests/tests/loadzone.rs`.
-//! Data comes from the workspace's `tests/data/` (provenance in its README).
+//! The loader itself is tested against the real root zone and BIND 10's inputs
+//! in `tests/tests/loadzone.rs`. Data comes from `tests/data/` (provenance in
+//! its README).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -12,15 +11,13 @@ use std::process::{Command, Output};
 use rusqlite::Connection;
 
 fn data(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data")
-        .join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data").join(rel)
 }
 
 /// Runs `loadzone --db DB ORIGIN FILE` in `dir`, so paths in messages are the
 /// relative ones given.
 fn loadzone(dir: &Path, db: &str, origin: &str, file: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loadzone"))
+    Command::new(authd_tests::binary("loadzone"))
         .current_dir(dir)
         .args(["--db", db, origin, file])
         .output()
