@@ -40,8 +40,9 @@ use crate::keys::{Algorithm, Key, KeyRing, MAX_MAC_LEN, MacState};
 use crate::log_limit::LogLimit;
 use crate::metrics::Metrics;
 use crate::query::{Answer, EDNS_UDP_PAYLOAD, Transport, render, reply_limit};
+use crate::sections;
 use crate::wire::{
-    Flags, HEADER_LEN, Header, MessageWriter, Rcode, Request, TSIG, read_name, skip_name, u16_at,
+    Flags, HEADER_LEN, Header, MessageWriter, Rcode, Request, TSIG, read_name, u16_at,
 };
 
 /// The fudge (seconds of clock difference allowed) written in what authd
@@ -130,16 +131,12 @@ fn u48_at(msg: &[u8], at: usize) -> Option<u64> {
 /// `None` when it is not a TSIG record, its class is not ANY, its RDATA is
 /// malformed or bytes follow it.
 pub fn read_record(msg: &[u8], at: usize) -> Option<Record<'_>> {
-    let (key_name, pos) = read_name(msg, at)?;
-    if u16_at(msg, pos)? != TSIG.0 || u16_at(msg, pos + 2)? != CLASS_ANY {
+    let (key_name, _) = read_name(msg, at)?;
+    let rr = sections::rr_at(msg, at)?;
+    if rr.rtype != TSIG || rr.class.0 != CLASS_ANY || rr.end != msg.len() {
         return None;
     }
-    let rdlen = usize::from(u16_at(msg, pos + 8)?);
-    let rdata = pos + 10;
-    let end = rdata + rdlen;
-    if end != msg.len() {
-        return None;
-    }
+    let (rdata, end) = (rr.rdata, rr.end);
     let (algorithm, p) = read_name(msg, rdata)?;
     let time_signed = u48_at(msg, p)?;
     let fudge = u16_at(msg, p + 6)?;
@@ -169,7 +166,6 @@ pub fn read_record(msg: &[u8], at: usize) -> Option<Record<'_>> {
 /// additional section (for replies, which [`crate::wire::parse_query`] does
 /// not read); `None` when the message is unsigned or malformed.
 pub fn find(msg: &[u8]) -> Option<usize> {
-    let qd = usize::from(u16_at(msg, 4)?);
     let rrs: usize = [6, 8, 10]
         .iter()
         .map(|&at| u16_at(msg, at).map(usize::from))
@@ -177,20 +173,11 @@ pub fn find(msg: &[u8]) -> Option<usize> {
     if u16_at(msg, 10)? == 0 {
         return None;
     }
-    let mut pos = HEADER_LEN;
-    for _ in 0..qd {
-        pos = skip_name(msg, pos)? + 4;
-    }
+    let pos = sections::skip_questions(msg, u16_at(msg, 4)?)?;
     let mut last = None;
-    for _ in 0..rrs {
-        last = Some(pos);
-        pos = skip_name(msg, pos)?;
-        let rdlen = usize::from(u16_at(msg, pos + 8)?);
-        pos += 10 + rdlen;
-    }
+    let end = sections::each_rr(msg, pos, rrs, |_, rr| last = Some(*rr))?;
     let last = last?;
-    let after = skip_name(msg, last)?;
-    (pos == msg.len() && u16_at(msg, after)? == TSIG.0).then_some(last)
+    (end == msg.len() && last.rtype == TSIG).then_some(last.start)
 }
 
 /// Feeds the canonical (lower-case) form of uncompressed name `wire`.

@@ -45,9 +45,10 @@ use authd_datasrc::{Class, DataSource, Name, RRset, RType, Rdata, SourceList, Zo
 use crate::acl::Acl;
 use crate::log_limit::LogLimit;
 use crate::query::{EDNS_UDP_PAYLOAD, Transport, reply_limit};
+use crate::sections;
 use crate::wire::{
-    self, Flags, HEADER_LEN, Header, MAX_TCP_MESSAGE, MessageWriter, OPT_LEN, Rcode, RecordMeta,
-    Request, Section, skip_name, u16_at,
+    self, Flags, Header, MAX_TCP_MESSAGE, MessageWriter, OPT_LEN, Rcode, RecordMeta, Request,
+    Section, skip_name, u16_at,
 };
 
 pub use crate::acl::Cidr;
@@ -647,30 +648,27 @@ fn pack(req: &Request<'_>, rrs: Vec<Rr<'_>>, limit: usize) -> Vec<Vec<u8>> {
 pub fn ixfr_client_serial(msg: &[u8]) -> Option<u32> {
     let an = usize::from(u16_at(msg, 6)?);
     let ns = usize::from(u16_at(msg, 8)?);
-    let mut pos = skip_name(msg, HEADER_LEN)? + 4;
+    let pos = sections::skip_questions(msg, 1)?;
     let mut serial = None;
     let mut soas = 0;
-    for i in 0..an + ns {
-        pos = skip_name(msg, pos)?;
-        let rtype = u16_at(msg, pos)?;
-        let rdlen = usize::from(u16_at(msg, pos + 8)?);
-        let rdata = pos + 10;
-        let end = rdata + rdlen;
-        if end > msg.len() {
-            return None;
+    let mut malformed = false;
+    sections::each_rr(msg, pos, an + ns, |i, rr| {
+        if i < an || rr.rtype != RType::SOA {
+            return;
         }
-        if i >= an && rtype == RType::SOA.0 {
-            soas += 1;
-            let p = skip_name(msg, skip_name(msg, rdata)?)?;
-            if p + 20 != end {
-                return None;
-            }
-            let b = msg.get(p..p + 4)?;
-            serial = Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        soas += 1;
+        // MNAME and RNAME, then five 32-bit fields, SERIAL first.
+        let fixed = skip_name(msg, rr.rdata).and_then(|p| skip_name(msg, p));
+        match fixed.and_then(|p| msg.get(p..p + 4).filter(|_| p + 20 == rr.end)) {
+            Some(b) => serial = Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+            None => malformed = true,
         }
-        pos = end;
+    })?;
+    if soas == 1 && !malformed {
+        serial
+    } else {
+        None
     }
-    if soas == 1 { serial } else { None }
 }
 
 #[cfg(test)]
