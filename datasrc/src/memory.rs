@@ -450,7 +450,7 @@ pub struct MemorySource {
     generation: AtomicU64,
     /// The write side of a source whose zones were copied from a DB
     /// ([`MemorySource::backed_by`]); `None` for master files.
-    writer: Option<Arc<crate::memory_writer::MemoryWriter>>,
+    writer: Option<Arc<dyn crate::write::ZoneWriter>>,
 }
 
 impl MemorySource {
@@ -476,18 +476,14 @@ impl MemorySource {
         }
     }
 
-    /// A source holding `zones`, copied from the DB `db`, whose write side
-    /// writes zones `writable` into `db` (journaled, as the sqlite3 source
-    /// writes) and then rebuilds the zone's snapshot from it and swaps it in:
-    /// a zone served from memory and kept in its DB across restarts (a
-    /// `[[secondary]]` with `memory = true`, or UPDATE into a zone copied from
-    /// a DB). A write rebuilds the whole zone: cheap for a transfer, dear for
-    /// a stream of small updates into a large zone.
-    pub fn backed_by(
+    /// A source holding `zones` whose write side is made by `writer` from a
+    /// weak reference to the source itself (the writer swaps rebuilt zones
+    /// in; weak, so that a replaced source is dropped). For
+    /// [`MemorySource::backed_by`], which keeps the storage out of this file.
+    pub fn with_writer(
         label: &str,
         zones: impl IntoIterator<Item = Arc<MemoryZone>>,
-        db: Arc<crate::sqlite::SqliteSource>,
-        writable: HashSet<Name>,
+        writer: impl FnOnce(std::sync::Weak<MemorySource>) -> Arc<dyn crate::write::ZoneWriter>,
     ) -> Arc<MemorySource> {
         let table: FastMap<Name, Arc<MemoryZone>> =
             zones.into_iter().map(|z| (z.origin.clone(), z)).collect();
@@ -495,12 +491,7 @@ impl MemorySource {
             label: label.to_string(),
             zones: ArcSwap::from_pointee(table),
             generation: AtomicU64::new(next_generation()),
-            writer: Some(Arc::new(crate::memory_writer::MemoryWriter::new(
-                label,
-                db,
-                writable,
-                me.clone(),
-            ))),
+            writer: Some(writer(me.clone())),
         })
     }
 
@@ -719,9 +710,7 @@ impl DataSource for MemorySource {
     fn writer(&self) -> Option<Arc<dyn crate::write::ZoneWriter>> {
         // Zones from master files are replaced whole on reload only; zones
         // copied from a DB are written there and rebuilt.
-        self.writer
-            .as_ref()
-            .map(|w| Arc::clone(w) as Arc<dyn crate::write::ZoneWriter>)
+        self.writer.clone()
     }
 }
 

@@ -20,6 +20,26 @@ use crate::write::{
 };
 use crate::zonefile::SourcedRecord;
 
+impl MemorySource {
+    /// A source holding `zones`, copied from the DB `db`, whose write side
+    /// writes zones `writable` into `db` (journaled, as the sqlite3 source
+    /// writes) and then rebuilds the zone's snapshot from it and swaps it in:
+    /// a zone served from memory and kept in its DB across restarts (a
+    /// `[[secondary]]` with `memory = true`, or UPDATE into a zone copied from
+    /// a DB). A write rebuilds the whole zone: cheap for a transfer, dear for
+    /// a stream of small updates into a large zone.
+    pub fn backed_by(
+        label: &str,
+        zones: impl IntoIterator<Item = Arc<MemoryZone>>,
+        db: Arc<SqliteSource>,
+        writable: HashSet<Name>,
+    ) -> Arc<MemorySource> {
+        MemorySource::with_writer(label, zones, |me| {
+            Arc::new(MemoryWriter::new(label, db, writable, me)) as Arc<dyn ZoneWriter>
+        })
+    }
+}
+
 /// See the module docs.
 pub struct MemoryWriter {
     label: String,
