@@ -43,10 +43,15 @@
 //! by another process to an sqlite3 file is seen within 200 ms, a reload at
 //! once) the cache is emptied, so no answer from before a change outlives it
 //! by more than the source's polling interval. A write through the cache's own
-//! write side ([`DataSource::writer`]: UPDATE, a transfer in) drops only the
-//! zone it changed, before the write returns: each zone has an epoch, every
-//! entry the epoch of its zone when stored, and an entry of an older epoch is
-//! a miss (module `writer`).
+//! write side ([`DataSource::writer`]: UPDATE, a transfer in) drops only what
+//! it changed, before the write returns: each zone has an epoch, moved by
+//! every write, and every entry the epoch of its zone when stored or last
+//! found valid. An entry of an older epoch answers only if no change since
+//! reached it (module `writer`'s `Changed`: the owner names changed and their
+//! ancestors, or the whole zone); the zone keeps its last [`CHANGE_LOG`]
+//! changes for that check, and an entry older than those is a miss. So a
+//! stream of UPDATEs into the zone queried refetches the names it changes
+//! (and the apex), not the zone.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -68,7 +73,11 @@ use lru::LruCache;
 mod sketch;
 mod writer;
 use sketch::Sketch;
-use writer::{CacheWriter, Invalidations};
+use writer::{CacheWriter, Changed, Invalidations};
+
+/// Changes kept per zone for checking entries stored before them (see the
+/// module docs); an entry older than the oldest kept is a miss.
+pub const CHANGE_LOG: usize = 64;
 
 /// Absent-name ranges kept per cache, beside the slots (a range is two names).
 pub const MAX_RANGES: usize = 65_536;
@@ -291,7 +300,7 @@ enum Value {
     Nsec3(Option<(Arc<RRset>, bool)>),
     Additional {
         /// Keeps the key's address taken.
-        _rrset: Arc<RRset>,
+        rrset: Arc<RRset>,
         ready: Option<Arc<[Arc<RRset>]>>,
     },
 }
@@ -301,8 +310,57 @@ struct Entry {
     value: Value,
     /// Hit since eviction last came round to it.
     used: AtomicBool,
-    /// Its zone's epoch when stored ([`State::epoch_of`]).
-    epoch: u64,
+    /// Its zone's epoch when stored, or when last found valid after a change
+    /// ([`State::epoch_of`], [`ZoneLog`]).
+    epoch: AtomicU64,
+}
+
+/// The last changes written into one zone, for entries stored before them.
+#[derive(Default)]
+struct ZoneLog {
+    /// The epoch of the newest change no longer kept: an entry of this
+    /// epoch or older cannot be checked.
+    floor: u64,
+    /// (epoch, change), oldest first; at most [`CHANGE_LOG`].
+    changes: VecDeque<(u64, Changed)>,
+}
+
+impl ZoneLog {
+    /// True when the value at `key`, valid at epoch `from`, is still valid at
+    /// `to`: every change between is kept and none reached it.
+    fn unaffected(&self, key: KeyRef<'_>, value: &Value, from: u64, to: u64) -> bool {
+        from >= self.floor
+            && self
+                .changes
+                .iter()
+                .filter(|(e, _)| *e > from && *e <= to)
+                .all(|(_, c)| !reaches(c, key, value))
+    }
+}
+
+/// True when `changed` may have made the entry at `key` (holding `value`)
+/// wrong.
+fn reaches(changed: &Changed, key: KeyRef<'_>, value: &Value) -> bool {
+    let Changed::Names(c) = changed else {
+        return true;
+    };
+    match key {
+        KeyRef::Node(_, name) | KeyRef::Descendants(_, name) => c.names.contains(name),
+        KeyRef::Nsec(..) => c.nsec,
+        KeyRef::Nsec3(..) => c.nsec3,
+        KeyRef::Additional(..) => {
+            c.additional
+                || match value {
+                    Value::Additional { rrset, .. } => rrset.rdatas.iter().any(|r| {
+                        r.additional_target(rrset.rtype)
+                            .is_none_or(|t| c.names.contains(&t))
+                    }),
+                    _ => true,
+                }
+        }
+        // A whole lookup's result may come from anywhere in the zone.
+        KeyRef::Lookup(..) => true,
+    }
 }
 
 /// Hit and miss counts since creation (or the last
@@ -327,6 +385,8 @@ struct State {
     /// Each zone written through this cache's write side, and its epoch
     /// (zones not here are at 0).
     epochs: HashMap<Name, u64>,
+    /// Each such zone's last changes.
+    logs: HashMap<Name, ZoneLog>,
     /// The last epoch given.
     last_epoch: u64,
     /// Moves with every zone written, for the zone table ([`State::zones`]).
@@ -339,9 +399,23 @@ struct State {
 }
 
 /// True when `entry` (at `key`) is of an older epoch of its zone
-/// ([`State::epochs`]): it never answers again.
-fn stale(epochs: &HashMap<Name, u64>, key: &Key, entry: &Entry) -> bool {
-    !epochs.is_empty() && entry.epoch != epochs.get(key.key().zone()).copied().unwrap_or(0)
+/// ([`State::epochs`]) and a change since reached it: it never answers again.
+fn stale(
+    epochs: &HashMap<Name, u64>,
+    logs: &HashMap<Name, ZoneLog>,
+    key: &Key,
+    entry: &Entry,
+) -> bool {
+    if epochs.is_empty() {
+        return false;
+    }
+    let key = key.key();
+    let now = epochs.get(key.zone()).copied().unwrap_or(0);
+    let stored = entry.epoch.load(Ordering::Relaxed);
+    stored != now
+        && !logs
+            .get(key.zone())
+            .is_some_and(|log| log.unaffected(key, &entry.value, stored, now))
 }
 
 impl State {
@@ -353,31 +427,74 @@ impl State {
         self.epochs.get(zone).copied().unwrap_or(0)
     }
 
-    /// Zone `zone` was written: its entries and absent ranges go out of
-    /// date, and the zone table when the write may have created the zone.
-    fn invalidate_zone(&mut self, zone: &Name, created: bool) {
+    /// Zone `zone` was written (`changed`): the entries and absent ranges
+    /// the change reached go out of date, and the zone table when the write
+    /// may have created the zone.
+    fn invalidate_zone(&mut self, zone: &Name, created: bool, changed: Changed) {
         self.last_epoch += 1;
-        self.epochs.insert(zone.clone(), self.last_epoch);
-        // Dropped now, not left to age out: a zone written often (UPDATEs
-        // into the zone queried) would otherwise fill the slots with dead
-        // entries (each rebuilt node gives its RRsets new addresses, so new
-        // additional-section keys), and the cache would run full, where every
-        // store has to evict. The epochs still keep out what a lookup begun
-        // before the write stores after it.
-        if self.populated.remove(zone) {
-            self.lru.retain(|k, _| k.key().zone() != zone);
+        let epoch = self.last_epoch;
+        self.epochs.insert(zone.clone(), epoch);
+        match &changed {
+            Changed::All => {
+                // Dropped now, not left to age out: a zone replaced often
+                // would otherwise fill the slots with dead entries, and the
+                // cache would run full, where every store has to evict.
+                if self.populated.remove(zone) {
+                    self.lru.retain(|k, _| k.key().zone() != zone);
+                }
+                self.ranges.remove(zone);
+            }
+            Changed::Names(c) => {
+                // The nodes changed go now (no probe finds them again; they
+                // free their slots), the rest when a probe or eviction meets
+                // them (`stale`).
+                for name in &c.names {
+                    self.lru.pop(&KeyRef::Node(zone, name) as &dyn AsKey);
+                    self.lru.pop(&KeyRef::Descendants(zone, name) as &dyn AsKey);
+                }
+                if let Some(ranges) = self.ranges.get_mut(zone) {
+                    for name in &c.names {
+                        let key = node::absent_key(name);
+                        let covering = ranges
+                            .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&key[..])))
+                            .next_back()
+                            .filter(|(below, above)| {
+                                AbsentRange {
+                                    below: (!below.is_empty()).then(|| below.to_vec()),
+                                    above: (*above).clone(),
+                                }
+                                .covers(&key)
+                            })
+                            .map(|(below, _)| below.clone());
+                        if let Some(below) = covering {
+                            ranges.remove(&below);
+                        }
+                    }
+                }
+            }
         }
-        self.ranges.remove(zone);
+        let log = self.logs.entry(zone.clone()).or_default();
+        log.changes.push_back((epoch, changed));
+        if log.changes.len() > CHANGE_LOG
+            && let Some((dropped, _)) = log.changes.pop_front()
+        {
+            log.floor = dropped;
+        }
         if created {
             self.zones = None;
             self.zones_epoch += 1;
         }
     }
 
-    /// The value of `key` stored at its zone's `epoch`, marking the entry used.
+    /// The value of `key` valid at its zone's `epoch`, marking the entry
+    /// used. An entry of an older epoch is checked against the changes since
+    /// (and stamped with `epoch` when none reached it); one of a newer epoch
+    /// is a miss (the lookup began before the write that it follows).
+    #[inline]
     fn get(&self, key: KeyRef<'_>, epoch: u64) -> Option<&Value> {
         let entry = self.lru.peek(&key as &dyn AsKey)?;
-        if entry.epoch != epoch {
+        let stored = entry.epoch.load(Ordering::Relaxed);
+        if stored != epoch && !self.still_valid(key, entry, stored, epoch) {
             return None;
         }
         // Written only when it changes: hot entries stay clean in other cores' caches.
@@ -385,6 +502,23 @@ impl State {
             entry.used.store(true, Ordering::Relaxed);
         }
         Some(&entry.value)
+    }
+
+    /// True when `entry` at `key`, valid at epoch `stored`, is valid at
+    /// `epoch` too (no change between reached it); then stamped with it.
+    /// Out of line: met once per entry after a write, not per probe.
+    #[cold]
+    #[inline(never)]
+    fn still_valid(&self, key: KeyRef<'_>, entry: &Entry, stored: u64, epoch: u64) -> bool {
+        let valid = stored < epoch
+            && self
+                .logs
+                .get(key.zone())
+                .is_some_and(|log| log.unaffected(key, &entry.value, stored, epoch));
+        if valid {
+            entry.epoch.fetch_max(epoch, Ordering::Relaxed);
+        }
+        valid
     }
 
     /// True when a cached range says `name` (as [`node::absent_key`]) of
@@ -443,6 +577,7 @@ impl HotSpotCache {
                 },
                 generation,
                 epochs: HashMap::new(),
+                logs: HashMap::new(),
                 last_epoch: 0,
                 zones_epoch: 0,
                 applied: 0,
@@ -547,8 +682,8 @@ impl HotSpotCache {
         if state.applied != written {
             // The stamp was read before the list is taken: a zone noted
             // meanwhile is dropped now or at the next call, never missed.
-            for (zone, created) in self.invalidations.take() {
-                state.invalidate_zone(&zone, created);
+            for noted in self.invalidations.take() {
+                state.invalidate_zone(&noted.zone, noted.created, noted.changed);
             }
             state.applied = written;
         }
@@ -603,8 +738,8 @@ impl HotSpotCache {
             let Some((key, entry)) = state.lru.peek_lru() else {
                 return true;
             };
-            // An entry of an older epoch is dead: it goes, no contest.
-            if stale(&state.epochs, key, entry) {
+            // An entry a write reached is dead: it goes, no contest.
+            if stale(&state.epochs, &state.logs, key, entry) {
                 return true;
             }
             let hash = self.hasher.hash_one(key.key());
@@ -639,7 +774,7 @@ impl HotSpotCache {
         let entry = Entry {
             value,
             used: AtomicBool::new(false),
-            epoch,
+            epoch: AtomicU64::new(epoch),
         };
         state.lru.put(key, entry);
         let Slots::Bounded(n) = self.slots else {
@@ -651,7 +786,9 @@ impl HotSpotCache {
             let Some((key, entry)) = state.lru.peek_lru() else {
                 break;
             };
-            if !stale(&state.epochs, key, entry) && entry.used.swap(false, Ordering::Relaxed) {
+            if !stale(&state.epochs, &state.logs, key, entry)
+                && entry.used.swap(false, Ordering::Relaxed)
+            {
                 let key = key.clone();
                 state.lru.promote(&key);
             } else {
@@ -1129,7 +1266,7 @@ impl DataSource for HotSpotCache {
         let ready = self.resolve_additional(zone, rrset)?;
         if self.admit(key, generation) {
             let value = Value::Additional {
-                _rrset: rrset.clone(),
+                rrset: rrset.clone(),
                 ready: ready.clone(),
             };
             self.put(key.owned(), value, generation, epoch);

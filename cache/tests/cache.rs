@@ -518,3 +518,121 @@ fn a_write_drops_its_zone_only() {
         "one flush for it"
     );
 }
+
+/// A dynamic update into the zone queried refetches the names it changed
+/// (and the apex, whose SOA serial moved), not the zone: the other names stay
+/// cached, a name it added is answered at once though its gap was cached as
+/// absent, and a name it deleted is NXDOMAIN at once. Past the change log
+/// ([`authd_cache::CHANGE_LOG`] writes), entries older than it are misses.
+#[test]
+fn an_update_drops_the_names_it_changed_only() {
+    use authd_datasrc::write::{Change, Scope, SerialPolicy};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("one.sqlite3");
+    let a: Name = "a.test.".parse().expect("origin");
+    let text = "$TTL 300\n@ SOA ns1 hm 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n\
+                www A 192.0.2.2\nftp A 192.0.2.4\nsub NS ns.sub\nns.sub A 192.0.2.6\n";
+    let records = zonefile::parse_master_text(text, Path::new("t"), &a).expect("parses");
+    let mut conn = authd_migrations::open_or_create(&db).expect("db");
+    authd_datasrc::sqlite_load::load_zone(&mut conn, &a, &records, |_, _| {}).expect("loads");
+    let cached = HotSpotCache::new(
+        Arc::new(SqliteSource::open(&db).expect("open")),
+        Slots::Unlimited,
+    );
+    let opts = LookupOptions::default();
+    let ask = |qname: &str, qtype: RType| -> Vec<String> {
+        let qname: Name = qname.parse().expect("qname");
+        match lookup(&cached, &qname, qtype, opts)
+            .expect("zone")
+            .1
+            .outcome
+        {
+            Outcome::Answer(set) | Outcome::Delegation(set) => {
+                let mut v: Vec<String> = set
+                    .rdatas
+                    .iter()
+                    .map(|r| r.to_text(set.rtype).expect("text"))
+                    .collect();
+                v.sort();
+                v
+            }
+            Outcome::NxDomain => vec!["NXDOMAIN".into()],
+            other => panic!("{other:?}"),
+        }
+    };
+    let rr = |line: &str| {
+        zonefile::parse_master_text(&format!("$TTL 300\n{line}\n"), Path::new("t"), &a).expect("rr")
+            [0]
+        .record
+        .clone()
+    };
+    let writer = cached.writer().expect("a write side");
+    let update = |add: Vec<authd_datasrc::Record>, delete: Vec<authd_datasrc::Record>| {
+        let mut plan = |_: &[authd_datasrc::Record]| {
+            Some(Change {
+                add: add.clone(),
+                delete: delete.clone(),
+                soa: None,
+            })
+        };
+        writer
+            .update(&a, Scope::Zone, SerialPolicy::Increment, 0, &mut plan)
+            .expect("update")
+            .expect("applied");
+    };
+    // Warm: every name asked twice, the second time from the cache.
+    for _ in 0..2 {
+        assert_eq!(ask("ftp.a.test.", RType::A), ["192.0.2.4"]);
+        assert_eq!(ask("www.a.test.", RType::A), ["192.0.2.2"]);
+        assert_eq!(ask("new.a.test.", RType::A), ["NXDOMAIN"]);
+        assert_eq!(ask("host.sub.a.test.", RType::A), ["ns.sub.a.test."]);
+    }
+    let warm = cached.stats();
+    assert_eq!(ask("ftp.a.test.", RType::A), ["192.0.2.4"]);
+    assert_eq!(cached.stats().misses, warm.misses, "warm");
+
+    update(vec![rr("www A 192.0.2.3"), rr("new A 192.0.2.5")], vec![]);
+    let before = cached.stats();
+    assert_eq!(ask("ftp.a.test.", RType::A), ["192.0.2.4"]);
+    assert_eq!(ask("host.sub.a.test.", RType::A), ["ns.sub.a.test."]);
+    // The referral reads the apex (changed: its serial) and nothing else.
+    let misses = cached.stats().misses - before.misses;
+    assert_eq!(misses, 1, "ftp and the delegation stay cached");
+    assert_eq!(cached.stats().flushes, before.flushes, "no flush");
+    assert_eq!(ask("www.a.test.", RType::A), ["192.0.2.2", "192.0.2.3"]);
+    assert_eq!(ask("new.a.test.", RType::A), ["192.0.2.5"]);
+    assert_eq!(ask("a.test.", RType::SOA)[0].split(' ').nth(2), Some("2"));
+
+    // The glue changes: the delegation's addresses are read again.
+    update(
+        vec![rr("ns.sub A 192.0.2.7")],
+        vec![rr("ns.sub A 192.0.2.6")],
+    );
+    let zone = cached.find_zone(&a).expect("find").expect("zone");
+    let sub: Name = "host.sub.a.test.".parse().expect("name");
+    let referral = cached.lookup(&zone, &sub, RType::A, opts).expect("lookup");
+    let Outcome::Delegation(ns) = referral.outcome else {
+        panic!("{:?}", referral.outcome)
+    };
+    let glue = cached
+        .additional_addresses(&zone, &ns)
+        .expect("glue")
+        .expect("resolved");
+    let glue: Vec<String> = glue
+        .iter()
+        .flat_map(|s| s.rdatas.iter().map(|r| r.to_text(s.rtype).expect("text")))
+        .collect();
+    assert_eq!(glue, ["192.0.2.7"]);
+
+    update(vec![], vec![rr("ftp A 192.0.2.4")]);
+    assert_eq!(ask("ftp.a.test.", RType::A), ["NXDOMAIN"]);
+
+    // More writes than the log keeps: what was cached before them is read again.
+    assert_eq!(ask("www.a.test.", RType::A), ["192.0.2.2", "192.0.2.3"]);
+    for i in 0..authd_cache::CHANGE_LOG + 1 {
+        update(vec![rr(&format!("h{i} A 192.0.2.9"))], vec![]);
+    }
+    let before = cached.stats();
+    assert_eq!(ask("www.a.test.", RType::A), ["192.0.2.2", "192.0.2.3"]);
+    assert!(cached.stats().misses > before.misses, "older than the log");
+}
