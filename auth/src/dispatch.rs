@@ -197,7 +197,11 @@ impl Dispatcher {
 
     /// The same, counting into `metrics` (`None`: off).
     pub fn with_metrics(self, metrics: Option<Arc<Metrics>>) -> Dispatcher {
-        Dispatcher { metrics, ..self }
+        Dispatcher {
+            query: self.query.counting_zones(metrics.is_some()),
+            metrics,
+            ..self
+        }
     }
 
     /// The same, logging messages to `dnstap` (`None`: off).
@@ -354,6 +358,7 @@ impl Dispatcher {
             }
             Handled::Message(response) => {
                 seen.kind = Some(response.kind);
+                seen.zone = response.zone;
                 // 5. Rate limiting.
                 let outgoing = Outgoing {
                     client: peer,
@@ -458,6 +463,7 @@ impl Dispatcher {
                 return Handled::Message(Response {
                     kind: ResponseKind::Answer,
                     key: crate::name_hash::name_key(req.qname.as_wire(), req.qtype.0),
+                    zone: 0,
                 });
             }
             (RType::AXFR, Transport::Udp) => {
@@ -537,6 +543,7 @@ fn class_name(class: Class) -> String {
 const ERROR: Response = Response {
     kind: ResponseKind::Error,
     key: 0,
+    zone: 0,
 };
 
 /// The error reply to a message that did not parse as a query (in `out`),

@@ -16,8 +16,16 @@
 //! `transfers_out_total` {type, result}, `transfers_in_total` {result},
 //! `updates_total` {result}, `reloads_total` {result},
 //! `tsig_failures_total` {error}, `dnstap_dropped_total` (with dnstap on),
-//! `zone_serial` {zone}, `cache_*` {source}, `build_info` {version},
-//! `start_time_seconds`.
+//! `zone_serial` {zone}, `zone_queries_total` {zone}, `cache_*` {source},
+//! `build_info` {version}, `start_time_seconds`.
+//!
+//! Per-zone query counts: each thread keeps an open-addressed table of
+//! [`ZONE_SLOTS`] (zone name key, count) pairs, written by that thread alone;
+//! a scrape sums them for the zones served now, so the family has one series
+//! per served zone, never one per name a client makes up. A thread that
+//! answers for more zones than its table holds counts the rest in
+//! `zone_queries_uncounted_total`. No rcode label: it would multiply the
+//! series by every rcode for what `queries_total` already tells.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -120,6 +128,8 @@ pub struct Seen {
     pub limited: Option<Limited>,
     /// What its COOKIE option was, if it had one and cookies are on.
     pub cookie: Option<CookieSeen>,
+    /// The name key of the zone that answered it ([`crate::query::Response::zone`]); 0: none.
+    pub zone: u64,
 }
 
 /// What was sent back for one message, as the counters see it.
@@ -132,6 +142,12 @@ pub enum Sent<'a> {
     Stream(Option<crate::wire::Rcode>),
 }
 
+/// Zones one thread counts queries for (a power of two); see the module docs.
+pub const ZONE_SLOTS: usize = 16_384;
+
+/// Slots probed for a zone before it is counted as uncounted.
+const ZONE_PROBES: usize = 16;
+
 /// One thread's counters, written by that thread only.
 struct Worker {
     queries: Box<[AtomicU64]>,
@@ -139,6 +155,10 @@ struct Worker {
     truncated: AtomicU64,
     limited: [AtomicU64; 2],
     cookies: [AtomicU64; 2],
+    /// (zone name key, queries): a key of 0 is a free slot. A slot's key is
+    /// written once, before its count moves.
+    zones: Box<[(AtomicU64, AtomicU64)]>,
+    zones_uncounted: AtomicU64,
 }
 
 impl Worker {
@@ -149,7 +169,29 @@ impl Worker {
             truncated: AtomicU64::new(0),
             limited: Default::default(),
             cookies: Default::default(),
+            zones: (0..ZONE_SLOTS)
+                .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+                .collect(),
+            zones_uncounted: AtomicU64::new(0),
         }
+    }
+
+    /// The slots `key` may be in, in probe order.
+    fn zone_slots(&self, key: u64) -> impl Iterator<Item = &(AtomicU64, AtomicU64)> {
+        let start = (key as usize) & (ZONE_SLOTS - 1);
+        (0..ZONE_PROBES).filter_map(move |i| self.zones.get((start + i) & (ZONE_SLOTS - 1)))
+    }
+
+    /// This thread's count for the zone of name key `key`.
+    fn zone_count(&self, key: u64) -> u64 {
+        for (k, n) in self.zone_slots(key) {
+            match k.load(Ordering::Acquire) {
+                0 => return 0,
+                k if k == key => return n.load(Ordering::Relaxed),
+                _ => {}
+            }
+        }
+        0
     }
 }
 
@@ -225,6 +267,26 @@ impl WorkerHandle<'_> {
     /// Counts one request with a COOKIE option.
     pub fn cookie(&self, seen: CookieSeen) {
         bump(&self.worker.cookies[seen as usize]);
+    }
+
+    /// Counts one query answered from the zone of name key `key` (not 0).
+    #[inline]
+    pub fn zone(&self, key: u64) {
+        for (k, n) in self.worker.zone_slots(key) {
+            let held = k.load(Ordering::Relaxed);
+            if held == key {
+                bump(n);
+                return;
+            }
+            if held == 0 {
+                // Only this thread writes keys: the slot is ours. The key is
+                // published before the count moves, for a scrape's reads.
+                k.store(key, Ordering::Release);
+                bump(n);
+                return;
+            }
+        }
+        bump(&self.worker.zones_uncounted);
     }
 }
 
@@ -380,6 +442,9 @@ impl Metrics {
             if let Some(c) = seen.cookie {
                 w.cookie(c);
             }
+            if seen.zone != 0 {
+                w.zone(seen.zone);
+            }
         });
     }
 
@@ -430,6 +495,7 @@ impl Metrics {
                 *sum += c.load(Ordering::Relaxed);
             }
             s.truncated += w.truncated.load(Ordering::Relaxed);
+            s.zones_uncounted += w.zones_uncounted.load(Ordering::Relaxed);
             for (sum, c) in s.limited.iter_mut().zip(&w.limited) {
                 *sum += c.load(Ordering::Relaxed);
             }
@@ -444,6 +510,7 @@ impl Metrics {
 #[derive(Default)]
 struct Sums {
     queries: Vec<u64>,
+    zones_uncounted: u64,
     kinds: [u64; KINDS.len()],
     truncated: u64,
     limited: [u64; 2],
@@ -656,9 +723,16 @@ impl Collector for Scrape {
         let sources = m.sources.lock().ok().and_then(|s| s.as_ref().map(|f| f()));
         if let Some(sources) = sources {
             let mut serials = Vec::new();
+            let mut zone_queries = Vec::new();
             let mut caches = Vec::new();
+            let workers = m.workers.lock().map(|w| w.clone()).unwrap_or_default();
             for (source, zones) in sources.zones() {
                 for zone in zones.unwrap_or_default() {
+                    let key = crate::name_hash::name_key(zone.origin.as_wire(), 0);
+                    zone_queries.push((
+                        [("zone", zone.origin.to_string())],
+                        workers.iter().map(|w| w.zone_count(key)).sum::<u64>(),
+                    ));
                     let soa =
                         source.lookup(&zone, &zone.origin, RType::SOA, LookupOptions::default());
                     if let Ok(authd_datasrc::Lookup {
@@ -679,6 +753,18 @@ impl Collector for Scrape {
                 "authd_zone_serial",
                 "The SOA serial served, per zone.",
                 serials,
+            )?;
+            counter(
+                &mut e,
+                "authd_zone_queries",
+                "Standard queries answered from each zone served now (rate limited or not).",
+                zone_queries,
+            )?;
+            counter(
+                &mut e,
+                "authd_zone_queries_uncounted",
+                "Standard queries answered from a zone a thread's per-zone table had no room for.",
+                [([("", ""); 0], s.zones_uncounted)],
             )?;
             type Field = fn(&authd_datasrc::CacheStats) -> u64;
             let fields: [(&str, &str, Field); 5] = [

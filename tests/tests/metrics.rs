@@ -290,3 +290,82 @@ fn updates_and_transfers_in_are_counted_by_result() {
         0
     );
 }
+
+/// `authd_zone_queries_total{zone}`: one series per zone served, growing by
+/// exactly the queries each zone answered, over UDP and TCP, answers and
+/// NXDOMAIN alike; a query for a name in no served zone (REFUSED) and a
+/// child zone's queries are not counted for the parent. A zone added with
+/// SQL while authd runs is counted from its first query.
+#[test]
+fn queries_are_counted_per_zone() {
+    let dir = tempdir();
+    let db = dir.path().join("zone.sqlite3");
+    load_zone_text(&db, "sub.example.org.", ZONE);
+    let (authd, metrics) = start(dir.path());
+    let org = r#"authd_zone_queries_total{zone="example.org."}"#;
+    let sub = r#"authd_zone_queries_total{zone="sub.example.org."}"#;
+    let (_, before) = get(metrics, "/metrics");
+    assert!(before.contains(org) && before.contains(sub), "{before}");
+    for _ in 0..5 {
+        query_udp(
+            authd.addr(),
+            &QueryBuilder::new("www.example.org.", "A").wire(),
+        );
+        query_udp(
+            authd.addr(),
+            &QueryBuilder::new("nx.example.org.", "A").wire(),
+        );
+    }
+    query_tcp(
+        authd.addr(),
+        &QueryBuilder::new("www.example.org.", "A").wire(),
+    );
+    for _ in 0..4 {
+        query_udp(
+            authd.addr(),
+            &QueryBuilder::new("www.sub.example.org.", "A").wire(),
+        );
+    }
+    for i in 0..20 {
+        query_udp(
+            authd.addr(),
+            &QueryBuilder::new(&format!("q{i}.example.net."), "A").wire(),
+        );
+    }
+    let (_, after) = get(metrics, "/metrics");
+    assert_eq!(value(&after, org) - value(&before, org), 11, "{after}");
+    assert_eq!(value(&after, sub) - value(&before, sub), 4);
+    assert_eq!(
+        after.matches("authd_zone_queries_total{").count(),
+        2,
+        "one series per served zone: {after}"
+    );
+    assert_eq!(value(&after, "authd_zone_queries_uncounted_total"), 0);
+
+    // A zone created by SQL while serving (seen within the 200 ms poll).
+    load_zone_text(&db, "example.com.", ZONE);
+    let com = r#"authd_zone_queries_total{zone="example.com."}"#;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while query_udp(
+        authd.addr(),
+        &QueryBuilder::new("example.com.", "SOA").wire(),
+    )
+    .get(3)
+    .is_some_and(|b| b & 0x0F == 5)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "example.com. never served"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, before) = get(metrics, "/metrics");
+    for _ in 0..3 {
+        query_udp(
+            authd.addr(),
+            &QueryBuilder::new("www.example.com.", "A").wire(),
+        );
+    }
+    let (_, after) = get(metrics, "/metrics");
+    assert_eq!(value(&after, com) - value(&before, com), 3, "{after}");
+}

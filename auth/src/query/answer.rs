@@ -59,6 +59,9 @@ pub struct Answer {
     /// a referral, for in-domain glue): a reply rendered from a template needs
     /// none of them, so they are placed only when the reply is rendered anew.
     pub(super) deferred: Option<Deferred>,
+    /// The name key ([`crate::name_hash::name_key`], extra 0) of the zone
+    /// answering, when the processor counts zones; 0 otherwise.
+    pub zone_key: u64,
 }
 
 /// Prepared additional-section RRsets, and the zone cut when they are glue.
@@ -80,6 +83,7 @@ impl Answer {
         self.templatable = false;
         self.synthesized = false;
         self.deferred = None;
+        self.zone_key = 0;
     }
 
     /// Places the deferred additional-section RRsets, if any.
@@ -135,7 +139,7 @@ pub enum ResponseKind {
     Error,
 }
 
-/// What a response was, as a rate limiter accounts it.
+/// What a response was, as a rate limiter and the metrics account it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Response {
     /// Its kind.
@@ -145,6 +149,10 @@ pub struct Response {
     /// referrals, the zone apex for NXDOMAIN and NODATA; 0 for errors, or
     /// when it was not asked for.
     pub key: u64,
+    /// The name key of the zone that answered (`authd_zone_queries_total`),
+    /// when the processor counts zones ([`super::QueryProcessor::counting_zones`]);
+    /// 0 for none.
+    pub zone: u64,
 }
 
 impl Answer {
@@ -165,8 +173,9 @@ impl Answer {
             Rcode::NOERROR => ResponseKind::NoData,
             _ => ResponseKind::Error,
         };
+        let zone = self.zone_key;
         if !keyed {
-            return Response { kind, key: 0 };
+            return Response { kind, key: 0, zone };
         }
         let key = match kind {
             ResponseKind::Answer => crate::name_hash::name_key(req.qname.as_wire(), req.qtype.0),
@@ -177,6 +186,6 @@ impl Answer {
                 None => crate::name_hash::name_key(req.qname.as_wire(), 0),
             },
         };
-        Response { kind, key }
+        Response { kind, key, zone }
     }
 }

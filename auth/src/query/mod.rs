@@ -57,6 +57,8 @@ pub struct QueryProcessor {
     /// Unique per processor, so per-thread reply templates of a replaced
     /// processor (after a reload) are never used by its successor.
     id: u64,
+    /// Each answer carries the name key of its zone ([`Response::zone`]).
+    zone_keys: bool,
 }
 
 impl QueryProcessor {
@@ -66,6 +68,17 @@ impl QueryProcessor {
         QueryProcessor {
             sources,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            zone_keys: false,
+        }
+    }
+
+    /// The same, with each response's zone named by its key
+    /// ([`Response::zone`], for per-zone counters), or not: hashing the apex
+    /// costs every query a little, so only when something counts.
+    pub fn counting_zones(self, on: bool) -> QueryProcessor {
+        QueryProcessor {
+            zone_keys: on,
+            ..self
         }
     }
 
@@ -164,6 +177,9 @@ impl QueryProcessor {
             ans.reset(Rcode::REFUSED, false);
             return Ok(());
         };
+        if self.zone_keys {
+            ans.zone_key = crate::name_hash::name_key(zone.origin.as_wire(), 0);
+        }
         let source = source.as_ref();
         let opts = LookupOptions {
             dnssec,
