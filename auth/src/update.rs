@@ -354,6 +354,12 @@ fn run(
         Err(e @ (WriteError::Update(_) | WriteError::Check(_))) => {
             Err(refuse(Rcode::REFUSED, format!("{e}; nothing was changed")))
         }
+        // A zone from a master file: its write side reads (the journal, for
+        // IXFR) but takes no write (§3.1.2: not a zone updated here).
+        Err(WriteError::NotSupported(why)) => Err(refuse(
+            Rcode::NOTAUTH,
+            format!("{why}; it takes no writes: only sqlite3 zones take updates"),
+        )),
         Err(e) => Err(refuse(Rcode::SERVFAIL, format!("{e}; nothing was changed"))),
     }
 }

@@ -54,6 +54,10 @@ pub struct MemoryZone {
     nsec3: Vec<(Vec<u8>, Arc<RRset>)>,
     serial: u32,
     rrset_count: usize,
+    /// The zone's recent differences, oldest first, each leading to the next
+    /// and the last to this version (RFC 1995 IXFR out of a zone loaded from
+    /// a master file; see [`MemoryZone::with_history`]).
+    history: Arc<[crate::write::Difference]>,
 }
 
 impl MemoryZone {
@@ -231,6 +235,7 @@ impl MemoryZone {
             nsec3,
             serial,
             rrset_count,
+            history: Arc::new([]),
         };
         zone.attach_additional();
         zone
@@ -386,6 +391,57 @@ impl MemoryZone {
     /// Number of RRsets held (RRSIGs counted with the set they cover).
     pub fn rrset_count(&self) -> usize {
         self.rrset_count
+    }
+
+    /// Every RR of the zone, RRSIGs and NSEC3 RRs included, each RRset's RRs
+    /// with its TTL (the smallest its records had) — the zone as a transfer
+    /// sends it, for comparing two versions ([`crate::write::Difference::between`]).
+    pub fn records(&self) -> Vec<Record> {
+        let mut out = Vec::new();
+        let sets = self
+            .nodes
+            .values()
+            .flat_map(|n| n.rrsets.iter())
+            .chain(self.nsec3.iter().map(|(_, s)| s));
+        for set in sets {
+            let rr = |rtype, ttl, rdata: &Rdata| Record {
+                owner: set.owner.clone(),
+                rtype,
+                class: set.class,
+                ttl,
+                rdata: rdata.clone(),
+            };
+            out.extend(set.rdatas.iter().map(|r| rr(set.rtype, set.ttl, r)));
+            out.extend(set.sigs.iter().map(|r| rr(RType::RRSIG, set.sig_ttl, r)));
+        }
+        out
+    }
+
+    /// The apex SOA RR, if the zone has one (every loaded zone does).
+    pub fn soa(&self) -> Option<Record> {
+        let set = self.nodes.get(&self.origin)?.get(RType::SOA)?;
+        Some(Record {
+            owner: set.owner.clone(),
+            rtype: RType::SOA,
+            class: set.class,
+            ttl: set.ttl,
+            rdata: set.rdatas.first()?.clone(),
+        })
+    }
+
+    /// The differences that led to this version (oldest first).
+    pub fn history(&self) -> &[crate::write::Difference] {
+        &self.history
+    }
+
+    /// This version with `history`: the differences that led to it from
+    /// earlier versions, oldest first, the last one ending at its serial.
+    /// Bounded by the caller (a reload keeps a zone's last few).
+    pub fn with_history(self, history: Vec<crate::write::Difference>) -> MemoryZone {
+        MemoryZone {
+            history: history.into(),
+            ..self
+        }
     }
 }
 

@@ -1,9 +1,19 @@
-//! The write side of a memory source whose zones were copied from a DB
-//! ([`MemorySource::backed_by`]): each write goes into the DB through its
-//! sqlite3 writer (one transaction, journaled), then the zone's snapshot is
-//! rebuilt from the DB and swapped in, so the next query sees it and a
-//! restart serves it from the DB. Reads of the write side (journal, serials,
-//! the secondary role's state) are the DB's.
+//! The write sides of memory sources.
+//!
+//! Zones copied from a DB ([`MemorySource::backed_by`], `MemoryWriter`):
+//! each write goes into the DB through its sqlite3 writer (one transaction,
+//! journaled), then the zone's snapshot is rebuilt from the DB and swapped
+//! in, so the next query sees it and a restart serves it from the DB. Reads
+//! of the write side (journal, serials, the secondary role's state) are the
+//! DB's.
+//!
+//! Zones loaded from master files ([`MemorySource::from_master_files`],
+//! `HistoryWriter`): no write is taken (edit the file and reload), but the
+//! read side is there: the journal is the differences each reload with a
+//! greater serial computed ([`MemoryZone::history`]), so secondaries get an
+//! IXFR (as NSD's `create-ixfr`, BIND's `ixfr-from-differences` and Knot's
+//! `zonefile-load: difference` give them); the change mark and apex SOAs
+//! are the source's, for NOTIFY.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
@@ -20,7 +30,33 @@ use crate::write::{
 };
 use crate::zonefile::SourcedRecord;
 
+/// The journal of zone `origin` of `source` from its in-memory history.
+fn history_journal(
+    source: &Weak<MemorySource>,
+    origin: &Name,
+    begin: u32,
+    end: u32,
+) -> Option<Vec<DiffRow>> {
+    let zone = source.upgrade()?.zone(origin)?;
+    crate::write::journal_rows(zone.history(), begin, end)
+}
+
 impl MemorySource {
+    /// A source holding `zones` loaded from master files: its write side
+    /// takes no write, and reads each zone's journal from its history
+    /// (see the module docs).
+    pub fn from_master_files(
+        label: &str,
+        zones: impl IntoIterator<Item = Arc<MemoryZone>>,
+    ) -> Arc<MemorySource> {
+        MemorySource::with_writer(label, zones, |me| {
+            Arc::new(HistoryWriter {
+                label: label.to_string(),
+                source: me,
+            }) as Arc<dyn ZoneWriter>
+        })
+    }
+
     /// A source holding `zones`, copied from the DB `db`, whose write side
     /// writes zones `writable` into `db` (journaled, as the sqlite3 source
     /// writes) and then rebuilds the zone's snapshot from it and swaps it in:
@@ -155,6 +191,10 @@ impl ZoneWriter for MemoryWriter {
         begin: u32,
         end: u32,
     ) -> Result<Option<Vec<DiffRow>>, WriteError> {
+        if !self.writable.contains(origin) {
+            // A zone of a master file in the same source.
+            return Ok(history_journal(&self.source, origin, begin, end));
+        }
         self.db_writer.journal(origin, begin, end)
     }
 
@@ -188,5 +228,102 @@ impl ZoneWriter for MemoryWriter {
     ) -> Result<(), WriteError> {
         self.allowed(origin)?;
         self.db_writer.save_secondary_state(origin, state)
+    }
+}
+
+/// The write side of a source of master-file zones (see the module docs).
+struct HistoryWriter {
+    label: String,
+    source: Weak<MemorySource>,
+}
+
+impl HistoryWriter {
+    fn refused(&self, origin: &Name) -> WriteError {
+        WriteError::NotSupported(format!(
+            "zone {origin} is loaded from a master file by memory:{}: edit the file and reload",
+            self.label
+        ))
+    }
+}
+
+impl ZoneWriter for HistoryWriter {
+    fn describe(&self) -> String {
+        format!("memory:{}", self.label)
+    }
+
+    fn replace_zone(
+        &self,
+        origin: &Name,
+        _records: &[SourcedRecord],
+        _journal: JournalPolicy,
+        _progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<LoadReport, WriteError> {
+        Err(self.refused(origin))
+    }
+
+    fn apply_differences(&self, origin: &Name, _diffs: &[Difference]) -> Result<usize, WriteError> {
+        Err(self.refused(origin))
+    }
+
+    fn update(
+        &self,
+        origin: &Name,
+        _scope: Scope<'_>,
+        _serial: SerialPolicy,
+        _now: u64,
+        _plan: &mut dyn FnMut(&[Record]) -> Option<Change>,
+    ) -> Result<Option<UpdateReport>, WriteError> {
+        Err(self.refused(origin))
+    }
+
+    fn journal(
+        &self,
+        origin: &Name,
+        begin: u32,
+        end: u32,
+    ) -> Result<Option<Vec<DiffRow>>, WriteError> {
+        Ok(history_journal(&self.source, origin, begin, end))
+    }
+
+    fn change_mark(&self) -> Result<u64, WriteError> {
+        let source = self.source.upgrade().ok_or_else(|| {
+            WriteError::Gone(format!("memory:{} was replaced by a reload", self.label))
+        })?;
+        Ok(source.generation())
+    }
+
+    fn apex_soas(&self) -> Result<Vec<(Name, u32, Rdata)>, WriteError> {
+        let Some(source) = self.source.upgrade() else {
+            return Ok(Vec::new());
+        };
+        let zones = source
+            .zones()
+            .map_err(|e| WriteError::Gone(e.to_string()))?;
+        Ok(zones
+            .iter()
+            .filter_map(|z| source.zone(&z.origin)?.soa())
+            .map(|soa| (soa.owner, soa.ttl, soa.rdata))
+            .collect())
+    }
+
+    fn soa(&self, origin: &Name) -> Result<Option<Record>, WriteError> {
+        Ok(self
+            .source
+            .upgrade()
+            .and_then(|s| s.zone(origin))
+            .and_then(|z| z.soa()))
+    }
+
+    fn secondary_state(&self, _origin: &Name) -> Result<Option<SecondaryState>, WriteError> {
+        // No zone here is a secondary's.
+        Ok(None)
+    }
+
+    fn save_secondary_state(
+        &self,
+        origin: &Name,
+        _state: &SecondaryState,
+    ) -> Result<(), WriteError> {
+        Err(self.refused(origin))
     }
 }

@@ -16,7 +16,7 @@
 //! implementation is [`crate::sqlite::SqliteWriter`].
 
 use crate::name::Name;
-use crate::rr::{Rdata, Record};
+use crate::rr::{RType, Rdata, Record};
 use crate::sqlite_load::{LoadError, LoadReport};
 use crate::zonefile::SourcedRecord;
 
@@ -179,6 +179,127 @@ pub struct Difference {
     pub added: Vec<Record>,
 }
 
+impl Difference {
+    /// The difference from `old` to `new`, two versions of one zone's RRs
+    /// (each with its apex SOA): the RRs only in `old` deleted, those only in
+    /// `new` added; an RR whose TTL changed is deleted and added (RFC 1995
+    /// has no change of TTL alone, as BIND's `ixfr-from-differences` does).
+    /// `None` when either version has no SOA. Matching is on owner (case
+    /// ignored), type, class and RDATA.
+    pub fn between<'a>(
+        old: impl IntoIterator<Item = &'a Record>,
+        new: impl IntoIterator<Item = &'a Record>,
+    ) -> Option<Difference> {
+        let mut old_soa = None;
+        let mut before: std::collections::HashMap<
+            (&Name, RType, crate::rr::Class, &Rdata),
+            (u32, usize),
+        > = std::collections::HashMap::new();
+        for r in old {
+            if r.rtype == RType::SOA {
+                old_soa = Some(r.clone());
+                continue;
+            }
+            before
+                .entry((&r.owner, r.rtype, r.class, &r.rdata))
+                .or_insert((r.ttl, 0))
+                .1 += 1;
+        }
+        let mut new_soa = None;
+        let mut added = Vec::new();
+        for r in new {
+            if r.rtype == RType::SOA {
+                new_soa = Some(r.clone());
+                continue;
+            }
+            match before.get_mut(&(&r.owner, r.rtype, r.class, &r.rdata)) {
+                Some((ttl, n)) if *ttl == r.ttl && *n > 0 => *n -= 1,
+                _ => added.push(r.clone()),
+            }
+        }
+        let mut deleted: Vec<Record> = Vec::new();
+        for ((owner, rtype, class, rdata), (ttl, n)) in before {
+            for _ in 0..n {
+                deleted.push(Record {
+                    owner: owner.clone(),
+                    rtype,
+                    class,
+                    ttl,
+                    rdata: rdata.clone(),
+                });
+            }
+        }
+        // TTL changes: the old RR with its old TTL goes (it was matched above
+        // only when the TTL agreed).
+        Some(Difference {
+            old_soa: old_soa?,
+            deleted,
+            new_soa: new_soa?,
+            added,
+        })
+    }
+
+    /// The SOA serials before and after (`None`: an SOA RDATA unreadable).
+    pub fn serials(&self) -> Option<(u32, u32)> {
+        Some((
+            self.old_soa.rdata.soa_serial()?,
+            self.new_soa.rdata.soa_serial()?,
+        ))
+    }
+
+    /// RRs in the difference, both SOAs included (what a journal row count is).
+    pub fn len(&self) -> usize {
+        self.deleted.len() + self.added.len() + 2
+    }
+
+    /// Never: a difference holds two SOAs.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// The journal rows from serial `begin` to serial `end` in `history` (the
+/// zone's differences, oldest first, each starting where the previous one
+/// ended), as [`ZoneWriter::journal`] gives them: each difference's old SOA
+/// and deletions, then its new SOA and additions. `None` when no run of
+/// differences leads from `begin` to `end`.
+pub fn journal_rows(history: &[Difference], begin: u32, end: u32) -> Option<Vec<DiffRow>> {
+    let first = history
+        .iter()
+        .position(|d| d.serials().is_some_and(|(old, _)| old == begin))?;
+    let mut rows = Vec::new();
+    let mut id = 0i64;
+    let mut row = |version: u32, add: bool, record: &Record, rows: &mut Vec<DiffRow>| {
+        id += 1;
+        rows.push(DiffRow {
+            id,
+            version,
+            add,
+            record: record.clone(),
+        });
+    };
+    let mut at = begin;
+    for d in &history[first..] {
+        let (old, new) = d.serials()?;
+        if old != at {
+            return None;
+        }
+        row(old, false, &d.old_soa, &mut rows);
+        for r in &d.deleted {
+            row(old, false, r, &mut rows);
+        }
+        row(new, true, &d.new_soa, &mut rows);
+        for r in &d.added {
+            row(new, true, r, &mut rows);
+        }
+        at = new;
+        if at == end {
+            return Some(rows);
+        }
+    }
+    None
+}
+
 /// One journal row (`diffs`), parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiffRow {
@@ -320,3 +441,114 @@ pub trait ZoneWriter: Send + Sync {
 /// How long a write waits for another writer's lock before failing
 /// (UPDATE then answers SERVFAIL, a transfer is retried later).
 pub const WRITE_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zone(text: &str) -> Vec<Record> {
+        let origin: Name = "example.org.".parse().expect("origin");
+        crate::zonefile::parse_master_text(
+            &format!("$TTL 300\n{text}"),
+            std::path::Path::new("t"),
+            &origin,
+        )
+        .expect("parses")
+        .into_iter()
+        .map(|s| s.record)
+        .collect()
+    }
+
+    fn texts(rrs: &[Record]) -> Vec<String> {
+        let mut v: Vec<String> = rrs
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {} {}",
+                    r.owner,
+                    r.ttl,
+                    r.rtype,
+                    r.rdata.to_text(r.rtype).expect("text")
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn the_difference_of_two_versions() {
+        let v1 = zone(
+            "@ SOA ns hm 1 1 1 1 1\n@ NS ns\nns A 192.0.2.1\nwww A 192.0.2.2\nWWW A 192.0.2.3\nold TXT x\n",
+        );
+        let v2 = zone(
+            "@ SOA ns hm 2 1 1 1 1\n@ NS ns\nNS A 192.0.2.1\nwww 60 A 192.0.2.2\nwww A 192.0.2.3\nnew TXT y\n",
+        );
+        let d = Difference::between(&v1, &v2).expect("both have a SOA");
+        assert_eq!(d.serials(), Some((1, 2)));
+        // Owner case is ignored; a TTL change is a deletion and an addition.
+        assert_eq!(
+            texts(&d.deleted),
+            [
+                "old.example.org. 300 TXT \"x\"",
+                "www.example.org. 300 A 192.0.2.2"
+            ]
+        );
+        assert_eq!(
+            texts(&d.added),
+            [
+                "new.example.org. 300 TXT \"y\"",
+                "www.example.org. 60 A 192.0.2.2"
+            ]
+        );
+        assert_eq!(d.len(), 6);
+        assert!(Difference::between(&v1, &v1[1..]).is_none(), "no SOA after");
+    }
+
+    #[test]
+    fn journal_rows_follow_a_chain_of_differences() {
+        let v = |n: u32, extra: &str| {
+            zone(&format!(
+                "@ SOA ns hm {n} 1 1 1 1\n@ NS ns\nns A 192.0.2.1\n{extra}"
+            ))
+        };
+        let (v1, v2, v3) = (v(1, ""), v(2, "a A 192.0.2.9\n"), v(3, "b A 192.0.2.9\n"));
+        let history = [
+            Difference::between(&v1, &v2).expect("1-2"),
+            Difference::between(&v2, &v3).expect("2-3"),
+        ];
+        let rows = journal_rows(&history, 1, 3).expect("1 to 3");
+        let shape: Vec<(u32, bool, String)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.version,
+                    r.add,
+                    format!("{} {}", r.record.owner, r.record.rtype),
+                )
+            })
+            .collect();
+        let soa = "example.org. SOA".to_string();
+        assert_eq!(
+            shape,
+            [
+                (1, false, soa.clone()),
+                (2, true, soa.clone()),
+                (2, true, "a.example.org. A".into()),
+                (2, false, soa.clone()),
+                (2, false, "a.example.org. A".into()),
+                (3, true, soa.clone()),
+                (3, true, "b.example.org. A".into()),
+            ]
+        );
+        assert!(rows.windows(2).all(|w| w[0].id < w[1].id), "journal order");
+        assert_eq!(journal_rows(&history, 2, 3).map(|r| r.len()), Some(4));
+        assert_eq!(journal_rows(&history, 1, 2).map(|r| r.len()), Some(3));
+        assert!(
+            journal_rows(&history, 0, 3).is_none(),
+            "no difference from 0"
+        );
+        assert!(journal_rows(&history, 1, 4).is_none(), "none to 4");
+        assert!(journal_rows(&[], 1, 1).is_none());
+    }
+}

@@ -662,6 +662,110 @@ fn memory_zone_transfers_via_zone_rrsets() {
     assert_eq!(got.len(), 5);
 }
 
+/// A master-file zone reloaded (SIGHUP) with a greater serial keeps the
+/// difference in memory, and IXFR out sends it (as NSD's `create-ixfr`,
+/// BIND's `ixfr-from-differences`): from each earlier serial the chain of
+/// differences, a TTL change as a deletion and an addition; after a reload
+/// whose serial did not grow, the history is gone and IXFR sends the zone.
+#[test]
+fn memory_zone_reloaded_with_a_greater_serial_gives_ixfr() {
+    let dir = tempdir();
+    let zone = |serial: u32, body: &str| {
+        format!(
+            "$TTL 300\n@ SOA ns1 hm {serial} 3600 900 1209600 300\n@ NS ns1\nns1 A 192.0.2.1\n{body}"
+        )
+    };
+    let zone_file = write_file(
+        dir.path(),
+        "example.net.zone",
+        &zone(7, "www A 192.0.2.2\nold TXT \"x\"\n"),
+    );
+    let config = write_file(
+        dir.path(),
+        "authd.toml",
+        &format!(
+            "[[datasource]]\ntype = \"memory\"\nzones = [{{ origin = \"example.net.\", file = \"{}\" }}]\n\
+             [transfer]\nallow = [\"127.0.0.1\"]\n",
+            zone_file.display()
+        ),
+    );
+    let authd = AuthdProcess::start(["--config".as_ref(), config.as_os_str()]);
+    let soa = |n: u32| {
+        format!("example.net. 300 SOA ns1.example.net. hm.example.net. {n} 3600 900 1209600 300")
+    };
+    let ixfr = |serial: u32| {
+        lines(&answers(&transfer(
+            authd.addr(),
+            "example.net.",
+            RecordType::IXFR,
+            Some(serial),
+        )))
+    };
+    // Before any reload: no history, the whole zone (SOA, 4 RRs, SOA).
+    assert_eq!(ixfr(6).len(), 6);
+
+    write_file(
+        dir.path(),
+        "example.net.zone",
+        &zone(8, "www 600 A 192.0.2.2\nnew A 192.0.2.3\n"),
+    );
+    hup_and_wait(&authd, 1);
+    write_file(
+        dir.path(),
+        "example.net.zone",
+        &zone(9, "www 600 A 192.0.2.2\nnew A 192.0.2.4\n"),
+    );
+    hup_and_wait(&authd, 2);
+    assert!(
+        authd
+            .stderr()
+            .contains("serial 8 -> 9: 1 RRs deleted, 1 added, kept for IXFR"),
+        "{}",
+        authd.stderr()
+    );
+    let mut got = ixfr(7);
+    // Within a difference the RRs' order is the journal's; sort each part.
+    got[2..4].sort();
+    got[5..7].sort();
+    assert_eq!(
+        got,
+        vec![
+            soa(9),
+            soa(7),
+            "old.example.net. 300 TXT x".to_string(),
+            "www.example.net. 300 A 192.0.2.2".to_string(),
+            soa(8),
+            "new.example.net. 300 A 192.0.2.3".to_string(),
+            "www.example.net. 600 A 192.0.2.2".to_string(),
+            soa(8),
+            "new.example.net. 300 A 192.0.2.3".to_string(),
+            soa(9),
+            "new.example.net. 300 A 192.0.2.4".to_string(),
+            soa(9),
+        ]
+    );
+    let from8 = ixfr(8);
+    assert_eq!(
+        from8,
+        vec![
+            soa(9),
+            soa(8),
+            "new.example.net. 300 A 192.0.2.3".to_string(),
+            soa(9),
+            "new.example.net. 300 A 192.0.2.4".to_string(),
+            soa(9),
+        ]
+    );
+    // The serial goes back: no difference can lead there; the whole zone.
+    write_file(
+        dir.path(),
+        "example.net.zone",
+        &zone(5, "www A 192.0.2.9\n"),
+    );
+    hup_and_wait(&authd, 3);
+    assert_eq!(ixfr(4).len(), 5, "SOA, NS, ns1 A, www A, SOA");
+}
+
 #[test]
 fn transfer_and_notify_configuration() {
     use authd::config::Config;

@@ -29,6 +29,7 @@ use std::time::{Instant, SystemTime};
 
 use authd_datasrc::memory::{MemorySource, MemoryZone};
 use authd_datasrc::sqlite::SqliteSource;
+use authd_datasrc::write::Difference;
 use authd_datasrc::zonefile;
 use authd_datasrc::{
     DataSource, DataSourceError, Lookup, LookupOptions, Name, Outcome, RRset, RType, SourceList,
@@ -432,7 +433,7 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
                         )
                     }
                     None => (
-                        Arc::new(MemorySource::with_zones(&label, snapshots)),
+                        MemorySource::from_master_files(&label, snapshots),
                         ZoneSelection::All,
                     ),
                 };
@@ -531,6 +532,7 @@ fn load_master_file(origin: &Name, path: &Path, prev: Option<&ZoneState>) -> Zon
     }
     let parsed = start.elapsed();
     let zone = MemoryZone::from_sourced_records(origin.clone(), records);
+    let zone = with_history(zone, prev);
     tracing::debug!(
         "zone {origin}: read and checked in {} ms, snapshot built in {} ms",
         parsed.as_millis(),
@@ -607,6 +609,55 @@ fn load_db_zone(
         Ok(zone) => built(zone, prev, "copied from", path, start, fingerprint),
         Err(e) => ZoneLoad::Failed(e.to_string()),
     }
+}
+
+/// Differences a master-file zone keeps for IXFR out (the oldest dropped
+/// first); also never more RRs in all than the zone holds (as BIND bounds a
+/// journal by the zone's size), or [`HISTORY_MIN_RRS`] for a small zone, so
+/// a reload can at most double a large zone's memory.
+pub const HISTORY_DIFFERENCES: usize = 64;
+
+/// The RRs a small zone's history may hold whatever its size.
+pub const HISTORY_MIN_RRS: usize = 10_000;
+
+/// `zone` (just loaded from its master file) with its history: the previous
+/// version's, plus the difference from it, when the serial grew (RFC 1982);
+/// none when there was no previous version or the serial did not grow (a
+/// secondary at an older serial then gets the whole zone).
+fn with_history(zone: MemoryZone, prev: Option<&ZoneState>) -> MemoryZone {
+    let Some(prev) = prev else {
+        return zone;
+    };
+    if !authd_datasrc::write::serial_gt(zone.serial(), prev.zone.serial()) {
+        return zone;
+    }
+    let now = zone.records();
+    let Some(diff) = Difference::between(&prev.zone.records(), &now) else {
+        return zone;
+    };
+    let mut history = prev.zone.history().to_vec();
+    tracing::info!(
+        "zone {}: serial {} -> {}: {} RRs deleted, {} added, kept for IXFR",
+        zone.origin(),
+        prev.zone.serial(),
+        zone.serial(),
+        diff.deleted.len(),
+        diff.added.len()
+    );
+    history.push(diff);
+    let limit = now.len().max(HISTORY_MIN_RRS);
+    let mut rows: usize = history.iter().map(Difference::len).sum();
+    let mut drop = 0;
+    while history.len() - drop > HISTORY_DIFFERENCES || (rows > limit && history.len() - drop > 1) {
+        rows -= history[drop].len();
+        drop += 1;
+    }
+    history.drain(..drop);
+    if rows > limit {
+        // One difference larger than the zone: a full transfer is smaller.
+        history.clear();
+    }
+    zone.with_history(history)
 }
 
 fn soa_serial(soa: &RRset) -> Option<u32> {
