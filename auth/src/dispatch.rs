@@ -12,7 +12,7 @@
 //! | 1 | TSIG verify ([`crate::tsig::check_request`], RFC 8945 §5.2) | a signed request that fails is answered FORMERR or NOTAUTH with its TSIG error (BADKEY, BADSIG, BADTIME) and goes no further; one that passes is routed with the key it was signed with (for ACLs) |
 //! | 2 | cookie check ([`crate::cookies::Cookies::check`], RFC 7873 §5.2) | the server cookie checked, a new one made |
 //! | 3 | the table (below) | one handler writes the reply |
-//! | 4 | cookie option ([`crate::cookies::Checked::append_to`]) | the reply's COOKIE option |
+//! | 4 | reply options ([`crate::edns::append`]) | the one reply's COOKIE option; NSID (`[server] nsid`, RFC 5001) to a query carrying NSID; the TCP idle timeout (RFC 7828) to a TCP query carrying edns-tcp-keepalive, never over UDP |
 //! | 5 | rate limiting ([`crate::rrl::RateLimiter::limit`]) | UDP only; never for a valid server cookie, a verified TSIG or a successful UPDATE's NOERROR, as BIND 9: send, slip (a minimal TC=1 reply, or BADCOOKIE to a client that sent a client cookie) or drop |
 //! | 6 | TSIG sign ([`crate::tsig::Signer::sign_reply`], [`crate::tsig::Signer::sign_next`], §5.3) | the one reply, or each message of a transfer (§5.3.1); a signed reply over the size limit is cut to the question and the TSIG, with TC set |
 //!
@@ -32,18 +32,25 @@
 //! | any | any | any, EDNS version > 0 | BADVERS (RFC 6891 §6.1.3) |
 //! | QUERY | any | AXFR, IXFR over TCP | [`crate::xfr::transfer`] (`[transfer] allow`) |
 //! | QUERY | any | IXFR over UDP | [`crate::xfr::transfer`], one message (RFC 1995 §2) |
-//! | QUERY | any | AXFR over UDP | REFUSED (RFC 5936 §4.2) |
+//! | QUERY | any | AXFR over UDP | REFUSED, EDE 21 (RFC 5936 §4.2) |
 //! | QUERY | IN | OPT | FORMERR (RFC 6891 §6.1.1) |
-//! | QUERY | IN | other meta types (TSIG, TKEY, MAILA, MAILB) | NOTIMP |
-//! | QUERY | IN | ANY and data types | [`crate::query::QueryProcessor`] |
+//! | QUERY | IN | other meta types (TSIG, TKEY, MAILA, MAILB) | NOTIMP, EDE 21 |
+//! | QUERY | IN | ANY and data types | [`crate::query::QueryProcessor`] (a name in no zone: REFUSED, EDE 20) |
 //! | QUERY | CH | any | [`crate::chaos`] (`version.bind`, `hostname.bind`) |
-//! | QUERY | other | any | REFUSED |
-//! | QUERY | IN | any, answered from an expired secondary zone | SERVFAIL (RFC 1035 §4.3.5) |
+//! | QUERY | other | any | REFUSED, EDE 20 |
+//! | QUERY | IN | any, answered from an expired secondary zone | SERVFAIL (RFC 1035 §4.3.5), EDE 24 "Zone has expired" |
 //! | NOTIFY | IN | SOA, a secondary zone, from a primary or `[notify] allow` | [`crate::notify_in::notify`]: NOERROR, AA (RFC 1996 §4.7); refresh woken ([`crate::secondary`]) |
 //! | NOTIFY | | other zones or senders | [`crate::notify_in::notify`]: REFUSED |
 //! | UPDATE | | a secondary zone | [`crate::notify_in::refuse_update`]: REFUSED |
 //! | UPDATE | | | [`crate::update::update`] (`[update]`: RFC 2136) |
-//! | others | | | NOTIMP |
+//! | others | | | NOTIMP, RD echoed but not CD, no question, EDE 21 |
+//!
+//! Extended DNS Errors ([`crate::edns::Ede`], RFC 8914) go only to queries
+//! with EDNS, in the OPT record every error reply to one carries (RFC 6891
+//! §6.1.1), as do the FORMERR of a malformed COOKIE or Client Subnet option
+//! (§7) and the NOTIMP of an unknown opcode. A rate-limited slip carries
+//! none: Knot DNS's `mod-rrl` sets none on its truncated slips (it only
+//! marks them truncated), and a slip is kept minimal.
 //!
 //! A message shorter than a header, or a response (QR=1), gets nothing; a
 //! malformed QUERY gets FORMERR ([`crate::wire::parse_query`]). Over UDP an

@@ -48,7 +48,7 @@ const MAX_EDE_TEXT: usize = 32;
 pub struct Ede {
     /// The INFO-CODE (IANA "Extended DNS Error Codes").
     pub code: u16,
-    /// The EXTRA-TEXT, UTF-8, at most [`MAX_EDE_TEXT`] bytes.
+    /// The EXTRA-TEXT, UTF-8, at most 32 bytes (RFC 8914 §2: short).
     pub text: &'static str,
 }
 
