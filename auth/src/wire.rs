@@ -1169,16 +1169,20 @@ mod tests {
         );
     }
 
+    /// An OPT record (payload 4096) holding `options`.
+    fn opt_with(options: &[u8]) -> Vec<u8> {
+        let mut opt = vec![0, 0, 41, 0x10, 0, 0, 0, 0, 0];
+        opt.extend_from_slice(&(options.len() as u16).to_be_bytes());
+        opt.extend_from_slice(options);
+        opt
+    }
+
     /// OPT RDATA that is not whole options, or a COOKIE of a length RFC 7873
     /// §5.2.2 rules out, is FORMERR; whole options of any other kind are fine.
     #[test]
     fn malformed_edns_options_are_formerr() {
-        let with_options = |options: &[u8]| {
-            let mut opt = vec![0, 0, 41, 0x10, 0, 0, 0, 0, 0];
-            opt.extend_from_slice(&(options.len() as u16).to_be_bytes());
-            opt.extend_from_slice(options);
-            parse_query(&query(b"\x00", 6, &opt, 1)).map(|_| ())
-        };
+        let with_options =
+            |options: &[u8]| parse_query(&query(b"\x00", 6, &opt_with(options), 1)).map(|_| ());
         let cookie = |len: usize| {
             let mut o = vec![0, 10];
             o.extend_from_slice(&(len as u16).to_be_bytes());
@@ -1317,12 +1321,7 @@ mod tests {
     /// a malformed COOKIE rejects with `edns` set, so the FORMERR has an OPT.
     #[test]
     fn nsid_keepalive_and_bad_options() {
-        let opt = |options: &[u8]| {
-            let mut o = vec![0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0];
-            o.extend_from_slice(&(options.len() as u16).to_be_bytes());
-            o.extend_from_slice(options);
-            query(b"\x00", 6, &o, 1)
-        };
+        let opt = |options: &[u8]| query(b"\x00", 6, &opt_with(options), 1);
         let flags = |m: &[u8]| {
             let e = parse_query(m).expect("parses").edns.expect("edns");
             (e.nsid, e.keepalive, e.option_room)
