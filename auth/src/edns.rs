@@ -224,6 +224,22 @@ mod tests {
         assert_eq!(bare.len(), 17);
     }
 
+    /// The extended rcode is read behind options in an error reply (no
+    /// answer or authority records), and from an option-less OPT always.
+    #[test]
+    fn reply_rcode_reads_the_opt_behind_options() {
+        use crate::wire::{Rcode, reply_rcode};
+        let mut badvers = reply(&[0, 3, 0, 3, b'n', b's', b'1']);
+        badvers[17 + 5] = 1;
+        assert_eq!(reply_rcode(&badvers), Rcode::BADVERS);
+        let mut plain = reply(&[]);
+        plain[17 + 5] = 1;
+        plain[7] = 1; // ANCOUNT 1: still found without options
+        assert_eq!(reply_rcode(&plain), Rcode::BADVERS);
+        badvers[7] = 1;
+        assert_eq!(reply_rcode(&badvers), Rcode::NOERROR);
+    }
+
     #[test]
     fn keepalive_is_in_units_of_100_ms() {
         assert_eq!(keepalive_units(10), 100);

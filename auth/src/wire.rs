@@ -371,11 +371,24 @@ pub fn peek_head(msg: &[u8]) -> Option<Head> {
 }
 
 /// The full rcode of a reply rendered here: the header's four bits and, when
-/// the message ends with an OPT (whatever options it carries,
-/// [`crate::edns::find_opt`]), its upper eight (RFC 6891 §6.1.3).
+/// the message ends with an OPT, its upper eight (RFC 6891 §6.1.3). An
+/// extended rcode (BADVERS, BADCOOKIE) goes only with a reply of no answer
+/// or authority records, so only such a reply's OPT is looked for behind
+/// its options ([`crate::edns::find_opt`]); any other is read when it has
+/// no options, as most have (metrics read every reply: no scan for them).
 pub fn reply_rcode(msg: &[u8]) -> Rcode {
     let low = msg.get(3).map_or(0, |b| u16::from(b & 0x0F));
-    match crate::edns::find_opt(msg) {
+    let len = msg.len();
+    let plain = len.checked_sub(OPT_LEN).filter(|&at| {
+        at >= HEADER_LEN && msg[at..at + 3] == [0, 0, 41] && msg[len - 2..] == [0, 0]
+    });
+    let records = msg.get(6..10).is_some_and(|c| c != [0, 0, 0, 0]);
+    let at = match plain {
+        Some(at) => Some(at),
+        None if records => None,
+        None => crate::edns::find_opt(msg),
+    };
+    match at {
         Some(at) => Rcode(u16::from(msg[at + 5]) << 4 | low),
         None => Rcode(low),
     }
