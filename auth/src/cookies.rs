@@ -83,7 +83,11 @@ impl Checked {
     /// to the OPT record ending the reply in `out` (nothing when it has none).
     #[inline]
     pub fn append_to(&self, out: &mut Vec<u8>) {
-        wire::append_cookie(out, &self.reply);
+        let cookie = crate::edns::Appended {
+            cookie: Some(&self.reply),
+            ..Default::default()
+        };
+        crate::edns::append(out, &cookie, wire::MAX_TCP_MESSAGE);
     }
 }
 

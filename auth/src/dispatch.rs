@@ -12,7 +12,7 @@
 //! | 1 | TSIG verify ([`crate::tsig::check_request`], RFC 8945 §5.2) | a signed request that fails is answered FORMERR or NOTAUTH with its TSIG error (BADKEY, BADSIG, BADTIME) and goes no further; one that passes is routed with the key it was signed with (for ACLs) |
 //! | 2 | cookie check ([`crate::cookies::Cookies::check`], RFC 7873 §5.2) | the server cookie checked, a new one made |
 //! | 3 | the table (below) | one handler writes the reply |
-//! | 4 | cookie option ([`crate::cookies::Checked::append_to`]) | the reply's COOKIE option |
+//! | 4 | reply options ([`crate::edns::append`]) | the one reply's COOKIE option; NSID (`[server] nsid`, RFC 5001) to a query carrying NSID; the TCP idle timeout (RFC 7828) to a TCP query carrying edns-tcp-keepalive, never over UDP |
 //! | 5 | rate limiting ([`crate::rrl::RateLimiter::limit`]) | UDP only; never for a valid server cookie, a verified TSIG or a successful UPDATE's NOERROR, as BIND 9: send, slip (a minimal TC=1 reply, or BADCOOKIE to a client that sent a client cookie) or drop |
 //! | 6 | TSIG sign ([`crate::tsig::Signer::sign_reply`], [`crate::tsig::Signer::sign_next`], §5.3) | the one reply, or each message of a transfer (§5.3.1); a signed reply over the size limit is cut to the question and the TSIG, with TC set |
 //!
@@ -32,18 +32,25 @@
 //! | any | any | any, EDNS version > 0 | BADVERS (RFC 6891 §6.1.3) |
 //! | QUERY | any | AXFR, IXFR over TCP | [`crate::xfr::transfer`] (`[transfer] allow`) |
 //! | QUERY | any | IXFR over UDP | [`crate::xfr::transfer`], one message (RFC 1995 §2) |
-//! | QUERY | any | AXFR over UDP | REFUSED (RFC 5936 §4.2) |
+//! | QUERY | any | AXFR over UDP | REFUSED, EDE 21 (RFC 5936 §4.2) |
 //! | QUERY | IN | OPT | FORMERR (RFC 6891 §6.1.1) |
-//! | QUERY | IN | other meta types (TSIG, TKEY, MAILA, MAILB) | NOTIMP |
-//! | QUERY | IN | ANY and data types | [`crate::query::QueryProcessor`] |
+//! | QUERY | IN | other meta types (TSIG, TKEY, MAILA, MAILB) | NOTIMP, EDE 21 |
+//! | QUERY | IN | ANY and data types | [`crate::query::QueryProcessor`] (a name in no zone: REFUSED, EDE 20) |
 //! | QUERY | CH | any | [`crate::chaos`] (`version.bind`, `hostname.bind`) |
-//! | QUERY | other | any | REFUSED |
-//! | QUERY | IN | any, answered from an expired secondary zone | SERVFAIL (RFC 1035 §4.3.5) |
+//! | QUERY | other | any | REFUSED, EDE 20 |
+//! | QUERY | IN | any, answered from an expired secondary zone | SERVFAIL (RFC 1035 §4.3.5), EDE 24 "Zone has expired" |
 //! | NOTIFY | IN | SOA, a secondary zone, from a primary or `[notify] allow` | [`crate::notify_in::notify`]: NOERROR, AA (RFC 1996 §4.7); refresh woken ([`crate::secondary`]) |
 //! | NOTIFY | | other zones or senders | [`crate::notify_in::notify`]: REFUSED |
 //! | UPDATE | | a secondary zone | [`crate::notify_in::refuse_update`]: REFUSED |
 //! | UPDATE | | | [`crate::update::update`] (`[update]`: RFC 2136) |
-//! | others | | | NOTIMP |
+//! | others | | | NOTIMP, RD echoed but not CD, no question, EDE 21 |
+//!
+//! Extended DNS Errors ([`crate::edns::Ede`], RFC 8914) go only to queries
+//! with EDNS, in the OPT record every error reply to one carries (RFC 6891
+//! §6.1.1), as do the FORMERR of a malformed COOKIE or Client Subnet option
+//! (§7) and the NOTIMP of an unknown opcode. A rate-limited slip carries
+//! none: Knot DNS's `mod-rrl` sets none on its truncated slips (it only
+//! marks them truncated), and a slip is kept minimal.
 //!
 //! A message shorter than a header, or a response (QR=1), gets nothing; a
 //! malformed QUERY gets FORMERR ([`crate::wire::parse_query`]). Over UDP an
@@ -63,15 +70,18 @@ use authd_datasrc::{Class, Name, RType, SourceList};
 
 use crate::chaos::{self, ChaosOptions};
 use crate::cookies::Cookies;
+use crate::edns::{self, Ede};
 use crate::keys::KeyRing;
 use crate::metrics::{Metrics, Seen, Sent};
 use crate::notify_in;
-use crate::query::{Answer, QueryProcessor, Response, ResponseKind, Transport, render};
+use crate::query::{
+    Answer, QueryProcessor, Response, ResponseKind, Transport, message_limit, render,
+};
 use crate::rrl::{Outgoing, RateLimiter};
 use crate::secondary::SecondaryPolicy;
 use crate::tsig::{self, Signer};
 use crate::update::{self, UpdatePolicy};
-use crate::wire::{self, Flags, Header, Opcode, ParseError, Rcode, Request};
+use crate::wire::{self, ErrorOpt, Flags, Header, Opcode, ParseError, Rcode, Request};
 use crate::xfr::{self, TransferPolicy};
 
 /// Whether every query is logged (`authc querylog on|off`); off at start.
@@ -128,6 +138,12 @@ pub struct Dispatcher {
     rrl: Option<Arc<RateLimiter>>,
     /// Secondary zones: who may NOTIFY them, which have expired.
     secondary: SecondaryPolicy,
+    /// The NSID sent to queries that ask for it (`[server] nsid`, RFC
+    /// 5001); `None`: none.
+    nsid: Option<Box<[u8]>>,
+    /// The TCP idle timeout in units of 100 ms, sent to TCP queries with
+    /// edns-tcp-keepalive (RFC 7828 §3.3.2).
+    keepalive: u16,
 }
 
 /// A routed query before the guards after the table: one message (of this
@@ -155,7 +171,46 @@ impl Dispatcher {
             metrics: None,
             dnstap: None,
             secondary: SecondaryPolicy::default(),
+            nsid: None,
+            keepalive: edns::keepalive_units(crate::config::DEFAULT_TCP_IDLE_TIMEOUT_SECS),
         }
+    }
+
+    /// The same, sending `nsid` to queries that ask for it (RFC 5001; `None`:
+    /// no NSID option).
+    pub fn with_nsid(self, nsid: Option<&[u8]>) -> Dispatcher {
+        Dispatcher {
+            nsid: nsid.map(Box::from),
+            ..self
+        }
+    }
+
+    /// The same, telling TCP clients that ask (RFC 7828) an idle timeout of
+    /// `units` × 100 ms ([`edns::keepalive_units`]).
+    pub fn with_tcp_keepalive(self, units: u16) -> Dispatcher {
+        Dispatcher {
+            keepalive: units,
+            ..self
+        }
+    }
+
+    /// The idle timeout told to TCP clients, in units of 100 ms.
+    pub fn tcp_keepalive(&self) -> u16 {
+        self.keepalive
+    }
+
+    /// Bytes the options step 4 appends for a query asking for NSID (`nsid`)
+    /// and keepalive (`keepalive`) over `transport` take, at most.
+    #[inline(never)]
+    fn option_room(&self, nsid: bool, keepalive: bool, transport: Transport) -> u16 {
+        let mut room = 0;
+        if let (true, Some(id)) = (nsid, &self.nsid) {
+            room += 4 + id.len();
+        }
+        if keepalive && transport == Transport::Tcp {
+            room += edns::KEEPALIVE_OPTION_LEN;
+        }
+        room as u16
     }
 
     /// The same, with the secondary zones of `secondary` (NOTIFY in, expired
@@ -288,17 +343,17 @@ impl Dispatcher {
         // Other opcodes than QUERY are parsed only to find a TSIG to verify.
         let signed = parsed.as_ref().is_ok_and(|r| r.tsig.is_some());
         if !matches!(head.opcode, Opcode::QUERY | Opcode::NOTIFY | Opcode::UPDATE) && !signed {
-            let header = Header::reply(
-                head.id,
-                head.opcode,
-                head.flags,
-                wire::Flags::empty(),
-                Rcode::NOTIMP,
-            );
-            wire::write_error(out, header, None);
+            // No question (its format is the opcode's), RD alone
+            // ([`Flags::rd_only`]), an OPT with EDE 21 Not Supported when
+            // the message parsed with one (RFC 6891 §6.1.1).
+            let opt = parsed
+                .as_ref()
+                .ok()
+                .and_then(|req| ErrorOpt::to(req, Some(Ede::NOT_SUPPORTED)));
+            not_implemented(head.id, head.opcode, head.flags, opt, out);
             return self.rate_limit(&unparsed(peer, transport, now), out, seen);
         }
-        let req = match parsed {
+        let mut req = match parsed {
             Ok(req) => req,
             Err(ParseError::Drop) => return Reply::Nothing,
             Err(ParseError::Reject {
@@ -307,13 +362,26 @@ impl Dispatcher {
                 flags,
                 rcode,
                 question,
+                edns,
             }) => {
                 let header = Header::reply(id, opcode, flags, wire::Flags::empty(), rcode);
                 let question = question.and_then(|(start, end)| msg.get(start..end));
-                wire::write_error(out, header, question);
+                // A malformed option in a whole OPT record: FORMERR with an
+                // OPT (RFC 6891 §7), as BIND 9 answers.
+                let opt = edns.then_some(ErrorOpt {
+                    dnssec_ok: false,
+                    ede: None,
+                });
+                wire::write_error(out, header, question, opt);
                 return self.rate_limit(&unparsed(peer, transport, now), out, seen);
             }
         };
+        // Room for the options step 4 appends, when the query asked for any.
+        if let Some(e) = &mut req.edns
+            && (e.nsid || e.keepalive)
+        {
+            e.option_room = self.option_room(e.nsid, e.keepalive, transport);
+        }
         seen.qtype = Some(req.qtype);
         if QUERY_LOG.load(std::sync::atomic::Ordering::Relaxed) {
             log_query(&req, transport, peer);
@@ -346,9 +414,19 @@ impl Dispatcher {
         };
         // 3. The table.
         let handled = self.route(msg, &req, transport, peer, out, signer.as_ref());
-        // 4. The cookie option, on the one reply.
-        if let (Some(c), Handled::Message(_) | Handled::Unlimited) = (&cookie, &handled) {
-            c.append_to(out);
+        // 4. The options appended to the one reply's OPT: cookie, NSID,
+        // keepalive.
+        if let (Some(e), Handled::Message(_) | Handled::Unlimited) = (&req.edns, &handled) {
+            let nsid = if e.nsid { self.nsid.as_deref() } else { None };
+            let keepalive = (e.keepalive && transport == Transport::Tcp).then_some(self.keepalive);
+            if cookie.is_some() || nsid.is_some() || keepalive.is_some() {
+                let add = edns::Appended {
+                    cookie: cookie.as_ref().map(|c| &c.reply),
+                    nsid,
+                    keepalive,
+                };
+                edns::append(out, &add, message_limit(&req, transport));
+            }
         }
         let mut reply = match handled {
             Handled::Stream(messages) => Reply::Stream(messages),
@@ -436,15 +514,21 @@ impl Dispatcher {
         }
         if req.opcode != Opcode::QUERY {
             // Only a signed request of another opcode gets here.
-            let header = Header::reply_to(req, Flags::empty(), Rcode::NOTIMP);
-            wire::write_error(out, header, None);
+            let opt = ErrorOpt::to(req, Some(Ede::NOT_SUPPORTED));
+            not_implemented(req.id, req.opcode, req.flags, opt, out);
             return Handled::Message(ERROR);
         }
         if req.edns.is_some_and(|e| e.version > 0) {
-            return error(req, Rcode::BADVERS, transport, out);
+            return error(req, Rcode::BADVERS, None, transport, out);
         }
         if req.qclass == Class::IN && self.in_expired_zone(&req.qname) {
-            return error(req, Rcode::SERVFAIL, transport, out);
+            return error(
+                req,
+                Rcode::SERVFAIL,
+                Some(Ede::ZONE_EXPIRED),
+                transport,
+                out,
+            );
         }
         match (req.qtype, transport) {
             (RType::AXFR | RType::IXFR, Transport::Tcp) | (RType::IXFR, Transport::Udp) => {
@@ -467,7 +551,14 @@ impl Dispatcher {
                 });
             }
             (RType::AXFR, Transport::Udp) => {
-                return error(req, Rcode::REFUSED, transport, out);
+                // RFC 5936 §4.2: no AXFR over UDP; EDE 21 Not Supported.
+                return error(
+                    req,
+                    Rcode::REFUSED,
+                    Some(Ede::NOT_SUPPORTED),
+                    transport,
+                    out,
+                );
             }
             _ => {}
         }
@@ -480,11 +571,17 @@ impl Dispatcher {
                 render(req, &answer, transport, out);
                 return Handled::Message(answer.summary(req, keyed));
             }
-            _ => return error(req, Rcode::REFUSED, transport, out),
+            // No zone is served in other classes: EDE 20 Not Authoritative.
+            _ => {
+                let ede = Some(Ede::NOT_AUTHORITATIVE);
+                return error(req, Rcode::REFUSED, ede, transport, out);
+            }
         }
         match req.qtype {
-            RType::OPT => error(req, Rcode::FORMERR, transport, out),
-            t if t.is_meta() && t != RType::ANY => error(req, Rcode::NOTIMP, transport, out),
+            RType::OPT => error(req, Rcode::FORMERR, None, transport, out),
+            t if t.is_meta() && t != RType::ANY => {
+                error(req, Rcode::NOTIMP, Some(Ede::NOT_SUPPORTED), transport, out)
+            }
             _ => Handled::Message(self.query.respond(req, transport, keyed, out)),
         }
     }
@@ -562,10 +659,36 @@ fn unparsed(client: IpAddr, transport: Transport, now: u64) -> Outgoing<'static>
 }
 
 /// A reply to `req` with `rcode` and nothing but the question (and an OPT
-/// when the query had one).
-fn error(req: &Request<'_>, rcode: Rcode, transport: Transport, out: &mut Vec<u8>) -> Handled {
-    render(req, &Answer::new(rcode, false), transport, out);
+/// when the query had one, with `ede`).
+fn error(
+    req: &Request<'_>,
+    rcode: Rcode,
+    ede: Option<Ede>,
+    transport: Transport,
+    out: &mut Vec<u8>,
+) -> Handled {
+    render(req, &Answer::error(rcode, ede), transport, out);
     Handled::Message(ERROR)
+}
+
+/// The NOTIMP reply to a message of opcode `opcode` not answered here, with
+/// id `id` and flags `received`: no question, RD alone echoed
+/// ([`Flags::rd_only`]), and `opt`.
+fn not_implemented(
+    id: u16,
+    opcode: Opcode,
+    received: Flags,
+    opt: Option<ErrorOpt>,
+    out: &mut Vec<u8>,
+) {
+    let header = Header::reply(
+        id,
+        opcode,
+        received.rd_only(),
+        Flags::empty(),
+        Rcode::NOTIMP,
+    );
+    wire::write_error(out, header, None, opt);
 }
 
 #[cfg(test)]
@@ -1144,5 +1267,149 @@ mod tests {
             broken.verify(&msgs[2], tsig::now()),
             Err(ReplyProblem::BadMac)
         );
+    }
+
+    /// `message(byte2, qtype, IN, Some(0))` with `options` in its OPT.
+    fn with_options(byte2: u8, qtype: u16, options: &[u8]) -> Vec<u8> {
+        let mut m = message(byte2, qtype, IN, Some(0));
+        let at = m.len() - 2;
+        m[at..].copy_from_slice(&(options.len() as u16).to_be_bytes());
+        m.extend_from_slice(options);
+        m
+    }
+
+    /// The reply to `msg` over `transport` from `d`.
+    fn reply(d: &Dispatcher, msg: &[u8], transport: Transport) -> Vec<u8> {
+        let mut out = Vec::new();
+        assert_eq!(d.handle(msg, transport, PEER, &mut out), Reply::Message);
+        out
+    }
+
+    /// The options of the OPT record ending `reply` (checking its RDLENGTH).
+    fn options_of(reply: &[u8]) -> &[u8] {
+        let at = edns::find_opt(reply).expect("an OPT at the end");
+        &reply[at + 11..]
+    }
+
+    const NSID: [u8; 4] = [0, 3, 0, 0];
+    const KEEPALIVE: [u8; 4] = [0, 11, 0, 0];
+
+    /// NSID to a query asking for it, over UDP and TCP; keepalive over TCP
+    /// only; neither unasked or unconfigured; the room they take left free
+    /// by rendering (a full UDP reply still fits its limit).
+    #[test]
+    fn nsid_and_keepalive_are_appended_when_asked() {
+        let d = dispatcher(&[])
+            .with_nsid(Some(b"ns1"))
+            .with_tcp_keepalive(70);
+        let nsid = [0, 3, 0, 3, b'n', b's', b'1'];
+        let both = [NSID, KEEPALIVE].concat();
+        let q = with_options(RD, 1, &both);
+        assert_eq!(options_of(&reply(&d, &q, Transport::Udp)), nsid);
+        let tcp = reply(&d, &q, Transport::Tcp);
+        assert_eq!(
+            options_of(&tcp),
+            [&nsid[..], &[0, 11, 0, 2, 0, 70]].concat()
+        );
+        assert_eq!(summary(&tcp), (0, QR | AA | RD, 1, 2));
+        let q = with_options(RD, 1, &KEEPALIVE);
+        assert!(options_of(&reply(&d, &q, Transport::Udp)).is_empty());
+        let plain = message(RD, 1, IN, Some(0));
+        assert!(options_of(&reply(&d, &plain, Transport::Tcp)).is_empty());
+        let unset = dispatcher(&[]);
+        let q = with_options(RD, 1, &NSID);
+        assert!(options_of(&reply(&unset, &q, Transport::Udp)).is_empty());
+        // The room: a 512-byte UDP limit, filled by an ANY answer over TCP's
+        // worth of records, still holds the NSID.
+        let d = dispatcher(&[]).with_nsid(Some(&[b'x'; 100]));
+        let mut q = with_options(RD, 255, &NSID);
+        let payload = q.len() - NSID.len() - 11 + 3;
+        q[payload..payload + 2].copy_from_slice(&512u16.to_be_bytes());
+        let out = reply(&d, &q, Transport::Udp);
+        assert!(out.len() <= 512, "{} bytes", out.len());
+        assert_eq!(options_of(&out).len(), 104);
+    }
+
+    /// EDEs to EDNS queries, none (and no OPT) without EDNS; the NOTIMP
+    /// reply to an unknown opcode keeps RD, not CD.
+    #[test]
+    fn extended_errors_go_with_edns_only() {
+        let d = dispatcher(&[]).with_nsid(Some(b"ns1"));
+        let ede = |code: u8| vec![0, 15, 0, 2, 0, code];
+        // A name in no zone: REFUSED, 20; with NSID asked, both.
+        let mut nowhere = message(RD, 1, IN, Some(0));
+        nowhere[17] = b'x'; // www.exaxple.com.
+        let out = reply(&d, &nowhere, Transport::Udp);
+        assert_eq!((summary(&out).0, options_of(&out)), (5, &ede(20)[..]));
+        let mut asked = with_options(RD, 1, &NSID);
+        asked[17] = b'x';
+        let out = reply(&d, &asked, Transport::Udp);
+        assert_eq!(
+            options_of(&out),
+            [ede(20), vec![0, 3, 0, 3, b'n', b's', b'1']].concat()
+        );
+        let mut plain = message(RD, 1, IN, None);
+        plain[17] = b'x';
+        let out = reply(&d, &plain, Transport::Udp);
+        assert_eq!((summary(&out).0, &out[10..12]), (5, &[0u8, 0][..]));
+        // Meta qtype MAILB: NOTIMP, 21. AXFR over UDP: REFUSED, 21. Class
+        // HS: REFUSED, 20.
+        let out = reply(&d, &message(RD, 253, IN, Some(0)), Transport::Udp);
+        assert_eq!((summary(&out).0, options_of(&out)), (4, &ede(21)[..]));
+        let out = reply(&d, &message(0, 252, IN, Some(0)), Transport::Udp);
+        assert_eq!((summary(&out).0, options_of(&out)), (5, &ede(21)[..]));
+        let out = reply(&d, &message(0, 1, HS, Some(0)), Transport::Udp);
+        assert_eq!((summary(&out).0, options_of(&out)), (5, &ede(20)[..]));
+        // Opcode 3 with RD and CD: NOTIMP, RD kept, CD not, an OPT with 21.
+        let mut odd = message((3 << 3) | RD, 6, IN, Some(0));
+        odd[3] |= 0x10;
+        let out = reply(&d, &odd, Transport::Udp);
+        assert_eq!(summary(&out), (4, QR | (3 << 3) | RD, 0, 0));
+        assert_eq!(out[3], 4, "CD cleared, NOTIMP");
+        assert_eq!(options_of(&out), ede(21));
+        // A refused NOTIFY: 18.
+        let out = reply(&d, &message(4 << 3, 6, IN, Some(0)), Transport::Udp);
+        assert_eq!((summary(&out).0, options_of(&out)), (5, &ede(18)[..]));
+        // A malformed COOKIE: FORMERR with an option-less OPT.
+        let out = reply(
+            &d,
+            &with_options(RD, 1, &[0, 10, 0, 2, 1, 2]),
+            Transport::Udp,
+        );
+        assert_eq!(summary(&out).0, 1);
+        assert!(options_of(&out).is_empty());
+    }
+
+    /// A chain longer than the old cut (8) is followed whole; one that loops
+    /// back after more links than are compared one by one ends at its first
+    /// repeat; over UDP, what does not fit sets TC.
+    #[test]
+    fn cname_chains_are_followed_until_a_loop_or_the_limit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut zone = String::from("$TTL 300\n@ SOA ns hm 1 2 3 4 5\n@ NS ns\nns A 192.0.2.1\n");
+        for i in 0..100 {
+            zone.push_str(&format!("c{i} CNAME c{}\n", i + 1));
+        }
+        zone.push_str("c100 A 192.0.2.100\n");
+        for i in 0..40 {
+            zone.push_str(&format!("r{i} CNAME r{}\n", i + 1));
+        }
+        zone.push_str("r40 CNAME r20\n");
+        let file = dir.path().join("chain.zone");
+        std::fs::write(&file, zone).expect("write zone");
+        let d = dispatcher_for(&file, &[]);
+        let ask = |name: &[u8], transport| {
+            let mut m = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+            m.push(name.len() as u8);
+            m.extend_from_slice(name);
+            m.extend_from_slice(b"\x07example\x03com\x00\x00\x01\x00\x01");
+            one(&d, &m, transport)
+        };
+        assert_eq!(ask(b"c88", Transport::Udp), (0, QR | AA, 1, 13));
+        assert_eq!(ask(b"c0", Transport::Tcp), (0, QR | AA, 1, 101));
+        assert_eq!(ask(b"r0", Transport::Tcp), (0, QR | AA, 1, 41));
+        let (rcode, flags, _, an) = ask(b"c0", Transport::Udp);
+        assert_eq!((rcode, flags), (0, QR | AA | 0x02), "TC");
+        assert!(an < 101, "{an} records");
     }
 }

@@ -13,6 +13,7 @@ pub mod control;
 pub mod cookies;
 pub mod dispatch;
 pub mod dnstap;
+pub mod edns;
 pub mod keys;
 mod log_limit;
 pub mod metrics;

@@ -17,10 +17,11 @@ use std::net::IpAddr;
 
 use authd_datasrc::{Class, Name, RType};
 
+use crate::edns::Ede;
 use crate::log_limit::LogLimit;
 use crate::metrics::{Metrics, UpdateResult};
 use crate::secondary::{NotifyVerdict, SecondaryPolicy};
-use crate::wire::{self, Flags, Header, Rcode, Request};
+use crate::wire::{self, ErrorOpt, Flags, Header, Rcode, Request};
 
 /// NOTIFYs (and UPDATEs of secondary zones) refused, logged.
 static REFUSED_LOG: LogLimit = LogLimit::new();
@@ -66,8 +67,11 @@ pub fn notify(
     } else {
         Flags::empty()
     };
+    // EDE 18 Prohibited with every refusal: this server takes a NOTIFY for
+    // that zone from nobody, or not from this sender.
+    let ede = (rcode == Rcode::REFUSED).then_some(Ede::PROHIBITED);
     let header = Header::reply_to(req, flags, rcode);
-    wire::write_error(out, header, Some(req.question));
+    wire::write_error(out, header, Some(req.question), ErrorOpt::to(req, ede));
 }
 
 /// Answers the UPDATE `req` of a secondary zone from `peer` into `out`:
@@ -93,5 +97,6 @@ pub fn refuse_update(
         m.count_update(UpdateResult::of(Rcode::REFUSED));
     }
     let header = Header::reply_to(req, Flags::empty(), Rcode::REFUSED);
-    wire::write_error(out, header, Some(req.question));
+    let opt = ErrorOpt::to(req, Some(Ede::PROHIBITED));
+    wire::write_error(out, header, Some(req.question), opt);
 }

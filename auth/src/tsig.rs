@@ -584,7 +584,7 @@ impl Signer<'_> {
             );
             w.push_question(req.question);
             if let Some(e) = req.edns {
-                w.push_opt(EDNS_UDP_PAYLOAD, Rcode::NOERROR, e.dnssec_ok);
+                w.push_opt(EDNS_UDP_PAYLOAD, Rcode::NOERROR, e.dnssec_ok, None);
             }
             w.finish();
         }

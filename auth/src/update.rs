@@ -53,8 +53,9 @@ use authd_datasrc::write::{Change, Scope, SerialPolicy, WRITE_LOCK_WAIT, serial_
 use authd_datasrc::{Class, Name, RType, Rdata, Record, SourceList, WriteError};
 
 use crate::acl::Acl;
+use crate::edns::Ede;
 use crate::log_limit::LogLimit;
-use crate::wire::{self, Flags, HEADER_LEN, Header, Rcode, Request, u16_at};
+use crate::wire::{self, ErrorOpt, Flags, HEADER_LEN, Header, Rcode, Request, u16_at};
 
 /// How long an UPDATE waits for a DB another writer holds before SERVFAIL.
 pub const BUSY_WAIT: Duration = WRITE_LOCK_WAIT;
@@ -255,10 +256,18 @@ pub fn update(
             r.rcode
         }
     };
+    // EDE 18 Prohibited for a client or change the policy refuses, 20 Not
+    // Authoritative for a zone not served here (RFC 8914 §4.19, §4.21).
+    let ede = match rcode {
+        Rcode::REFUSED => Some(Ede::PROHIBITED),
+        Rcode::NOTAUTH => Some(Ede::NOT_AUTHORITATIVE),
+        _ => None,
+    };
     wire::write_error(
         out,
         Header::reply_to(req, Flags::empty(), rcode),
         Some(req.question),
+        ErrorOpt::to(req, ede),
     );
     rcode
 }

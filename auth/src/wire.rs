@@ -9,6 +9,8 @@
 use authd_datasrc::name::MAX_NAME_LEN;
 use authd_datasrc::{Class, Name, RType, Rdata};
 
+use crate::edns::{Ede, OPTION_NSID, OPTION_TCP_KEEPALIVE};
+
 /// Size of the DNS header, bytes.
 pub const HEADER_LEN: usize = 12;
 /// Largest message over TCP, bytes (RFC 1035 §4.2.2).
@@ -67,6 +69,15 @@ impl Flags {
     /// (RFC 4035 §3.1.6).
     pub const fn echoed(self) -> Flags {
         Flags(self.0 & (Flags::RD.0 | Flags::CD.0))
+    }
+
+    /// The flags a NOTIMP reply to an opcode not known here keeps: RD
+    /// alone. RFC 1035 §4.1.1 copies RD into every response; CD is
+    /// DNSSEC's, defined for queries (RFC 4035 §3.2.2), and a message of an
+    /// unknown opcode is none. Knot DNS answers so; BIND 9 clears both
+    /// (and the question), NSD echoes both.
+    pub const fn rd_only(self) -> Flags {
+        Flags(self.0 & Flags::RD.0)
     }
 }
 
@@ -212,6 +223,16 @@ pub struct Edns<'a> {
     pub dnssec_ok: bool,
     /// The DNS COOKIE option, if sent (RFC 7873 §4).
     pub cookie: Option<Cookie<'a>>,
+    /// The query asked for the server's NSID (RFC 5001 §2.1).
+    pub nsid: bool,
+    /// The query carried edns-tcp-keepalive (RFC 7828 §3.2.1; its value,
+    /// which a client must not send, is ignored).
+    pub keepalive: bool,
+    /// Bytes of options the dispatcher appends to the reply's OPT after
+    /// rendering ([`crate::edns::append`]: NSID, keepalive), which
+    /// rendering leaves free ([`crate::query::reply_limit`]); 0 as parsed.
+    /// The COOKIE's room is counted from `cookie`.
+    pub option_room: u16,
 }
 
 /// The DNS COOKIE option of a request (RFC 7873 §4).
@@ -272,6 +293,9 @@ pub enum ParseError {
         rcode: Rcode,
         /// The question bytes, when they could be read.
         question: Option<(usize, usize)>,
+        /// The request's OPT record was whole, and only an option in it
+        /// malformed: the reply carries an OPT (RFC 6891 §7), as BIND 9's.
+        edns: bool,
     },
 }
 
@@ -347,47 +371,71 @@ pub fn peek_head(msg: &[u8]) -> Option<Head> {
 }
 
 /// The full rcode of a reply rendered here: the header's four bits and, when
-/// the message ends with an OPT (with or without a COOKIE option), its
-/// upper eight (RFC 6891 §6.1.3).
+/// the message ends with an OPT, its upper eight (RFC 6891 §6.1.3). An
+/// extended rcode (BADVERS, BADCOOKIE) goes only with a reply of no answer
+/// or authority records, so only such a reply's OPT is looked for behind
+/// its options ([`crate::edns::find_opt`]); any other is read when it has
+/// no options, as most have (metrics read every reply: no scan for them).
 pub fn reply_rcode(msg: &[u8]) -> Rcode {
     let low = msg.get(3).map_or(0, |b| u16::from(b & 0x0F));
     let len = msg.len();
-    for opt_len in [OPT_LEN, OPT_LEN + COOKIE_OPTION_LEN] {
-        if let Some(at) = len.checked_sub(opt_len)
-            && at >= HEADER_LEN
-            && msg[at..at + 3] == [0, 0, 41]
-        {
-            return Rcode(u16::from(msg[at + 5]) << 4 | low);
-        }
+    let plain = len.checked_sub(OPT_LEN).filter(|&at| {
+        at >= HEADER_LEN && msg[at..at + 3] == [0, 0, 41] && msg[len - 2..] == [0, 0]
+    });
+    let records = msg.get(6..10).is_some_and(|c| c != [0, 0, 0, 0]);
+    let at = match plain {
+        Some(at) => Some(at),
+        None if records => None,
+        None => crate::edns::find_opt(msg),
+    };
+    match at {
+        Some(at) => Rcode(u16::from(msg[at + 5]) << 4 | low),
+        None => Rcode(low),
     }
-    Rcode(low)
 }
 
-/// Appends a COOKIE option with `data` (client and server cookie, RFC 7873
-/// §4) to the OPT record that ends `msg`, as every reply rendered here to a
-/// query with EDNS ends. Returns false, changing nothing, when `msg` does
-/// not end with an option-less OPT.
-pub fn append_cookie(msg: &mut Vec<u8>, data: &[u8; 24]) -> bool {
-    let len = msg.len();
-    if len < HEADER_LEN + OPT_LEN || msg[len - OPT_LEN..len - OPT_LEN + 3] != [0, 0, 41] {
-        return false;
-    }
-    if msg[len - 2..] != [0, 0] {
-        return false;
-    }
-    msg[len - 2..].copy_from_slice(&(COOKIE_OPTION_LEN as u16).to_be_bytes());
-    msg.extend_from_slice(&OPTION_COOKIE.to_be_bytes());
-    msg.extend_from_slice(&24u16.to_be_bytes());
-    msg.extend_from_slice(data);
-    true
+/// The OPT record of an error reply ([`write_error`]): the DO bit echoed
+/// (RFC 3225 §3) and the Extended DNS Error, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorOpt {
+    /// The request's DO bit.
+    pub dnssec_ok: bool,
+    /// The EDE (RFC 8914).
+    pub ede: Option<Ede>,
 }
 
-/// Writes an error reply into `out` (cleared first): `header` and, when given, the question section as received; every other section
-/// empty and no OPT (the request's EDNS may be what was wrong).
-pub fn write_error(out: &mut Vec<u8>, header: Header, question: Option<&[u8]>) {
+impl ErrorOpt {
+    /// The OPT of an error reply to `req` with `ede`: one when the request
+    /// had EDNS (RFC 6891 §6.1.1), else none (and no EDE: RFC 8914 §3).
+    pub fn to(req: &Request<'_>, ede: Option<Ede>) -> Option<ErrorOpt> {
+        req.edns.map(|e| ErrorOpt {
+            dnssec_ok: e.dnssec_ok,
+            ede,
+        })
+    }
+}
+
+/// Writes an error reply into `out` (cleared first): `header` and, when
+/// given, the question section as received; every other section empty but
+/// for the OPT record `opt` (none when the request had no EDNS, or its
+/// OPT record is what was wrong).
+pub fn write_error(
+    out: &mut Vec<u8>,
+    header: Header,
+    question: Option<&[u8]>,
+    opt: Option<ErrorOpt>,
+) {
     let mut w = MessageWriter::new(out, header, MAX_TCP_MESSAGE);
     if let Some(q) = question {
         w.push_question(q);
+    }
+    if let Some(o) = opt {
+        w.push_opt(
+            crate::query::EDNS_UDP_PAYLOAD,
+            header.rcode,
+            o.dnssec_ok,
+            o.ede,
+        );
     }
     w.finish();
 }
@@ -420,6 +468,7 @@ pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
         flags,
         rcode,
         question,
+        edns: false,
     };
     let counts = [
         u16_at(msg, 4).unwrap_or(0),
@@ -459,12 +508,22 @@ pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
             if !in_additional || edns.is_some() || msg[owner_at] != 0 {
                 return Err(formerr());
             }
-            let cookie = parse_options(&msg[pos + 10..rdata_end]).ok_or_else(formerr)?;
+            let options = parse_options(&msg[pos + 10..rdata_end]).ok_or(ParseError::Reject {
+                id,
+                opcode,
+                flags,
+                rcode: Rcode::FORMERR,
+                question,
+                edns: true,
+            })?;
             edns = Some(Edns {
                 udp_payload: class.max(MIN_UDP_PAYLOAD as u16),
                 version: (ttl_hi & 0xFF) as u8,
                 dnssec_ok: u16_at(msg, pos + 6).unwrap_or(0) & 0x8000 != 0,
-                cookie,
+                cookie: options.cookie,
+                nsid: options.nsid,
+                keepalive: options.keepalive,
+                option_room: 0,
             });
         } else if rtype == TSIG.0 {
             // RFC 8945 §5.1: the last record of the additional section, once.
@@ -496,38 +555,49 @@ pub fn parse_query(msg: &[u8]) -> Result<Request<'_>, ParseError> {
     })
 }
 
+/// The options of a query's OPT record that matter here.
+#[derive(Clone, Copy, Debug, Default)]
+struct Options<'a> {
+    cookie: Option<Cookie<'a>>,
+    nsid: bool,
+    keepalive: bool,
+}
+
 /// The options of an OPT record's RDATA (RFC 6891 §6.1.2: code, length,
 /// data), checked: `None` when they are not whole options, or one is
 /// malformed for its code, and the request gets FORMERR. Else the COOKIE
-/// option, if there is one.
+/// option, if there is one, and whether NSID and edns-tcp-keepalive were
+/// sent.
 ///
 /// Checked codes: COOKIE (RFC 7873 §5.2.2: a client cookie of 8 bytes and a
 /// server cookie of 8 to 32, so 8 or 16 to 40 bytes; at most one) and Client
 /// Subnet (RFC 7871 §6 and §7.1.1: family 1 or 2, a source prefix no longer
 /// than the address, exactly the address bytes that prefix needs with no bit
 /// set past it, scope prefix 0). Other options are skipped.
-fn parse_options(mut rdata: &[u8]) -> Option<Option<Cookie<'_>>> {
-    let mut cookie = None;
+fn parse_options(mut rdata: &[u8]) -> Option<Options<'_>> {
+    let mut options = Options::default();
     while !rdata.is_empty() {
         let (code, len) = (u16_at(rdata, 0)?, usize::from(u16_at(rdata, 2)?));
         let data = rdata.get(4..4 + len)?;
         match code {
             OPTION_COOKIE => {
-                if cookie.is_some() || (len != 8 && !(16..=40).contains(&len)) {
+                if options.cookie.is_some() || (len != 8 && !(16..=40).contains(&len)) {
                     return None;
                 }
                 let (client, server) = data.split_at(8);
-                cookie = Some(Cookie {
+                options.cookie = Some(Cookie {
                     client: client.try_into().ok()?,
                     server,
                 });
             }
             OPTION_CLIENT_SUBNET if !client_subnet_well_formed(data) => return None,
+            OPTION_NSID => options.nsid = true,
+            OPTION_TCP_KEEPALIVE => options.keepalive = true,
             _ => {}
         }
         rdata = &rdata[4 + len..];
     }
-    Some(cookie)
+    Some(options)
 }
 
 /// True when Client Subnet option data is well formed for a query (see
@@ -734,9 +804,11 @@ impl<'a> MessageWriter<'a> {
     }
 
     /// Appends an OPT record (RFC 6891 §6.1.2) with our payload size, the upper
-    /// 8 bits of an extended `rcode`, and the DO bit. Ignores the size limit (the
-    /// caller reserved [`OPT_LEN`]).
-    pub fn push_opt(&mut self, udp_payload: u16, rcode: Rcode, dnssec_ok: bool) {
+    /// 8 bits of an extended `rcode`, the DO bit and, if given, an Extended
+    /// DNS Error option (RFC 8914). Ignores the size limit (the caller
+    /// reserved [`OPT_LEN`]; an EDE goes only with an error reply, which
+    /// holds no more than the question).
+    pub fn push_opt(&mut self, udp_payload: u16, rcode: Rcode, dnssec_ok: bool, ede: Option<Ede>) {
         self.buf.push(0);
         self.buf.extend_from_slice(&RType::OPT.0.to_be_bytes());
         self.buf.extend_from_slice(&udp_payload.to_be_bytes());
@@ -744,7 +816,14 @@ impl<'a> MessageWriter<'a> {
         self.buf.push(0);
         self.buf
             .extend_from_slice(&(if dnssec_ok { 0x8000u16 } else { 0 }).to_be_bytes());
-        self.buf.extend_from_slice(&[0, 0]);
+        match ede {
+            None => self.buf.extend_from_slice(&[0, 0]),
+            Some(ede) => {
+                self.buf
+                    .extend_from_slice(&(ede.option_len() as u16).to_be_bytes());
+                ede.write(self.buf);
+            }
+        }
         self.counts[Section::Additional as usize] += 1;
     }
 
@@ -1096,20 +1175,27 @@ mod tests {
                 version: 0,
                 dnssec_ok: true,
                 cookie: None,
+                nsid: false,
+                keepalive: false,
+                option_room: 0,
             })
         );
+    }
+
+    /// An OPT record (payload 4096) holding `options`.
+    fn opt_with(options: &[u8]) -> Vec<u8> {
+        let mut opt = vec![0, 0, 41, 0x10, 0, 0, 0, 0, 0];
+        opt.extend_from_slice(&(options.len() as u16).to_be_bytes());
+        opt.extend_from_slice(options);
+        opt
     }
 
     /// OPT RDATA that is not whole options, or a COOKIE of a length RFC 7873
     /// §5.2.2 rules out, is FORMERR; whole options of any other kind are fine.
     #[test]
     fn malformed_edns_options_are_formerr() {
-        let with_options = |options: &[u8]| {
-            let mut opt = vec![0, 0, 41, 0x10, 0, 0, 0, 0, 0];
-            opt.extend_from_slice(&(options.len() as u16).to_be_bytes());
-            opt.extend_from_slice(options);
-            parse_query(&query(b"\x00", 6, &opt, 1)).map(|_| ())
-        };
+        let with_options =
+            |options: &[u8]| parse_query(&query(b"\x00", 6, &opt_with(options), 1)).map(|_| ());
         let cookie = |len: usize| {
             let mut o = vec![0, 10];
             o.extend_from_slice(&(len as u16).to_be_bytes());
@@ -1242,6 +1328,31 @@ mod tests {
             .expect("cookie");
         assert_eq!(cookie.client, [1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(cookie.server, (9..=24u8).collect::<Vec<_>>());
+    }
+
+    /// NSID and edns-tcp-keepalive are noted (a keepalive's value ignored);
+    /// a malformed COOKIE rejects with `edns` set, so the FORMERR has an OPT.
+    #[test]
+    fn nsid_keepalive_and_bad_options() {
+        let opt = |options: &[u8]| query(b"\x00", 6, &opt_with(options), 1);
+        let flags = |m: &[u8]| {
+            let e = parse_query(m).expect("parses").edns.expect("edns");
+            (e.nsid, e.keepalive, e.option_room)
+        };
+        assert_eq!(
+            flags(&opt(&[0, 3, 0, 0, 0, 11, 0, 2, 0, 9])),
+            (true, true, 0)
+        );
+        assert_eq!(flags(&opt(&[])), (false, false, 0));
+        assert!(matches!(
+            parse_query(&opt(&[0, 10, 0, 2, 1, 2])),
+            Err(ParseError::Reject {
+                rcode: Rcode::FORMERR,
+                edns: true,
+                question: Some(_),
+                ..
+            })
+        ));
     }
 
     /// After the OPT only a TSIG may follow (it is the last record, RFC 8945

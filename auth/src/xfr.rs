@@ -43,12 +43,13 @@ use authd_datasrc::write::{DiffRow, serial_gt};
 use authd_datasrc::{Class, DataSource, Name, RRset, RType, Rdata, SourceList, ZoneRef};
 
 use crate::acl::Acl;
+use crate::edns::Ede;
 use crate::log_limit::LogLimit;
 use crate::query::{EDNS_UDP_PAYLOAD, Transport, reply_limit};
 use crate::sections;
 use crate::wire::{
-    self, Flags, Header, MAX_TCP_MESSAGE, MessageWriter, OPT_LEN, Rcode, RecordMeta, Request,
-    Section, skip_name, u16_at,
+    self, ErrorOpt, Flags, Header, MAX_TCP_MESSAGE, MessageWriter, OPT_LEN, Rcode, RecordMeta,
+    Request, Section, skip_name, u16_at,
 };
 
 pub use crate::acl::Cidr;
@@ -139,9 +140,23 @@ fn reply_header(req: &Request<'_>, rcode: Rcode) -> Header {
     Header::reply_to(req, aa, rcode)
 }
 
+/// An error reply to transfer request `req`: the question echoed, an OPT
+/// when the request had one, with EDE 18 Prohibited for REFUSED (a client
+/// the transfer ACL refuses, as NSD and BIND 9 send) and 20 Not
+/// Authoritative for NOTAUTH (a name that is no zone apex served here).
 fn error_reply(req: &Request<'_>, rcode: Rcode) -> Vec<u8> {
+    let ede = match rcode {
+        Rcode::REFUSED => Some(Ede::PROHIBITED),
+        Rcode::NOTAUTH => Some(Ede::NOT_AUTHORITATIVE),
+        _ => None,
+    };
     let mut buf = Vec::new();
-    wire::write_error(&mut buf, reply_header(req, rcode), Some(req.question));
+    wire::write_error(
+        &mut buf,
+        reply_header(req, rcode),
+        Some(req.question),
+        ErrorOpt::to(req, ede),
+    );
     buf
 }
 
@@ -344,7 +359,7 @@ impl ZonePack {
             self.at = Cursor::Done;
             drop(w);
             let mut error = Vec::new();
-            wire::write_error(&mut error, self.error_header, None);
+            wire::write_error(&mut error, self.error_header, None, None);
             return Some(error);
         }
         w.finish();
@@ -600,7 +615,7 @@ fn pack_udp(req: &Request<'_>, rrs: &[Rr<'_>], limit: usize) -> Option<Vec<u8>> 
     }
     if let Some(e) = req.edns {
         w.unreserve(OPT_LEN);
-        w.push_opt(EDNS_UDP_PAYLOAD, Rcode::NOERROR, e.dnssec_ok);
+        w.push_opt(EDNS_UDP_PAYLOAD, Rcode::NOERROR, e.dnssec_ok, None);
     }
     w.finish();
     Some(buf)

@@ -287,6 +287,13 @@ fn refresh_timer_expire_and_recovery() {
     drop(s);
     let s = secondary(dir.path(), &sdb, pport, free_port());
     assert!(servfail(s.addr()), "{}", s.stderr());
+    // With EDNS, the SERVFAIL says why: EDE 24 and NSD's text.
+    let out = dig_tcp(s.addr().port(), "SOA");
+    assert!(out.contains("status: SERVFAIL"), "{out}");
+    assert!(
+        out.contains("; EDE: 24 (Invalid Data): (Zone has expired)"),
+        "{out}"
+    );
     assert!(
         eventually(5, || logged(&s, "serial 2, expired")),
         "{}",

@@ -8,6 +8,8 @@
 //!
 //! [server]
 //! udp_workers = 2          # UDP worker threads per address (1..=1024); default one per CPU
+//! nsid = "ns1.example"     # NSID (RFC 5001) sent, as these bytes (at most 128), to queries
+//!                          # asking for it; default unset = none
 //!
 //! [tcp]
 //! idle_timeout = 10        # seconds a TCP connection may wait for its next query (1..=86400)
@@ -256,12 +258,16 @@ fn blame_variable(e: ConfigError, vars: &[(String, String)]) -> ConfigError {
     }
 }
 
-/// Server threads (`[server]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Server threads and identity (`[server]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     /// UDP workers per listen address, each a thread with its own
     /// `SO_REUSEPORT` socket (1..=[`MAX_UDP_WORKERS`]).
     pub udp_workers: usize,
+    /// The name server identifier sent, as its bytes, to queries carrying
+    /// the NSID option (RFC 5001); `None` (unset or ""): no NSID option.
+    /// Applied by a reload, unlike the threads.
+    pub nsid: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -269,6 +275,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             udp_workers: crate::sys::default_udp_workers(),
+            nsid: None,
         }
     }
 }

@@ -120,7 +120,7 @@ const SCHEMA: &[(&str, &[&str])] = &[
             "dnstap",
         ],
     ),
-    ("server", &["udp_workers"]),
+    ("server", &["udp_workers", "nsid"]),
     ("dnstap", &["file", "socket", "identity", "version"]),
     (
         "tcp",
@@ -356,6 +356,7 @@ pub(super) struct RawSecondary {
 pub(super) struct RawServer {
     #[serde(default, deserialize_with = "whole")]
     pub(super) udp_workers: Option<usize>,
+    pub(super) nsid: Option<String>,
 }
 
 /// `[tcp]`.

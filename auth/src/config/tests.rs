@@ -226,6 +226,39 @@ fn server_udp_workers() {
     }
 }
 
+/// `[server] nsid`: text sent as its bytes; unset or "" none; at most 128
+/// bytes; from the environment too.
+#[test]
+fn server_nsid() {
+    assert_eq!(from_toml("").expect("valid").server.nsid, None);
+    assert_eq!(
+        from_toml("[server]\nnsid = \"\"")
+            .expect("valid")
+            .server
+            .nsid,
+        None
+    );
+    let c = from_toml("[server]\nnsid = \"ns1.example\"").expect("valid");
+    assert_eq!(c.server.nsid.as_deref(), Some("ns1.example"));
+    let c = Config::from_parts(None, env(&[("AUTHD_SERVER__NSID", "ns2")])).expect("valid");
+    assert_eq!(c.server.nsid.as_deref(), Some("ns2"));
+    let long = format!("[server]\nnsid = \"{}\"", "x".repeat(129));
+    let e = from_toml(&long).expect_err("too long").to_string();
+    assert!(
+        e.contains("server.nsid: 129 bytes is too long (at most 128)"),
+        "{e}"
+    );
+    let max = format!("[server]\nnsid = \"{}\"", "x".repeat(128));
+    assert_eq!(
+        from_toml(&max)
+            .expect("128 bytes")
+            .server
+            .nsid
+            .map(|n| n.len()),
+        Some(128)
+    );
+}
+
 #[test]
 fn env_overrides_file() {
     let c = Config::from_parts(

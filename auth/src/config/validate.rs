@@ -74,6 +74,21 @@ pub(super) fn config(
         ));
     }
 
+    let nsid = match raw.server.nsid {
+        Some(n) if n.len() > crate::edns::MAX_NSID_LEN => {
+            return Err(invalid(
+                "server.nsid",
+                format!(
+                    "{} bytes is too long (at most {})",
+                    n.len(),
+                    crate::edns::MAX_NSID_LEN
+                ),
+            ));
+        }
+        Some(n) if !n.is_empty() => Some(n),
+        _ => None,
+    };
+
     let tcp = tcp_config(&raw.tcp, &invalid)?;
 
     let chaos = ChaosConfig {
@@ -97,7 +112,7 @@ pub(super) fn config(
     let secondary = secondary_config(raw.secondary, &keys, base, &invalid)?;
     let mut config = Config {
         listen,
-        server: ServerConfig { udp_workers },
+        server: ServerConfig { udp_workers, nsid },
         tcp,
         chaos,
         datasources,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use authd_datasrc::{Name, RRset, RType};
 
 use super::additional::place_additional;
+use crate::edns::Ede;
 use crate::wire::{Rcode, Request};
 
 /// One RRset placed in a reply section.
@@ -55,6 +56,9 @@ pub struct Answer {
     pub templatable: bool,
     /// An RRset was made for this query only (a DNAME's CNAME, RFC 6672 §3.1).
     pub synthesized: bool,
+    /// The Extended DNS Error of an error answer (RFC 8914), written with
+    /// its OPT record when the query had EDNS.
+    pub ede: Option<Ede>,
     /// Prepared additional-section RRsets not placed yet (and the zone cut of
     /// a referral, for in-domain glue): a reply rendered from a template needs
     /// none of them, so they are placed only when the reply is rendered anew.
@@ -82,6 +86,7 @@ impl Answer {
         self.required_glue = 0;
         self.templatable = false;
         self.synthesized = false;
+        self.ede = None;
         self.deferred = None;
         self.zone_key = 0;
     }
@@ -110,6 +115,15 @@ impl Answer {
         Answer {
             rcode,
             aa,
+            ..Answer::default()
+        }
+    }
+
+    /// An error answer with `rcode` and the Extended DNS Error `ede`.
+    pub fn error(rcode: Rcode, ede: Option<Ede>) -> Answer {
+        Answer {
+            rcode,
+            ede,
             ..Answer::default()
         }
     }

@@ -20,7 +20,7 @@ mod render;
 mod templates;
 
 pub use answer::{Answer, Placed, Response, ResponseKind};
-pub use render::{EDNS_UDP_PAYLOAD, render, reply_limit};
+pub use render::{EDNS_UDP_PAYLOAD, message_limit, render, reply_limit};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,7 +30,11 @@ use authd_datasrc::{
     SourceList, ZoneRef,
 };
 
+use crate::edns::Ede;
 use crate::log_limit::LogLimit;
+
+/// The proofs of one lookup (RFC 4035 §3.1.3).
+type Proof = authd_datasrc::lookup::Proof;
 use crate::wire::{Rcode, Request};
 use templates::render_templated;
 
@@ -43,9 +47,26 @@ pub enum Transport {
     Tcp,
 }
 
-/// Longest CNAME/DNAME chain followed inside a zone before answering with what
-/// was found so far.
-const MAX_CHAIN: usize = 8;
+/// Bytes the smallest link of a CNAME chain adds to a reply: its owner a
+/// compression pointer to the previous target (2), type, class, TTL and
+/// RDLENGTH (10), its target at least a pointer (2). A chain is followed
+/// (RFC 1034 §4.3.2 step 3a) for at most as many links as the reply could
+/// hold at this size, and then answered with what was found (in practice it
+/// ends long before: NSD follows a 300-link chain whole over TCP).
+const MIN_LINK_LEN: usize = 14;
+
+/// Links of a chain checked for a loop by comparing names one by one; a
+/// longer chain's owners are kept in a set of their hashes, so the check
+/// stays linear in the chain's length.
+const LINEAR_LOOP_CHECK: usize = 16;
+
+/// A chain to follow, left by placing one lookup: the CNAME's (or the
+/// synthesized CNAME's) target, and the lookup's proofs, placed after
+/// those of the rest of the chain (as a recursive descent places them).
+struct Link {
+    target: Name,
+    proof: Proof,
+}
 
 /// SERVFAILs logged (never per query: any client can make every query fail
 /// the same way).
@@ -107,7 +128,7 @@ impl QueryProcessor {
         }
         SCRATCH.with(|cell| match cell.try_borrow_mut() {
             Ok(mut ans) => {
-                self.answer_into(req, minimal_any, &mut ans);
+                self.answer_into(req, minimal_any, transport, &mut ans);
                 if !render_templated(self.id, req, &mut ans, transport, out) {
                     ans.place_deferred();
                     render(req, &ans, transport, out);
@@ -118,7 +139,7 @@ impl QueryProcessor {
             }
             Err(_) => {
                 let mut ans = Answer::default();
-                self.answer_into(req, minimal_any, &mut ans);
+                self.answer_into(req, minimal_any, transport, &mut ans);
                 ans.place_deferred();
                 render(req, &ans, transport, out);
                 ans.summary(req, keyed)
@@ -130,17 +151,22 @@ impl QueryProcessor {
     /// every RRset for qtype ANY (as over TCP).
     pub fn answer(&self, req: &Request<'_>) -> Answer {
         let mut ans = Answer::default();
-        self.answer_into(req, false, &mut ans);
+        self.answer_into(req, false, Transport::Tcp, &mut ans);
         ans.place_deferred();
         ans
     }
 
-    /// Processes a parsed query into `ans` (cleared first); with
-    /// `minimal_any`, an ANY answer keeps one RRset.
-    fn answer_into(&self, req: &Request<'_>, minimal_any: bool, ans: &mut Answer) {
+    /// Processes a parsed query into `ans` (cleared first) for a reply over
+    /// `transport`; with `minimal_any`, an ANY answer keeps one RRset.
+    fn answer_into(
+        &self,
+        req: &Request<'_>,
+        minimal_any: bool,
+        transport: Transport,
+        ans: &mut Answer,
+    ) {
         ans.reset(Rcode::NOERROR, true);
-        let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
-        if let Err(e) = self.answer_in(&req.qname, req.qtype, dnssec, minimal_any, ans) {
+        if let Err(e) = self.answer_in(req, minimal_any, transport, ans) {
             if let Some(suppressed) = SERVFAIL_LOG.allow() {
                 tracing::error!(
                     qname = %req.qname,
@@ -155,12 +181,13 @@ impl QueryProcessor {
 
     fn answer_in(
         &self,
-        qname: &Name,
-        qtype: RType,
-        dnssec: bool,
+        req: &Request<'_>,
         minimal_any: bool,
+        transport: Transport,
         ans: &mut Answer,
     ) -> Result<(), DataSourceError> {
+        let (qname, qtype) = (&req.qname, req.qtype);
+        let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
         // RFC 4035 §3.1.4.1: DS lives on the parent side of a zone cut; answer
         // from the parent zone when we serve it.
         let mut found = self.sources.find_zone(qname)?;
@@ -174,7 +201,10 @@ impl QueryProcessor {
             found = Some(p);
         }
         let Some((source, zone)) = found else {
+            // No zone served here holds the name: REFUSED, EDE 20 Not
+            // Authoritative (as NSD and Knot DNS answer).
             ans.reset(Rcode::REFUSED, false);
+            ans.ede = Some(Ede::NOT_AUTHORITATIVE);
             return Ok(());
         };
         if self.zone_keys {
@@ -186,15 +216,27 @@ impl QueryProcessor {
             ..LookupOptions::default()
         };
         let mut run = |source: &dyn DataSource| {
+            let budget = Budget { req, transport };
             if qtype == RType::RRSIG {
-                *ans = self.rrsig_query(source, &zone, qname, opts)?;
+                *ans = self.rrsig_query(source, &zone, qname, opts, budget)?;
                 return Ok(());
             }
             let mut lookup = source.lookup(&zone, qname, qtype, opts)?;
             if minimal_any && let Outcome::AnyAnswer(sets) = &mut lookup.outcome {
                 keep_one(sets);
             }
-            self.place(source, &zone, qname, qtype, lookup, opts, ans, 0)?;
+            // A chain is followed out of line: a query without one pays
+            // nothing for it.
+            if let Some(link) = self.place(source, &zone, qname, lookup, opts, ans, 0)? {
+                let chain = Chain {
+                    source,
+                    zone: &zone,
+                    qtype,
+                    opts,
+                    budget,
+                };
+                self.follow_chain(&chain, link, ans)?;
+            }
             ans.templatable = source.immutable_rrsets();
             Ok(())
         };
@@ -204,19 +246,67 @@ impl QueryProcessor {
         }
     }
 
-    /// Places the outcome of one lookup; follows CNAME/DNAME inside the zone.
+    /// Places the lookups of the CNAME chain that placing a lookup started
+    /// with `link` ([`Self::place`]), while the chain stays in the zone, has
+    /// no loop and could fit the reply ([`MIN_LINK_LEN`]): one link after
+    /// another, never recursing (a chain may be thousands of links long).
+    #[inline(never)]
+    fn follow_chain(
+        &self,
+        chain: &Chain<'_>,
+        link: Link,
+        ans: &mut Answer,
+    ) -> Result<(), DataSourceError> {
+        let Chain {
+            source,
+            zone,
+            qtype,
+            opts,
+            budget,
+        } = *chain;
+        let max_links = budget.max_links();
+        let mut next = Some(link);
+        // Proofs of the links followed, outermost first; placed innermost
+        // first, after the chain (allocated only for a chain with proofs).
+        let mut proofs: Vec<Proof> = Vec::new();
+        let mut owners = LoopCheck::default();
+        let mut links = 0;
+        while let Some(Link { target, proof }) = next {
+            links += 1;
+            if qtype == RType::CNAME
+                || links >= max_links
+                || !target.is_subdomain_of(&zone.origin)
+                || owners.seen(ans, &target)
+            {
+                place_proof(ans, proof);
+                break;
+            }
+            if !proof.is_empty() {
+                proofs.push(proof);
+            }
+            let lookup = source.lookup(zone, &target, qtype, opts)?;
+            next = self.place(source, zone, &target, lookup, opts, ans, links)?;
+        }
+        for proof in proofs.into_iter().rev() {
+            place_proof(ans, proof);
+        }
+        Ok(())
+    }
+
+    /// Places the outcome of one lookup at link `depth` of a chain (0: the
+    /// qname's); returns the chain to follow, if it goes on (its proofs not
+    /// placed yet).
     #[allow(clippy::too_many_arguments)]
     fn place(
         &self,
         source: &dyn DataSource,
         zone: &ZoneRef,
         qname: &Name,
-        qtype: RType,
         mut lookup: Lookup,
         opts: LookupOptions,
         ans: &mut Answer,
         depth: usize,
-    ) -> Result<(), DataSourceError> {
+    ) -> Result<Option<Link>, DataSourceError> {
         let proof = std::mem::take(&mut lookup.proof);
         let synth_owner = |rrset: &Arc<RRset>| {
             (lookup.wildcard && !rrset.owner.eq_case(qname)).then(|| qname.clone())
@@ -253,13 +343,13 @@ impl QueryProcessor {
                     ttl: None,
                 });
                 if let Some(target) = cname.rdatas.first().and_then(Rdata::target_name) {
-                    self.follow(source, zone, &target, qtype, opts, ans, depth)?;
+                    return Ok(Some(Link { target, proof }));
                 }
             }
             Outcome::Dname(dname) => {
                 ans.answer.push(Placed::plain(dname.clone()));
                 let Some(dtarget) = dname.rdatas.first().and_then(Rdata::target_name) else {
-                    return Ok(());
+                    return Ok(None);
                 };
                 match qname.replace_suffix(&dname.owner, &dtarget) {
                     Some(Ok(target)) => {
@@ -269,7 +359,7 @@ impl QueryProcessor {
                         cname.rdatas.push(Rdata::from_wire(target.as_wire()));
                         ans.answer.push(Placed::plain(Arc::new(cname)));
                         ans.synthesized = true;
-                        self.follow(source, zone, &target, qtype, opts, ans, depth)?;
+                        return Ok(Some(Link { target, proof }));
                     }
                     // RFC 6672 §2.2: the substituted name is too long.
                     Some(Err(_)) => ans.rcode = Rcode::YXDOMAIN,
@@ -279,7 +369,7 @@ impl QueryProcessor {
             Outcome::Delegation(ns) => {
                 if depth > 0 {
                     // A chain leading below a cut: the answer so far, no referral.
-                    return Ok(());
+                    return Ok(None);
                 }
                 ans.aa = false;
                 let owner = synth_owner(&ns);
@@ -296,36 +386,8 @@ impl QueryProcessor {
             }
             Outcome::NoData => self.negative_soa(source, zone, opts, ans)?,
         }
-        // RFC 4035 §3.1.3 / RFC 5155 §7.2 proofs, and DS or its denial at a cut.
-        for set in proof {
-            if !ans.contains(&set.owner, set.rtype) {
-                ans.authority.push(Placed::plain(set));
-            }
-        }
-        Ok(())
-    }
-
-    /// Follows a CNAME target (RFC 1034 §4.3.2 step 3a) while it stays in the zone.
-    #[allow(clippy::too_many_arguments)]
-    fn follow(
-        &self,
-        source: &dyn DataSource,
-        zone: &ZoneRef,
-        target: &Name,
-        qtype: RType,
-        opts: LookupOptions,
-        ans: &mut Answer,
-        depth: usize,
-    ) -> Result<(), DataSourceError> {
-        if qtype == RType::CNAME || depth + 1 >= MAX_CHAIN || !target.is_subdomain_of(&zone.origin)
-        {
-            return Ok(());
-        }
-        if ans.answer.iter().any(|p| p.owner() == target) {
-            return Ok(()); // a loop
-        }
-        let lookup = source.lookup(zone, target, qtype, opts)?;
-        self.place(source, zone, target, qtype, lookup, opts, ans, depth + 1)
+        place_proof(ans, proof);
+        Ok(None)
     }
 
     /// RFC 2308 §3: the apex SOA in authority, TTL = min(SOA TTL, SOA MINIMUM).
@@ -364,6 +426,7 @@ impl QueryProcessor {
         zone: &ZoneRef,
         qname: &Name,
         opts: LookupOptions,
+        budget: Budget<'_>,
     ) -> Result<Answer, DataSourceError> {
         let mut ans = Answer::new(Rcode::NOERROR, true);
         let lookup = source.lookup(
@@ -383,7 +446,16 @@ impl QueryProcessor {
                     outcome: other,
                     ..lookup
                 };
-                self.place(source, zone, qname, RType::RRSIG, l, opts, &mut ans, 0)?;
+                if let Some(link) = self.place(source, zone, qname, l, opts, &mut ans, 0)? {
+                    let chain = Chain {
+                        source,
+                        zone,
+                        qtype: RType::RRSIG,
+                        opts,
+                        budget,
+                    };
+                    self.follow_chain(&chain, link, &mut ans)?;
+                }
                 return Ok(ans);
             }
         };
@@ -403,6 +475,69 @@ impl QueryProcessor {
             self.negative_soa(source, zone, opts, &mut ans)?;
         }
         Ok(ans)
+    }
+}
+
+/// What every link of one query's chain is looked up with.
+struct Chain<'a> {
+    source: &'a dyn DataSource,
+    zone: &'a ZoneRef,
+    qtype: RType,
+    opts: LookupOptions,
+    budget: Budget<'a>,
+}
+
+/// The reply a chain must fit: to `req` over `transport`.
+#[derive(Clone, Copy)]
+struct Budget<'a> {
+    req: &'a Request<'a>,
+    transport: Transport,
+}
+
+impl Budget<'_> {
+    /// Most links of a chain followed: as many as the reply could hold
+    /// ([`MIN_LINK_LEN`]).
+    fn max_links(self) -> usize {
+        reply_limit(self.req, self.transport) / MIN_LINK_LEN
+    }
+}
+
+/// RFC 4035 §3.1.3 / RFC 5155 §7.2 proofs, and DS or its denial at a cut:
+/// each RRset of `proof` not placed yet, into the authority section.
+#[inline(always)]
+fn place_proof(ans: &mut Answer, proof: Proof) {
+    for set in proof {
+        if !ans.contains(&set.owner, set.rtype) {
+            ans.authority.push(Placed::plain(set));
+        }
+    }
+}
+
+/// Finds a chain's loop: a target already an owner in the answer. The
+/// first [`LINEAR_LOOP_CHECK`] owners are compared one by one (no
+/// allocation); past them, each owner's case-insensitive hash goes into a
+/// set once, and a target is compared by name only when its hash is there.
+#[derive(Default)]
+struct LoopCheck {
+    hashes: Option<std::collections::HashSet<u64>>,
+    /// Answer RRsets whose owners are in `hashes`.
+    hashed: usize,
+}
+
+impl LoopCheck {
+    /// True when `target` owns an RRset of the answer already.
+    fn seen(&mut self, ans: &Answer, target: &Name) -> bool {
+        let owned = |ans: &Answer| ans.answer.iter().any(|p| p.owner() == target);
+        if ans.answer.len() <= LINEAR_LOOP_CHECK {
+            return owned(ans);
+        }
+        let key = |name: &Name| crate::name_hash::name_key(name.as_wire(), 0);
+        let hashes = self.hashes.get_or_insert_with(Default::default);
+        for p in &ans.answer[self.hashed..] {
+            hashes.insert(key(p.owner()));
+        }
+        self.hashed = ans.answer.len();
+        hashes.contains(&key(target)) && owned(ans)
     }
 }
 

@@ -23,20 +23,29 @@ pub fn render(req: &Request<'_>, ans: &Answer, transport: Transport, out: &mut V
     render_impl(req, ans, transport, out, false, 0);
 }
 
-/// The reply size limit for `req` over `transport`, bytes, less the room a
-/// COOKIE option takes when the query sent one (the dispatcher appends it
-/// to the OPT after rendering: [`crate::wire::append_cookie`]).
+/// The reply size limit for `req` over `transport`, bytes, less the room the
+/// options the dispatcher appends to the OPT after rendering take
+/// ([`crate::edns::append`]): a COOKIE when the query sent one, and
+/// [`crate::wire::Edns::option_room`] (NSID, keepalive).
 pub fn reply_limit(req: &Request<'_>, transport: Transport) -> usize {
-    let limit = match (transport, req.edns) {
+    let limit = message_limit(req, transport);
+    match req.edns {
+        Some(e) if e.cookie.is_some() => limit - COOKIE_OPTION_LEN - usize::from(e.option_room),
+        Some(e) => limit - usize::from(e.option_room),
+        None => limit,
+    }
+}
+
+/// The largest reply to `req` over `transport`, bytes: TCP 65535; UDP the
+/// client's EDNS payload size capped at [`EDNS_UDP_PAYLOAD`], or 512
+/// without EDNS.
+pub fn message_limit(req: &Request<'_>, transport: Transport) -> usize {
+    match (transport, req.edns) {
         (Transport::Tcp, _) => MAX_TCP_MESSAGE,
         (Transport::Udp, Some(e)) => {
             usize::from(e.udp_payload.min(EDNS_UDP_PAYLOAD)).max(MIN_UDP_PAYLOAD)
         }
         (Transport::Udp, None) => MIN_UDP_PAYLOAD,
-    };
-    match req.edns {
-        Some(e) if e.cookie.is_some() => limit - COOKIE_OPTION_LEN,
-        _ => limit,
     }
 }
 
@@ -83,7 +92,7 @@ pub(super) fn render_impl(
     }
     if let Some(e) = req.edns {
         w.unreserve(OPT_LEN);
-        w.push_opt(EDNS_UDP_PAYLOAD, ans.rcode, e.dnssec_ok);
+        w.push_opt(EDNS_UDP_PAYLOAD, ans.rcode, e.dnssec_ok, ans.ede);
     }
     debug_assert!(w.len() >= HEADER_LEN);
     w.finish_with_pointers()

@@ -31,7 +31,7 @@ use authd_datasrc::SourceList;
 
 use super::DispatcherHandle;
 use super::reload::{self, LoadState, Loaded};
-use crate::config::Config;
+use crate::config::{Config, ServerConfig};
 use crate::cookies::{CookieError, Cookies};
 use crate::dispatch::Dispatcher;
 use crate::dnstap::Dnstap;
@@ -104,7 +104,15 @@ fn build(
             _ => Arc::new(RateLimiter::new(config.rrl.settings.clone())),
         }
     });
+    // [tcp] applies at start only: a reload keeps telling clients the idle
+    // timeout the TCP server runs with.
+    let keepalive = previous.map_or_else(
+        || crate::edns::keepalive_units(config.tcp.idle_timeout.as_secs()),
+        Dispatcher::tcp_keepalive,
+    );
     Ok(Dispatcher::new(sources)
+        .with_nsid(config.server.nsid.as_deref().map(str::as_bytes))
+        .with_tcp_keepalive(keepalive)
         .with_chaos(config.chaos.options())
         .with_transfer(config.transfer_policy())
         .with_update(config.update_policy())
@@ -297,7 +305,11 @@ impl Reloader {
         let running = std::mem::take(&mut self.running);
         self.running = Config {
             listen: running.listen,
-            server: running.server,
+            // The NSID is the dispatcher's, applied; the threads stay.
+            server: ServerConfig {
+                udp_workers: running.server.udp_workers,
+                nsid: config.server.nsid.clone(),
+            },
             tcp: running.tcp,
             metrics_listen: running.metrics_listen,
             control_socket: running.control_socket,
@@ -337,7 +349,7 @@ fn warn_restart_only(running: &Config, config: &Config) {
     if config.tcp != running.tcp {
         tracing::warn!("reload: [tcp] settings changed; restart authd to apply them");
     }
-    if config.server != running.server {
+    if config.server.udp_workers != running.server.udp_workers {
         tracing::warn!("reload: [server] settings changed; restart authd to apply them");
     }
     if config.metrics_listen != running.metrics_listen {
