@@ -164,32 +164,9 @@ pub struct ZoneUpdate {
 /// origin = "example.org."
 /// allow = ["key other-key."]     # replaces the global list for this zone
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct UpdateConfig {
-    /// Who has full control of every zone without its own list; empty: nobody.
-    pub allow: Acl,
-    /// Finer grants by key.
-    pub grants: Vec<Grant>,
-    /// Per-zone settings.
-    pub zones: Vec<ZoneUpdate>,
-    /// How the SOA serial moves.
-    pub serial: SerialPolicy,
-    /// Updates of signed zones (DNSKEY at the apex) allowed.
-    pub dnssec: bool,
-}
-
-impl UpdateConfig {
-    /// Who may update which zones, as the handler asks it.
-    pub fn policy(&self) -> UpdatePolicy {
-        UpdatePolicy {
-            allow: self.allow.clone(),
-            grants: self.grants.clone(),
-            zones: self.zones.clone(),
-            serial: self.serial,
-            dnssec: self.dnssec,
-        }
-    }
-}
+///
+/// The settings are the handler's policy as they stand: the two are one type.
+pub type UpdateConfig = UpdatePolicy;
 
 /// `[update]` as written.
 #[derive(Debug, Default, Deserialize)]

@@ -91,7 +91,10 @@
 //!                          # file, or all of them when none is) into memory
 //! ```
 //!
-//! Unknown keys anywhere are an error that names the key. A zone may be served
+//! Unknown keys anywhere are an error that names the key; a value of the
+//! wrong TOML type (`idle_timeout = "30"`) one that names the key, the type
+//! and the line. A key taking a list of strings also takes one string of
+//! comma-separated items. A zone may be served
 //! by one data source only: two sources claiming the same zone are an error
 //! naming the zone and both sources (found at start-up and on reload, after
 //! the sqlite3 DBs are opened). The full reference is `docs/CONFIG.md`.
@@ -599,7 +602,7 @@ impl Config {
 
     /// Who may update which zones (RFC 2136).
     pub fn update_policy(&self) -> crate::update::UpdatePolicy {
-        self.update.policy()
+        self.update.clone()
     }
 
     /// The TSIG keys, for verifying requests and signing what is sent.
