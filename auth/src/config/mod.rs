@@ -128,7 +128,7 @@
 //! and the checks live in the feature's file (`[rrl]` in `rrl.rs`, `[tcp]`
 //! in `server/limits.rs`, `[[secondary]]` in `secondary.rs`, …), written in
 //! the vocabulary of [`crate::settings`] ([`Section`]). This module composes
-//! them: the [`sections!`] list below (one line a section) makes [`Config`],
+//! them: the `sections!` list below (one line a section) makes [`Config`],
 //! the file's serde shape and the schema walked for unknown keys and types.
 //! Also here: the entry points ([`Config::load`], [`Config::from_env`],
 //! [`Config::from_parts`]), the error type and who is blamed (the file and
@@ -147,6 +147,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+// Named by tests.rs (`use super::*`), as before the sections moved out.
 #[cfg(test)]
 use std::time::Duration;
 
