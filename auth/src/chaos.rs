@@ -4,8 +4,10 @@
 use std::sync::Arc;
 
 use authd_datasrc::{Class, RRset, RType, Rdata};
+use serde::Deserialize;
 
 use crate::query::{Answer, Placed};
+use crate::settings::{Context, Invalid, Kind, Schema, Section};
 use crate::wire::{Rcode, Request};
 
 /// Answers for CH-class TXT `version.bind` / `hostname.bind` (None: REFUSED).
@@ -15,6 +17,86 @@ pub struct ChaosOptions {
     pub version: Option<String>,
     /// Text for `hostname.bind` (and `id.server`), or `None` to refuse the query.
     pub hostname: Option<String>,
+}
+
+/// Answers to CH-class TXT queries (`[chaos]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChaosConfig {
+    /// Text for `version.bind`, or `None` to refuse it.
+    pub version: Option<String>,
+    /// Text for `hostname.bind`, or `None` to refuse it.
+    pub hostname: Option<String>,
+}
+
+impl Default for ChaosConfig {
+    /// `version.bind` = `"authd <version>"`, `hostname.bind` refused.
+    fn default() -> Self {
+        ChaosConfig {
+            version: Some(default_version()),
+            hostname: None,
+        }
+    }
+}
+
+impl ChaosConfig {
+    /// The query processor's form of these settings.
+    pub fn options(&self) -> ChaosOptions {
+        ChaosOptions {
+            version: self.version.clone(),
+            hostname: self.hostname.clone(),
+        }
+    }
+}
+
+/// The default `version.bind` text: `authd <crate version>`.
+pub fn default_version() -> String {
+    format!("authd {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// `[chaos]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawChaos {
+    version: Option<String>,
+    hostname: Option<String>,
+}
+
+impl Section for RawChaos {
+    type Value = ChaosConfig;
+
+    const SCHEMA: Schema = &[(
+        "chaos",
+        &[("version", Kind::Text), ("hostname", Kind::Text)],
+    )];
+
+    /// `""` refuses the query; a text must fit one TXT string.
+    fn check(self, _: &Context<'_>) -> Result<ChaosConfig, Invalid> {
+        Ok(ChaosConfig {
+            version: match self.version {
+                None => ChaosConfig::default().version,
+                Some(v) if v.is_empty() => None,
+                Some(v) => Some(check_txt("chaos.version", v)?),
+            },
+            hostname: match self.hostname {
+                Some(h) if !h.is_empty() => Some(check_txt("chaos.hostname", h)?),
+                _ => None,
+            },
+        })
+    }
+}
+
+/// A CH TXT string must fit one character-string (RFC 1035 §3.3: 255 octets).
+fn check_txt(key: &str, value: String) -> Result<String, Invalid> {
+    if value.len() > 255 {
+        return Err(Invalid::new(
+            key,
+            format!(
+                "{} bytes, longer than a TXT string may be (255)",
+                value.len()
+            ),
+        ));
+    }
+    Ok(value)
 }
 
 /// The answer to a CH-class query: TXT `version.bind`/`version.server` and

@@ -18,12 +18,15 @@
 //! timestamp falls in, so the previous secret is accepted for as long as its
 //! cookies are.
 
+use std::fmt;
 use std::hash::Hasher;
 use std::net::IpAddr;
 
+use serde::Deserialize;
 use siphasher::sip::SipHasher24;
 
 use crate::metrics::{CookieSeen, Seen};
+use crate::settings::{Context, Invalid, Kind, Schema, Section};
 use crate::wire::{self, Cookie, Request};
 
 /// Length of a server cookie made here, bytes.
@@ -48,6 +51,73 @@ pub const PREVIOUS_SECRET_GRACE: u64 = MAX_AGE as u64;
 
 /// How long one random secret is used, seconds (26 hours, Knot DNS's default).
 pub const RANDOM_SECRET_LIFETIME: u32 = 26 * 3600;
+
+/// DNS cookies (`[cookies]`): on by default, as in BIND 9.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CookiesConfig {
+    /// Whether cookies are answered and checked.
+    pub enabled: bool,
+    /// The server secret; `None`: random at start.
+    pub secret: Option<[u8; 16]>,
+}
+
+impl Default for CookiesConfig {
+    fn default() -> Self {
+        CookiesConfig {
+            enabled: true,
+            secret: None,
+        }
+    }
+}
+
+impl fmt::Debug for CookiesConfig {
+    /// Never shows the secret.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CookiesConfig")
+            .field("enabled", &self.enabled)
+            .field("secret", &self.secret.map(|_| "(set)"))
+            .finish()
+    }
+}
+
+/// `[cookies]` as written. Its `Debug` never shows the secret.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCookies {
+    enabled: Option<bool>,
+    secret: Option<String>,
+}
+
+impl fmt::Debug for RawCookies {
+    /// Never shows the secret.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawCookies")
+            .field("enabled", &self.enabled)
+            .field("secret", &self.secret.as_ref().map(|_| "(set)"))
+            .finish()
+    }
+}
+
+impl Section for RawCookies {
+    type Value = CookiesConfig;
+
+    const SCHEMA: Schema = &[(
+        "cookies",
+        &[("enabled", Kind::Bool), ("secret", Kind::Text)],
+    )];
+
+    /// The secret never appears in a message.
+    fn check(self, _: &Context<'_>) -> Result<CookiesConfig, Invalid> {
+        let secret = match self.secret.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(text) => Some(parse_secret(text).map_err(|r| Invalid::new("cookies.secret", r))?),
+        };
+        Ok(CookiesConfig {
+            enabled: self.enabled.unwrap_or(CookiesConfig::default().enabled),
+            secret,
+        })
+    }
+}
 
 /// Where server secrets come from.
 #[derive(Clone, Debug, PartialEq, Eq)]

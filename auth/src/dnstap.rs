@@ -25,7 +25,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde::Deserialize;
+
 use crate::query::Transport;
+use crate::settings::{Context, Invalid, Kind, Schema, Section};
 
 /// The Frame Streams content type of dnstap.
 pub const CONTENT_TYPE: &[u8] = b"protobuf:dnstap.Dnstap";
@@ -65,6 +68,58 @@ pub struct Settings {
     pub identity: Option<String>,
     /// `Dnstap.version` (the software's version), if any.
     pub version: Option<String>,
+}
+
+/// `[dnstap]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDnstap {
+    file: Option<PathBuf>,
+    socket: Option<PathBuf>,
+    identity: Option<String>,
+    version: Option<String>,
+}
+
+impl Section for RawDnstap {
+    /// `None`: dnstap off.
+    type Value = Option<Settings>;
+
+    const SCHEMA: Schema = &[(
+        "dnstap",
+        &[
+            ("file", Kind::Text),
+            ("socket", Kind::Text),
+            ("identity", Kind::Text),
+            ("version", Kind::Text),
+        ],
+    )];
+
+    /// Off unless `file` or `socket` is set (not both); relative paths
+    /// resolved against the file's folder; empty strings mean unset.
+    fn check(self, cx: &Context<'_>) -> Result<Option<Settings>, Invalid> {
+        let output = match (cx.optional_path(self.file), cx.optional_path(self.socket)) {
+            (None, None) => {
+                if self.identity.is_some() || self.version.is_some() {
+                    return Err(Invalid::new(
+                        "dnstap",
+                        "identity or version set without file or socket",
+                    ));
+                }
+                return Ok(None);
+            }
+            (Some(f), None) => Output::File(f),
+            (None, Some(s)) => Output::Socket(s),
+            (Some(_), Some(_)) => {
+                return Err(Invalid::new("dnstap", "set file or socket, not both"));
+            }
+        };
+        let text = |t: Option<String>| t.filter(|t| !t.is_empty());
+        Ok(Some(Settings {
+            output,
+            identity: text(self.identity),
+            version: text(self.version),
+        }))
+    }
 }
 
 /// One message for the writer thread.

@@ -1,17 +1,22 @@
 //! TSIG key material (RFC 8945 §6): the HMAC algorithms, secrets, named keys
 //! and the key ring a server looks keys up in.
 //!
-//! A leaf module (the hash crates and `authd-datasrc`'s [`Name`] only), so
-//! the configuration builds keys without depending on the protocol code
-//! ([`crate::tsig`]) that uses them. A [`Secret`] never prints: its `Debug`
+//! A leaf module (the hash crates, `authd-datasrc`'s [`Name`] and the
+//! settings vocabulary, [`crate::settings`], only): it owns the `[[key]]`
+//! section ([`RawKey`]), so the configuration builds keys without depending
+//! on the protocol code ([`crate::tsig`]) that uses them. A [`Secret`] never prints: its `Debug`
 //! shows only its length, so a key can be logged or put in an error without
 //! leaking it.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use authd_datasrc::Name;
 use hmac::{Hmac, KeyInit, Mac};
+use serde::Deserialize;
+
+use crate::settings::{Context, Invalid, Kind, Schema, Section};
 
 /// Longest MAC any algorithm here produces, bytes (HMAC-SHA512).
 pub const MAX_MAC_LEN: usize = 64;
@@ -188,6 +193,111 @@ pub struct Key {
     pub algorithm: Algorithm,
     /// The shared secret.
     pub secret: Secret,
+}
+
+/// One `[[key]]` table as written; the section is the list of them. Its
+/// `Debug` leaves the secret out.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKey {
+    name: Option<String>,
+    algorithm: Option<String>,
+    secret: Option<String>,
+    secret_file: Option<PathBuf>,
+}
+
+impl fmt::Debug for RawKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawKey")
+            .field("name", &self.name)
+            .field("algorithm", &self.algorithm)
+            .field("secret", &self.secret.as_ref().map(|_| "<not shown>"))
+            .field("secret_file", &self.secret_file)
+            .finish()
+    }
+}
+
+impl Section for Vec<RawKey> {
+    type Value = Vec<Key>;
+
+    const SCHEMA: Schema = &[(
+        "key[]",
+        &[
+            ("name", Kind::Text),
+            ("algorithm", Kind::Text),
+            ("secret", Kind::Text),
+            ("secret_file", Kind::Text),
+        ],
+    )];
+
+    /// Each key's name (unique), algorithm and secret, read from `secret` or
+    /// from the file `secret_file` (relative to the file's folder). No
+    /// message contains a secret.
+    fn check(self, cx: &Context<'_>) -> Result<Vec<Key>, Invalid> {
+        let mut keys: Vec<Key> = Vec::with_capacity(self.len());
+        for (i, k) in self.into_iter().enumerate() {
+            let key = |field: &str| format!("key[{i}].{field}");
+            let Some(text) = k.name else {
+                return Err(Invalid::new(key("name"), "missing"));
+            };
+            let name = Name::parse(text.trim(), Some(&Name::root()))
+                .map_err(|e| Invalid::new(key("name"), format!("bad key name {text:?}: {e}")))?;
+            if let Some(j) = keys.iter().position(|k| k.name == name) {
+                return Err(Invalid::new(
+                    key("name"),
+                    format!("key {name} is already defined by key[{j}]"),
+                ));
+            }
+            let Some(algorithm) = k.algorithm else {
+                return Err(Invalid::new(
+                    key("algorithm"),
+                    "missing (e.g. algorithm = \"hmac-sha256\")",
+                ));
+            };
+            let algorithm: Algorithm = algorithm
+                .parse()
+                .map_err(|r| Invalid::new(key("algorithm"), r))?;
+            let secret = match (k.secret, k.secret_file) {
+                (Some(_), Some(_)) => {
+                    return Err(Invalid::new(
+                        key("secret"),
+                        "give secret or secret_file, not both",
+                    ));
+                }
+                (None, None) => {
+                    return Err(Invalid::new(
+                        key("secret"),
+                        "missing (give secret = \"base64\" or secret_file = \"path\")",
+                    ));
+                }
+                (Some(text), None) => {
+                    Secret::from_base64(&text).map_err(|r| Invalid::new(key("secret"), r))?
+                }
+                (None, Some(file)) => {
+                    let path = cx.resolve(file);
+                    let text = std::fs::read_to_string(&path).map_err(|e| {
+                        Invalid::new(
+                            key("secret_file"),
+                            format!(
+                                "cannot read {}: {}",
+                                path.display(),
+                                crate::sys::io_reason(&e)
+                            ),
+                        )
+                    })?;
+                    Secret::from_base64(&text).map_err(|r| {
+                        Invalid::new(key("secret_file"), format!("{}: {r}", path.display()))
+                    })?
+                }
+            };
+            keys.push(Key {
+                name,
+                algorithm,
+                secret,
+            });
+        }
+        Ok(keys)
+    }
 }
 
 impl Key {

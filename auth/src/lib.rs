@@ -25,6 +25,7 @@ pub mod rrl;
 pub mod secondary;
 pub mod sections;
 pub mod server;
+pub mod settings;
 pub mod sys;
 pub mod tsig;
 pub mod update;

@@ -39,8 +39,10 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
+use serde::Deserialize;
 
 use crate::query::{ResponseKind, Transport};
+use crate::settings::{Context, Invalid, Kind, Schema, Section, parse_listen};
 use crate::wire::{Opcode, Rcode};
 
 /// The qtypes counted by name; every other is `other`.
@@ -329,6 +331,30 @@ pub enum TransferInResult {
 
 /// Reads the data sources in force, at scrape time.
 pub type SourcesNow = Box<dyn Fn() -> SourceList + Send + Sync>;
+
+/// `[metrics]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMetrics {
+    listen: Option<String>,
+}
+
+impl Section for RawMetrics {
+    /// Where `/metrics` is served; `None`: metrics off.
+    type Value = Option<SocketAddr>;
+
+    const SCHEMA: Schema = &[("metrics", &[("listen", Kind::Text)])];
+
+    /// An empty or absent `listen` turns metrics off.
+    fn check(self, _: &Context<'_>) -> Result<Option<SocketAddr>, Invalid> {
+        match self.listen.as_deref().map(str::trim) {
+            None | Some("") => Ok(None),
+            Some(a) => Ok(Some(
+                parse_listen(a).map_err(|r| Invalid::new("metrics.listen", r))?,
+            )),
+        }
+    }
+}
 
 /// Every counter of one authd process.
 pub struct Metrics {

@@ -6,7 +6,7 @@
 //! data_version`, which moves on any commit: UPDATE, a transfer in,
 //! `loadzone`, `zone update`, an `sqlite3` shell). On a change it reads every
 //! zone's SOA; a zone whose serial differs from the one seen before is
-//! announced to its targets ([`crate::config::NotifyConfig`]).
+//! announced to its targets ([`NotifyConfig`], `[notify]`).
 //! The first poll only records the serials: starting authd sends nothing.
 //!
 //! Each (zone, target) gets its own task: a UDP socket bound to loopback when
@@ -24,16 +24,19 @@
 //! ignored, as a forged one would be.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use authd_datasrc::{Class, Name, RType, Rdata, ZoneWriter};
+use serde::Deserialize;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
 
-use crate::config::NotifyConfig;
+use crate::acl::Acl;
 use crate::keys::{Key, KeyRing};
+use crate::settings::{self, Context, Invalid, Kind, Schema, string_or_list, zone_origin};
 use crate::tsig::{self, ReplyProblem};
 use crate::wire::{
     Flags, Header, MAX_TCP_MESSAGE, MessageWriter, Opcode, Rcode, RecordMeta, Section,
@@ -98,6 +101,183 @@ pub fn is_reply_to(reply: &[u8], id: u16, origin: &Name) -> bool {
     }
     crate::wire::read_name(reply, crate::wire::HEADER_LEN)
         .is_some_and(|(qname, _)| qname == *origin)
+}
+
+/// A NOTIFY target: an address, and the TSIG key to sign with, if any
+/// (`"192.0.2.2"`, `"192.0.2.2:5353 key transfer-key."`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifyTarget {
+    /// Where to send (port 53 when the entry gave none).
+    pub addr: SocketAddr,
+    /// Sign with this `[[key]]` (RFC 8945 §5.1); `None`: unsigned.
+    pub key: Option<Name>,
+}
+
+impl fmt::Display for NotifyTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.key {
+            Some(k) => write!(f, "{} key {k}", self.addr),
+            None => write!(f, "{}", self.addr),
+        }
+    }
+}
+
+impl NotifyTarget {
+    /// Parses `ADDR:PORT` or a bare address (port 53), optionally followed
+    /// by `key NAME`; the key, when there is one, must be a `[[key]]` of `cx`.
+    /// `at` names the entry in messages (`notify.targets[0]`).
+    ///
+    /// Errors: a text of another form, or an unknown key.
+    pub fn parse(at: &str, s: &str, cx: &Context<'_>) -> Result<NotifyTarget, Invalid> {
+        let target = parse_target(s).map_err(|r| Invalid::new(at, r))?;
+        if let Some(name) = &target.key {
+            cx.known_key(at, name)?;
+        }
+        Ok(target)
+    }
+}
+
+/// The target `s`, as [`NotifyTarget::parse`] reads it, before its key is
+/// looked up.
+fn parse_target(s: &str) -> Result<NotifyTarget, String> {
+    let words: Vec<&str> = s.split_whitespace().collect();
+    let (addr, key) = match words[..] {
+        [addr] => (addr, None),
+        [addr, k, name] if k.eq_ignore_ascii_case("key") => (addr, Some(name)),
+        _ => {
+            return Err(format!(
+                "{s:?} is not ADDR[:PORT] or \"ADDR[:PORT] key NAME\" (e.g. 127.0.0.1:5353, \"192.0.2.2 key transfer-key.\")"
+            ));
+        }
+    };
+    let addr = match addr.parse::<SocketAddr>() {
+        Ok(a) => a,
+        Err(_) => addr
+            .parse::<IpAddr>()
+            .map(|ip| SocketAddr::new(ip, 53))
+            .map_err(|_| {
+                format!("{s:?} is not ADDR:PORT or ADDR (e.g. 127.0.0.1:5353, [::1]:53)")
+            })?,
+    };
+    let key = match key {
+        Some(k) => Some(
+            Name::parse(k, Some(&Name::root()))
+                .map_err(|e| format!("{s:?}: bad key name {k:?}: {e}"))?,
+        ),
+        None => None,
+    };
+    Ok(NotifyTarget { addr, key })
+}
+
+/// NOTIFY to secondaries when a zone's SOA serial changes (`[notify]`, RFC 1996).
+///
+/// ```toml
+/// [notify]
+/// targets = ["127.0.0.1:5353"]      # every zone; a missing port is 53
+/// [[notify.zone]]
+/// origin = "example.com."
+/// targets = ["[::1]:5354 key transfer-key."]   # this zone, in addition; signed
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NotifyConfig {
+    /// Targets notified for every zone.
+    pub targets: Vec<NotifyTarget>,
+    /// Extra targets for single zones (apex, targets).
+    pub zones: Vec<(Name, Vec<NotifyTarget>)>,
+    /// Who else may send NOTIFY for a secondary zone, besides its primaries
+    /// (`allow`, an [`crate::acl::Acl`]: addresses, keys or both).
+    pub allow: Acl,
+}
+
+impl NotifyConfig {
+    /// The targets for zone `origin`: the global ones, then the zone's own,
+    /// without duplicates.
+    pub fn targets_for(&self, origin: &Name) -> Vec<NotifyTarget> {
+        let mut out = self.targets.clone();
+        for (zone, targets) in &self.zones {
+            if zone == origin {
+                for t in targets {
+                    if !out.contains(t) {
+                        out.push(t.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// True when no target is configured at all (NOTIFY is off).
+    pub fn is_empty(&self) -> bool {
+        self.targets.is_empty() && self.zones.iter().all(|(_, t)| t.is_empty())
+    }
+}
+
+/// `[notify]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNotify {
+    #[serde(default, deserialize_with = "string_or_list")]
+    targets: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    allow: Option<Vec<String>>,
+    #[serde(default)]
+    zone: Vec<RawNotifyZone>,
+}
+
+/// One `[[notify.zone]]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNotifyZone {
+    origin: Option<String>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    targets: Option<Vec<String>>,
+}
+
+impl settings::Section for RawNotify {
+    type Value = NotifyConfig;
+
+    const SCHEMA: Schema = &[
+        (
+            "notify",
+            &[
+                ("targets", Kind::List),
+                ("allow", Kind::List),
+                ("zone", Kind::Tables),
+            ],
+        ),
+        (
+            "notify.zone[]",
+            &[("origin", Kind::Text), ("targets", Kind::List)],
+        ),
+    ];
+
+    /// The global targets and the per-zone ones, each list without
+    /// duplicates, every key named defined.
+    fn check(self, cx: &Context<'_>) -> Result<NotifyConfig, Invalid> {
+        let list = |key: &str, v: Option<Vec<String>>| -> Result<Vec<NotifyTarget>, Invalid> {
+            let mut out = Vec::new();
+            for (i, t) in v.unwrap_or_default().iter().enumerate() {
+                let target = NotifyTarget::parse(&format!("{key}[{i}]"), t, cx)?;
+                if !out.contains(&target) {
+                    out.push(target);
+                }
+            }
+            Ok(out)
+        };
+        let targets = list("notify.targets", self.targets)?;
+        let mut zones = Vec::new();
+        for (i, z) in self.zone.into_iter().enumerate() {
+            let key = format!("notify.zone[{i}]");
+            let origin = zone_origin(&key, z.origin)?;
+            zones.push((origin, list(&format!("{key}.targets"), z.targets)?));
+        }
+        let allow = cx.acl("notify.allow", self.allow)?;
+        Ok(NotifyConfig {
+            targets,
+            zones,
+            allow,
+        })
+    }
 }
 
 /// What to watch and whom to tell: the write sides of the sources served

@@ -22,6 +22,8 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use serde::Deserialize;
+
 use crate::acl::Cidr;
 use crate::cookies::Checked;
 use crate::log_limit::LogLimit;
@@ -30,6 +32,7 @@ use crate::name_hash::mix;
 pub use crate::name_hash::name_key;
 pub use crate::query::ResponseKind;
 use crate::query::{Answer, Response, Transport, render};
+use crate::settings::{Context, Invalid, Kind, Schema, Section, in_range, string_or_list, whole};
 use crate::wire::{Flags, Rcode, Request};
 
 /// What to do with a response.
@@ -78,6 +81,115 @@ impl Default for RrlSettings {
             log_only: false,
             table_size: 65_536,
         }
+    }
+}
+
+/// Response rate limiting (`[rrl]`): on by default, as in NSD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RrlConfig {
+    /// Whether UDP responses are rate limited.
+    pub enabled: bool,
+    /// The limits.
+    pub settings: RrlSettings,
+}
+
+impl Default for RrlConfig {
+    fn default() -> Self {
+        RrlConfig {
+            enabled: true,
+            settings: RrlSettings::default(),
+        }
+    }
+}
+
+/// `[rrl]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRrl {
+    enabled: Option<bool>,
+    #[serde(default, deserialize_with = "whole")]
+    responses_per_second: Option<u32>,
+    #[serde(default, deserialize_with = "whole")]
+    slip: Option<u32>,
+    #[serde(default, deserialize_with = "whole")]
+    window: Option<u32>,
+    #[serde(default, deserialize_with = "whole")]
+    ipv4_prefix: Option<u8>,
+    #[serde(default, deserialize_with = "whole")]
+    ipv6_prefix: Option<u8>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    exempt: Option<Vec<String>>,
+    log_only: Option<bool>,
+    #[serde(default, deserialize_with = "whole")]
+    table_size: Option<usize>,
+}
+
+impl Section for RawRrl {
+    type Value = RrlConfig;
+
+    const SCHEMA: Schema = &[(
+        "rrl",
+        &[
+            ("enabled", Kind::Bool),
+            ("responses_per_second", Kind::Whole),
+            ("slip", Kind::Whole),
+            ("window", Kind::Whole),
+            ("ipv4_prefix", Kind::Whole),
+            ("ipv6_prefix", Kind::Whole),
+            ("exempt", Kind::List),
+            ("log_only", Kind::Bool),
+            ("table_size", Kind::Whole),
+        ],
+    )];
+
+    fn check(self, _: &Context<'_>) -> Result<RrlConfig, Invalid> {
+        let d = RrlConfig::default();
+        let s = d.settings;
+        let mut exempt = Vec::new();
+        for (i, a) in self.exempt.unwrap_or_default().iter().enumerate() {
+            exempt.push(
+                a.parse::<Cidr>()
+                    .map_err(|r| Invalid::new(format!("rrl.exempt[{i}]"), r))?,
+            );
+        }
+        let settings = RrlSettings {
+            responses_per_second: in_range(
+                "rrl.responses_per_second",
+                self.responses_per_second,
+                s.responses_per_second,
+                1..=1_000_000,
+                "",
+            )?,
+            slip: in_range("rrl.slip", self.slip, s.slip, 0..=10, "")?,
+            window: in_range("rrl.window", self.window, s.window, 1..=3600, " seconds")?,
+            ipv4_prefix: in_range(
+                "rrl.ipv4_prefix",
+                self.ipv4_prefix,
+                s.ipv4_prefix,
+                1..=32,
+                " bits",
+            )?,
+            ipv6_prefix: in_range(
+                "rrl.ipv6_prefix",
+                self.ipv6_prefix,
+                s.ipv6_prefix,
+                1..=128,
+                " bits",
+            )?,
+            exempt,
+            log_only: self.log_only.unwrap_or(s.log_only),
+            table_size: in_range(
+                "rrl.table_size",
+                self.table_size,
+                s.table_size,
+                1..=64 << 20,
+                " buckets",
+            )?,
+        };
+        Ok(RrlConfig {
+            enabled: self.enabled.unwrap_or(d.enabled),
+            settings,
+        })
     }
 }
 

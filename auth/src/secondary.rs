@@ -39,6 +39,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -46,13 +47,17 @@ use std::time::Duration;
 use authd_datasrc::sqlite::SqliteWriter;
 use authd_datasrc::write::{SecondaryState, serial_gt};
 use authd_datasrc::{Name, RType, SourceList, ZoneWriter};
+use serde::Deserialize;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::acl::Acl;
-use crate::config::SecondaryZone;
 use crate::keys::KeyRing;
 use crate::metrics::{Metrics, TransferInResult};
+use crate::notify::NotifyTarget;
+use crate::settings::{
+    Context, Invalid, Kind, Schema, Section, parse_origin, string_or_list, whole,
+};
 use crate::xfrin::{self, Primary, XfrError};
 
 /// The zones whose copies have expired (RFC 1035 §4.3.5): their queries get
@@ -167,6 +172,129 @@ impl SecondaryPolicy {
             let _ = wake.send(origin.clone());
         }
         NotifyVerdict::Accepted
+    }
+}
+
+/// Default lower bound of the SOA refresh and retry intervals, seconds.
+pub const DEFAULT_MIN_REFRESH: u32 = 60;
+/// Default upper bound of the SOA refresh and retry intervals, seconds.
+pub const DEFAULT_MAX_REFRESH: u32 = 86_400;
+
+/// One `[[secondary]]`: a zone authd follows from its primaries by zone
+/// transfer (RFC 5936, RFC 1995) and serves from a BIND 10 sqlite3 DB.
+///
+/// ```toml
+/// [[secondary]]
+/// zone = "example.com."
+/// primaries = ["192.0.2.1:53 key transfer-key.", "192.0.2.2"]   # in order
+/// file = "secondary.sqlite3"   # created if missing; may hold several zones
+/// min_refresh = 60             # bounds on the SOA refresh/retry, seconds
+/// max_refresh = 86400
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecondaryZone {
+    /// The zone apex.
+    pub origin: Name,
+    /// The primaries, tried in order; the address a NOTIFY may come from
+    /// and the `[[key]]` to sign requests with (same form as a NOTIFY target).
+    pub primaries: Vec<NotifyTarget>,
+    /// The zone DB the transferred zone is written to and served from (or,
+    /// with `memory`, kept in for restarts).
+    pub file: PathBuf,
+    /// Served from memory (`memory = true`): each transfer is written to
+    /// `file` and the zone's snapshot rebuilt from it.
+    pub memory: bool,
+    /// Lower bound of the refresh and retry intervals taken from the SOA, seconds.
+    pub min_refresh: u32,
+    /// Upper bound of the refresh and retry intervals taken from the SOA, seconds.
+    pub max_refresh: u32,
+}
+
+/// One `[[secondary]]` table as written; the section is the list of them.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSecondary {
+    zone: Option<String>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    primaries: Option<Vec<String>>,
+    file: Option<PathBuf>,
+    memory: Option<bool>,
+    #[serde(default, deserialize_with = "whole")]
+    min_refresh: Option<u32>,
+    #[serde(default, deserialize_with = "whole")]
+    max_refresh: Option<u32>,
+}
+
+impl Section for Vec<RawSecondary> {
+    type Value = Vec<SecondaryZone>;
+
+    const SCHEMA: Schema = &[(
+        "secondary[]",
+        &[
+            ("zone", Kind::Text),
+            ("primaries", Kind::List),
+            ("file", Kind::Text),
+            ("memory", Kind::Bool),
+            ("min_refresh", Kind::Whole),
+            ("max_refresh", Kind::Whole),
+        ],
+    )];
+
+    /// Each zone once, at least one primary (parsed as NOTIFY targets are:
+    /// `ADDR[:PORT] [key NAME]`), a DB file (relative to the file's folder),
+    /// refresh bounds with `min_refresh <= max_refresh`.
+    fn check(self, cx: &Context<'_>) -> Result<Vec<SecondaryZone>, Invalid> {
+        let mut out: Vec<SecondaryZone> = Vec::new();
+        for (i, z) in self.into_iter().enumerate() {
+            let at = |k: &str| format!("secondary[{i}].{k}");
+            let Some(text) = z.zone else {
+                return Err(Invalid::new(at("zone"), "missing"));
+            };
+            let origin = parse_origin(&text).map_err(|r| Invalid::new(at("zone"), r))?;
+            if out.iter().any(|s| s.origin == origin) {
+                return Err(Invalid::new(
+                    at("zone"),
+                    format!("zone {origin} is listed twice in [[secondary]]"),
+                ));
+            }
+            let list = z.primaries.unwrap_or_default();
+            if list.is_empty() {
+                return Err(Invalid::new(
+                    at("primaries"),
+                    "must name at least one primary (\"ADDR[:PORT] [key NAME]\")",
+                ));
+            }
+            let mut primaries = Vec::with_capacity(list.len());
+            for (j, p) in list.iter().enumerate() {
+                primaries.push(NotifyTarget::parse(&at(&format!("primaries[{j}]")), p, cx)?);
+            }
+            let file = match z.file {
+                None => return Err(Invalid::new(at("file"), "missing")),
+                Some(f) if f.as_os_str().is_empty() => {
+                    return Err(Invalid::new(at("file"), "is empty"));
+                }
+                Some(f) => cx.resolve(f),
+            };
+            let min_refresh = z.min_refresh.unwrap_or(DEFAULT_MIN_REFRESH);
+            let max_refresh = z.max_refresh.unwrap_or(DEFAULT_MAX_REFRESH);
+            if min_refresh == 0 || min_refresh > max_refresh {
+                return Err(Invalid::new(
+                    at("min_refresh"),
+                    format!(
+                        "{min_refresh} must be at least 1 and at most max_refresh ({max_refresh})"
+                    ),
+                ));
+            }
+            out.push(SecondaryZone {
+                origin,
+                primaries,
+                file,
+                memory: z.memory.unwrap_or(false),
+                min_refresh,
+                max_refresh,
+            });
+        }
+        Ok(out)
     }
 }
 

@@ -51,10 +51,14 @@ use std::time::Duration;
 
 use authd_datasrc::write::{Change, Scope, SerialPolicy, WRITE_LOCK_WAIT, serial_gt};
 use authd_datasrc::{Class, Name, RType, Rdata, Record, SourceList, WriteError};
+use serde::Deserialize;
 
 use crate::acl::Acl;
 use crate::edns::Ede;
 use crate::log_limit::LogLimit;
+use crate::settings::{
+    Context, Invalid, Kind, Schema, Section, parse_origin, string_or_list, zone_origin,
+};
 use crate::wire::{self, ErrorOpt, Flags, HEADER_LEN, Header, Rcode, Request, u16_at};
 
 /// How long an UPDATE waits for a DB another writer holds before SERVFAIL.
@@ -143,6 +147,207 @@ pub struct ZoneUpdate {
     pub dnssec: Option<bool>,
     /// How its serial moves (replaces `[update] serial`), when given.
     pub serial: Option<SerialPolicy>,
+}
+
+/// Dynamic updates (`[update]`, RFC 2136) of zones in sqlite3 sources.
+///
+/// ```toml
+/// [update]
+/// allow = ["key ddns-key."]      # full control; an address-only entry must be written out
+/// serial = "increment"           # or "unixtime", "dateserial"
+/// dnssec = false                 # refuse zones with a DNSKEY at the apex
+/// [[update.grant]]
+/// key = "acme-key."
+/// match = "name"                 # "name", "subdomain" or "wildcard"
+/// name = "_acme-challenge.www.example.com."
+/// types = ["TXT"]                # default: all but SOA, NS and DNSSEC types
+/// [[update.zone]]
+/// origin = "example.org."
+/// allow = ["key other-key."]     # replaces the global list for this zone
+/// ```
+///
+/// The settings are the handler's policy as they stand: the two are one type.
+pub type UpdateConfig = UpdatePolicy;
+
+/// `[update]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpdate {
+    #[serde(default, deserialize_with = "string_or_list")]
+    allow: Option<Vec<String>>,
+    serial: Option<String>,
+    dnssec: Option<bool>,
+    #[serde(default)]
+    grant: Vec<RawGrant>,
+    #[serde(default)]
+    zone: Vec<RawUpdateZone>,
+}
+
+/// One `[[update.grant]]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGrant {
+    key: Option<String>,
+    #[serde(rename = "match")]
+    kind: Option<String>,
+    name: Option<String>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    types: Option<Vec<String>>,
+}
+
+/// One `[[update.zone]]` table: settings replacing the global ones for one
+/// zone.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUpdateZone {
+    origin: Option<String>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    allow: Option<Vec<String>>,
+    dnssec: Option<bool>,
+    serial: Option<String>,
+}
+
+impl Section for RawUpdate {
+    type Value = UpdateConfig;
+
+    const SCHEMA: Schema = &[
+        (
+            "update",
+            &[
+                ("allow", Kind::List),
+                ("serial", Kind::Text),
+                ("dnssec", Kind::Bool),
+                ("grant", Kind::Tables),
+                ("zone", Kind::Tables),
+            ],
+        ),
+        (
+            "update.grant[]",
+            &[
+                ("key", Kind::Text),
+                ("match", Kind::Text),
+                ("name", Kind::Text),
+                ("types", Kind::List),
+            ],
+        ),
+        (
+            "update.zone[]",
+            &[
+                ("origin", Kind::Text),
+                ("allow", Kind::List),
+                ("dnssec", Kind::Bool),
+                ("serial", Kind::Text),
+            ],
+        ),
+    ];
+
+    /// The global `allow` list, the serial policy, the grants and the
+    /// per-zone settings.
+    fn check(self, cx: &Context<'_>) -> Result<UpdateConfig, Invalid> {
+        let allow = cx.acl("update.allow", self.allow)?;
+        let serial = serial_policy("update.serial", self.serial)?.unwrap_or_default();
+        let mut grants = Vec::new();
+        for (i, g) in self.grant.into_iter().enumerate() {
+            grants.push(grant(&format!("update.grant[{i}]"), g, cx)?);
+        }
+        let mut zones: Vec<ZoneUpdate> = Vec::new();
+        for (i, z) in self.zone.into_iter().enumerate() {
+            let at = format!("update.zone[{i}]");
+            let origin = zone_origin(&at, z.origin)?;
+            if zones.iter().any(|u| u.origin == origin) {
+                return Err(Invalid::new(
+                    format!("{at}.origin"),
+                    format!("zone {origin} is listed twice in [[update.zone]]"),
+                ));
+            }
+            let allow = match z.allow {
+                Some(list) => Some(cx.acl(&format!("{at}.allow"), Some(list))?),
+                None => None,
+            };
+            zones.push(ZoneUpdate {
+                origin,
+                allow,
+                dnssec: z.dnssec,
+                serial: serial_policy(&format!("{at}.serial"), z.serial)?,
+            });
+        }
+        Ok(UpdateConfig {
+            allow,
+            grants,
+            zones,
+            serial,
+            dnssec: self.dnssec.unwrap_or(false),
+        })
+    }
+}
+
+/// The `[[update.grant]]` table `g`, at `at` (`update.grant[0]`).
+fn grant(at: &str, g: RawGrant, cx: &Context<'_>) -> Result<Grant, Invalid> {
+    let Some(key_text) = g.key else {
+        return Err(Invalid::new(format!("{at}.key"), "missing"));
+    };
+    let key = Name::parse(&key_text, Some(&Name::root())).map_err(|e| {
+        Invalid::new(
+            format!("{at}.key"),
+            format!("bad key name {key_text:?}: {e}"),
+        )
+    })?;
+    cx.known_key(&format!("{at}.key"), &key)?;
+    let kind = match g.kind.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        Some("name") => GrantMatch::Name,
+        Some("subdomain") => GrantMatch::Subdomain,
+        Some("wildcard") => GrantMatch::Wildcard,
+        None => return Err(Invalid::new(format!("{at}.match"), "missing")),
+        Some(other) => {
+            return Err(Invalid::new(
+                format!("{at}.match"),
+                format!("{other:?} is not \"name\", \"subdomain\" or \"wildcard\""),
+            ));
+        }
+    };
+    let Some(name_text) = g.name else {
+        return Err(Invalid::new(format!("{at}.name"), "missing"));
+    };
+    let name = parse_origin(&name_text).map_err(|r| Invalid::new(format!("{at}.name"), r))?;
+    if kind == GrantMatch::Wildcard && !name.is_wildcard() {
+        return Err(Invalid::new(
+            format!("{at}.name"),
+            format!("{name} is not a wildcard (*.NAME) as match = \"wildcard\" needs"),
+        ));
+    }
+    let mut types = Vec::new();
+    for (j, t) in g.types.unwrap_or_default().iter().enumerate() {
+        let rtype: RType = t
+            .parse()
+            .map_err(|e| Invalid::new(format!("{at}.types[{j}]"), format!("{t:?}: {e}")))?;
+        if rtype.is_meta() {
+            return Err(Invalid::new(
+                format!("{at}.types[{j}]"),
+                format!("{t:?} is not a data type"),
+            ));
+        }
+        types.push(rtype);
+    }
+    Ok(Grant {
+        key,
+        kind,
+        name,
+        types,
+    })
+}
+
+/// The serial policy `text` of key `key` (`None` when unset).
+fn serial_policy(key: &str, text: Option<String>) -> Result<Option<SerialPolicy>, Invalid> {
+    match text.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None => Ok(None),
+        Some("increment") => Ok(Some(SerialPolicy::Increment)),
+        Some("unixtime") => Ok(Some(SerialPolicy::UnixTime)),
+        Some("dateserial") => Ok(Some(SerialPolicy::DateSerial)),
+        Some(other) => Err(Invalid::new(
+            key,
+            format!("{other:?} is not \"increment\", \"unixtime\" or \"dateserial\""),
+        )),
+    }
 }
 
 /// Who may update what, and where the zones are written.

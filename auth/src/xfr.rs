@@ -41,18 +41,118 @@ use std::sync::Arc;
 
 use authd_datasrc::write::{DiffRow, serial_gt};
 use authd_datasrc::{Class, DataSource, Name, RRset, RType, Rdata, SourceList, ZoneRef};
+use serde::Deserialize;
 
 use crate::acl::Acl;
 use crate::edns::Ede;
 use crate::log_limit::LogLimit;
 use crate::query::{EDNS_UDP_PAYLOAD, Transport, reply_limit};
 use crate::sections;
+use crate::settings::{self, Context, Invalid, Kind, Schema, string_or_list, zone_origin};
 use crate::wire::{
     self, ErrorOpt, Flags, Header, MAX_TCP_MESSAGE, MessageWriter, OPT_LEN, Rcode, RecordMeta,
     Request, Section, skip_name, u16_at,
 };
 
 pub use crate::acl::Cidr;
+
+/// Outgoing zone transfers (`[transfer]`, RFC 5936 §6: access must be controlled).
+///
+/// ```toml
+/// [transfer]
+/// allow = ["127.0.0.1", "key transfer-key.", "192.0.2.0/24 key transfer-key."]
+/// [[transfer.zone]]
+/// origin = "example.org."
+/// allow = ["key other-key."]      # replaces the global list for this zone
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransferConfig {
+    /// Who may AXFR/IXFR (address blocks, TSIG keys, or both: see
+    /// [`crate::acl`]); empty: nobody.
+    pub allow: Acl,
+    /// Per-zone lists, each replacing [`Self::allow`] for its zone.
+    pub zones: Vec<TransferZone>,
+}
+
+/// One `[[transfer.zone]]`: who may transfer one zone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferZone {
+    /// The zone apex.
+    pub origin: Name,
+    /// Who may transfer it (instead of `[transfer] allow`).
+    pub allow: Acl,
+}
+
+impl TransferConfig {
+    /// Who may transfer zones, as the handler asks it.
+    pub fn policy(&self) -> TransferPolicy {
+        TransferPolicy {
+            allow: self.allow.clone(),
+            zones: self
+                .zones
+                .iter()
+                .map(|z| (z.origin.clone(), z.allow.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// `[transfer]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTransfer {
+    #[serde(default, deserialize_with = "string_or_list")]
+    allow: Option<Vec<String>>,
+    #[serde(default)]
+    zone: Vec<RawTransferZone>,
+}
+
+/// One `[[transfer.zone]]` table: an `allow` list replacing the global one
+/// for one zone.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTransferZone {
+    origin: Option<String>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    allow: Option<Vec<String>>,
+}
+
+impl settings::Section for RawTransfer {
+    type Value = TransferConfig;
+
+    const SCHEMA: Schema = &[
+        ("transfer", &[("allow", Kind::List), ("zone", Kind::Tables)]),
+        (
+            "transfer.zone[]",
+            &[("origin", Kind::Text), ("allow", Kind::List)],
+        ),
+    ];
+
+    /// The global `allow` list and the per-zone ones (each zone once).
+    fn check(self, cx: &Context<'_>) -> Result<TransferConfig, Invalid> {
+        let allow = cx.acl("transfer.allow", self.allow)?;
+        let mut zones: Vec<TransferZone> = Vec::new();
+        for (i, z) in self.zone.into_iter().enumerate() {
+            let key = format!("transfer.zone[{i}]");
+            let origin = zone_origin(&key, z.origin)?;
+            if zones.iter().any(|t| t.origin == origin) {
+                return Err(Invalid::new(
+                    format!("{key}.origin"),
+                    format!("zone {origin} is listed twice in [[transfer.zone]]"),
+                ));
+            }
+            let Some(list) = z.allow else {
+                return Err(Invalid::new(
+                    format!("{key}.allow"),
+                    "missing (an empty list [] refuses every transfer of the zone)",
+                ));
+            };
+            let allow = cx.acl(&format!("{key}.allow"), Some(list))?;
+            zones.push(TransferZone { origin, allow });
+        }
+        Ok(TransferConfig { allow, zones })
+    }
+}
 
 /// Who may transfer zones.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

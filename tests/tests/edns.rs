@@ -193,7 +193,11 @@ fn extended_errors_name_the_cause() {
         // Nobody may update it either: refused before anything else (an
         // allowed client gets NOTAUTH: tests/tests/update.rs).
         ("+opcode=update example.com SOA", "REFUSED", PROHIBITED),
-        ("+opcode=update example.org SOA", "NOTAUTH", NOT_AUTHORITATIVE),
+        (
+            "+opcode=update example.org SOA",
+            "NOTAUTH",
+            NOT_AUTHORITATIVE,
+        ),
         ("+opcode=3 example.com SOA", "NOTIMP", NOT_SUPPORTED),
         ("example.com MAILB", "NOTIMP", NOT_SUPPORTED),
     ];

@@ -926,6 +926,32 @@ fn json_log_lines() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
 }
 
+/// A log filter that would log nothing (`--log-level verbose`,
+/// `RUST_LOG=debgu`) stops authd with exit status 1 and says why, as
+/// docs/CONFIG.md says, instead of running without a log (issue 27).
+#[test]
+fn bad_log_filter_exits_1_with_a_message() {
+    let out = run_authd(["--log-level", "verbose", "--listen", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(
+        stderr_of(&out),
+        "authd: invalid --log-level \"verbose\": \"verbose\" is neither a level (off, error, \
+         warn, info, debug, trace) nor TARGET=LEVEL\n"
+    );
+    let out = authd_tests::run_with_timeout(
+        Command::new(binary("authd"))
+            .args(["--listen", "127.0.0.1:0"])
+            .env("RUST_LOG", "debgu"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(
+        stderr_of(&out),
+        "authd: invalid RUST_LOG \"debgu\": \"debgu\" is neither a level (off, error, warn, \
+         info, debug, trace) nor TARGET=LEVEL\n"
+    );
+}
+
 // ---------------------------------------------------------------- defaults
 
 #[test]

@@ -100,6 +100,62 @@ fn every_binary_has_a_manual_page() {
 
 /// `systemd-analyze verify` accepts dist/authd.service (with ExecStart
 /// pointing at the built binary and the manual pages on MANPATH).
+/// Every binary lists `--man` in its `--help`, and its manual page names
+/// only pages that `dist/install.sh` installs (one per binary, and
+/// authd.toml(5)): no `authd-keygen(1)` for a command (issue 27).
+#[test]
+fn manual_pages_are_listed_and_name_only_installed_pages() {
+    let install =
+        std::fs::read_to_string(workspace_dir().join("dist/install.sh")).expect("dist/install.sh");
+    let binaries: Vec<&str> = install
+        .lines()
+        .find_map(|l| l.strip_prefix("BINARIES=("))
+        .and_then(|l| l.strip_suffix(')'))
+        .expect("BINARIES=(...) in install.sh")
+        .split_whitespace()
+        .collect();
+    let mut installed: Vec<String> = binaries.iter().map(|b| format!("{b}(1)")).collect();
+    installed.push("authd.toml(5)".to_string());
+    let mut listed: Vec<String> = authd::cli::MANUAL_PAGES
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    listed.sort();
+    installed.sort();
+    assert_eq!(listed, installed, "cli::MANUAL_PAGES and install.sh");
+    for name in &binaries {
+        let help = run_with_timeout(
+            Command::new(binary(name)).arg("--help"),
+            Duration::from_secs(10),
+        );
+        let help = String::from_utf8_lossy(&help.stdout);
+        assert!(help.contains("--man"), "{name} --help: {help}");
+        let out = run_with_timeout(
+            Command::new(binary(name)).arg("--man"),
+            Duration::from_secs(10),
+        );
+        let page = String::from_utf8_lossy(&out.stdout)
+            .replace("\\-", "-")
+            .replace("\\fR", "")
+            .replace("\\fB", "");
+        // Every `word(N)` is a page reference.
+        for word in page.split(|c: char| c.is_whitespace() || c == ',') {
+            let Some((stem, rest)) = word.split_once('(') else {
+                continue;
+            };
+            let rest = rest.as_bytes();
+            if stem.is_empty() || rest.len() < 2 || !rest[0].is_ascii_digit() || rest[1] != b')' {
+                continue;
+            }
+            let reference = format!("{stem}({})", char::from(rest[0]));
+            assert!(
+                installed.contains(&reference),
+                "{name}(1) names {reference}, which is not installed"
+            );
+        }
+    }
+}
+
 #[test]
 fn systemd_accepts_the_unit() {
     let dir = tempdir();

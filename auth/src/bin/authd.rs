@@ -79,7 +79,7 @@ const EXAMPLE_DB: &str = "authd-example.sqlite3";
     args_conflicts_with_subcommands = true,
     after_help = "Configuration: docs/CONFIG.md (every key, AUTHD_* variables). Signals: SIGHUP \
                   reloads the configuration and zones; SIGTERM and SIGINT stop. Control: authc \
-                  (with [control] socket). Manual page: authd --man."
+                  (with [control] socket)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -227,10 +227,10 @@ fn main() -> ExitCode {
 
 fn init_logging(level: Option<&str>, format: LogFormat) -> anyhow::Result<()> {
     let filter = match level {
-        Some(l) => EnvFilter::try_new(l).map_err(|e| anyhow!("invalid --log-level {l:?}: {e}"))?,
+        Some(l) => authd::cli::log_filter(l, "--log-level").map_err(|e| anyhow!(e))?,
         None => match std::env::var("RUST_LOG") {
             Ok(v) if !v.trim().is_empty() => {
-                EnvFilter::try_new(&v).map_err(|e| anyhow!("invalid RUST_LOG {v:?}: {e}"))?
+                authd::cli::log_filter(&v, "RUST_LOG").map_err(|e| anyhow!(e))?
             }
             _ => EnvFilter::new("info"),
         },

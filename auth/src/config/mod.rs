@@ -93,7 +93,10 @@
 //!                          # file, or all of them when none is) into memory
 //! ```
 //!
-//! Unknown keys anywhere are an error that names the key. A zone may be served
+//! Unknown keys anywhere are an error that names the key; a value of the
+//! wrong TOML type (`idle_timeout = "30"`) one that names the key, the type
+//! and the line. A key taking a list of strings also takes one string of
+//! comma-separated items. A zone may be served
 //! by one data source only: two sources claiming the same zone are an error
 //! naming the zone and both sources (found at start-up and on reload, after
 //! the sqlite3 DBs are opened). The full reference is `docs/CONFIG.md`.
@@ -123,10 +126,17 @@
 //!
 //! # Layout
 //!
-//! This module holds the typed configuration and its entry points
-//! ([`Config::load`], [`Config::from_env`], [`Config::from_parts`]); `raw`
-//! the serde shapes of the file as written; `validate` the checks that turn
-//! those into typed values (and every "invalid value" message).
+//! Each feature owns its section: the typed settings, the raw (serde) shape
+//! and the checks live in the feature's file (`[rrl]` in `rrl.rs`, `[tcp]`
+//! in `server/limits.rs`, `[[secondary]]` in `secondary.rs`, …), written in
+//! the vocabulary of [`crate::settings`] ([`Section`]). This module composes
+//! them: the `sections!` list below (one line a section) makes [`Config`],
+//! the file's serde shape and the schema walked for unknown keys and types.
+//! Also here: the entry points ([`Config::load`], [`Config::from_env`],
+//! [`Config::from_parts`]), the error type and who is blamed (the file and
+//! line, or the variable); `raw` reads the file and the environment;
+//! `validate` holds `listen`, `[server]`, `[control]`, `[[datasource]]` and
+//! the checks across sections (a zone claimed twice).
 
 mod raw;
 mod validate;
@@ -139,37 +149,48 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+// Named by tests.rs (`use super::*`), as before the sections moved out.
+#[cfg(test)]
 use std::time::Duration;
 
 use authd_datasrc::{DataSource, Name};
+use serde::Deserialize;
 
+#[cfg(test)]
 use crate::acl::Acl;
-use crate::chaos::ChaosOptions;
-use crate::keys::{Key, KeyRing};
+use crate::chaos::RawChaos;
+use crate::cookies::RawCookies;
+use crate::dnstap::RawDnstap;
+use crate::keys::{Key, KeyRing, RawKey};
+use crate::metrics::RawMetrics;
+use crate::notify::RawNotify;
+use crate::rrl::RawRrl;
+use crate::secondary::RawSecondary;
+use crate::server::limits::RawTcp;
+use crate::settings::{Context, Invalid, Schema, Section, string_or_list};
+use crate::update::RawUpdate;
+use crate::xfr::RawTransfer;
+use raw::{RawControl, RawDataSource, RawServer};
+
+// The sections' types, where the rest of authd has always found them.
+pub use crate::chaos::{ChaosConfig, default_version};
+pub use crate::cookies::CookiesConfig;
+pub use crate::notify::{NotifyConfig, NotifyTarget};
+pub use crate::rrl::RrlConfig;
+pub use crate::secondary::{DEFAULT_MAX_REFRESH, DEFAULT_MIN_REFRESH, SecondaryZone};
+pub use crate::server::limits::{
+    DEFAULT_TCP_FIRST_QUERY_TIMEOUT_SECS, DEFAULT_TCP_IDLE_TIMEOUT_SECS,
+    DEFAULT_TCP_MAX_CONNECTIONS, DEFAULT_TCP_MAX_CONNECTIONS_PER_CLIENT, TcpConfig,
+};
+pub use crate::settings::{parse_listen, parse_origin};
+pub use crate::update::UpdateConfig;
+pub use crate::xfr::{TransferConfig, TransferZone};
 
 /// The prefix of environment variables that override configuration keys.
 pub const ENV_PREFIX: &str = "AUTHD";
 
 /// The listen address used when none is configured.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:5300";
-
-/// Default `[tcp] idle_timeout`, in seconds.
-pub const DEFAULT_TCP_IDLE_TIMEOUT_SECS: u64 = 10;
-
-/// Default `[tcp] max_connections`.
-pub const DEFAULT_TCP_MAX_CONNECTIONS: usize = 512;
-
-/// Default most concurrent TCP connections per client prefix.
-pub const DEFAULT_TCP_MAX_CONNECTIONS_PER_CLIENT: usize = 32;
-
-/// Default time for a new TCP connection's first query, seconds.
-pub const DEFAULT_TCP_FIRST_QUERY_TIMEOUT_SECS: u64 = 3;
-
-/// Largest accepted `[tcp] idle_timeout`, in seconds (one day).
-const MAX_TCP_IDLE_TIMEOUT_SECS: u64 = 86_400;
-
-/// Largest accepted `[tcp] max_connections`.
-const MAX_TCP_MAX_CONNECTIONS: usize = 1_000_000;
 
 /// Largest accepted `[server] udp_workers`.
 pub const MAX_UDP_WORKERS: usize = 1024;
@@ -193,6 +214,21 @@ pub enum ConfigError {
         origin: String,
         /// The parser's message (it names the key).
         reason: String,
+    },
+    /// A value of the wrong type in the file (`idle_timeout = "30"`), found
+    /// before anything is read from it.
+    #[error("config {origin}: line {line}: {key}: expected {expected}, found {found}")]
+    Type {
+        /// The file.
+        origin: String,
+        /// The value's line (from 1).
+        line: usize,
+        /// The key, e.g. `tcp.idle_timeout` or `datasource[0].zones`.
+        key: String,
+        /// What the key takes: "a whole number".
+        expected: String,
+        /// What it was given: "the string \"30\" (write it without quotes)".
+        found: String,
     },
     /// Keys no table takes: one set by a variable (`unknown setting
     /// AUTHD_TCP__IDLE_TIMOUT (from the environment): tcp has no key
@@ -280,96 +316,103 @@ impl Default for ServerConfig {
     }
 }
 
-/// TCP limits (`[tcp]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TcpConfig {
-    /// How long a connection may stay without a complete query (counted from
-    /// its last one) before it is closed.
-    pub idle_timeout: Duration,
-    /// Most concurrent connections; when all are taken, the connection idle
-    /// longest is closed to make room.
-    pub max_connections: usize,
-    /// Most concurrent connections from one client prefix (the `[rrl]`
-    /// prefix lengths); further ones from it are closed at once.
-    pub max_connections_per_client: usize,
-    /// How long a new connection has to deliver its first complete query.
-    pub first_query_timeout: Duration,
-}
-
-impl Default for TcpConfig {
-    fn default() -> Self {
-        TcpConfig {
-            idle_timeout: Duration::from_secs(DEFAULT_TCP_IDLE_TIMEOUT_SECS),
-            max_connections: DEFAULT_TCP_MAX_CONNECTIONS,
-            max_connections_per_client: DEFAULT_TCP_MAX_CONNECTIONS_PER_CLIENT,
-            first_query_timeout: Duration::from_secs(DEFAULT_TCP_FIRST_QUERY_TIMEOUT_SECS),
+/// The sections of the file: `field: Value = "name" Raw,` for each, where
+/// `Raw` is the section as written (a [`Section`] whose value is `Value`)
+/// and `name` its key in the file. Makes [`Config`] (`listen`, the `[[key]]`s
+/// and one field a section), its [`Default`], the file's serde shape
+/// `RawConfig`, the list of the sections' schemas (`SCHEMAS`, for the walk
+/// in `raw`) and `RawConfig::check`, which checks `listen`, then the keys
+/// (which the other sections may name), then the sections in this order.
+macro_rules! sections {
+    ($($(#[$doc:meta])* $field:ident: $value:ty = $name:literal $raw:ty,)*) => {
+        /// The validated configuration.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct Config {
+            /// Addresses to serve UDP and TCP on (never empty). Port 0 picks a free port.
+            pub listen: Vec<SocketAddr>,
+            /// TSIG keys (`[[key]]`), names unique. Their secrets never print
+            /// ([`crate::keys::Secret`]).
+            pub keys: Vec<Key>,
+            $($(#[$doc])* pub $field: $value,)*
         }
-    }
-}
 
-/// Response rate limiting (`[rrl]`): on by default, as in NSD.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RrlConfig {
-    /// Whether UDP responses are rate limited.
-    pub enabled: bool,
-    /// The limits.
-    pub settings: crate::rrl::RrlSettings,
-}
-
-impl Default for RrlConfig {
-    fn default() -> Self {
-        RrlConfig {
-            enabled: true,
-            settings: crate::rrl::RrlSettings::default(),
+        impl Default for Config {
+            /// No data source, `listen = ["127.0.0.1:5300"]`, the default limits and
+            /// `version.bind` = `"authd <version>"`: every section's default.
+            fn default() -> Self {
+                Config {
+                    listen: default_listen(),
+                    keys: Vec::new(),
+                    $($field: <$value>::default(),)*
+                }
+            }
         }
-    }
-}
 
-/// DNS cookies (`[cookies]`): on by default, as in BIND 9.
-#[derive(Clone, PartialEq, Eq)]
-pub struct CookiesConfig {
-    /// Whether cookies are answered and checked.
-    pub enabled: bool,
-    /// The server secret; `None`: random at start.
-    pub secret: Option<[u8; 16]>,
-}
-
-impl Default for CookiesConfig {
-    fn default() -> Self {
-        CookiesConfig {
-            enabled: true,
-            secret: None,
+        /// The configuration file as written: every key optional, unknown keys rejected.
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct RawConfig {
+            #[serde(default, deserialize_with = "string_or_list")]
+            listen: Option<Vec<String>>,
+            #[serde(default)]
+            key: Vec<RawKey>,
+            $(#[serde(default, rename = $name)] $field: $raw,)*
         }
-    }
-}
 
-impl fmt::Debug for CookiesConfig {
-    /// Never shows the secret.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CookiesConfig")
-            .field("enabled", &self.enabled)
-            .field("secret", &self.secret.map(|_| "(set)"))
-            .finish()
-    }
-}
+        /// Every section's schema, `[[key]]` first.
+        const SCHEMAS: &[Schema] = &[
+            <Vec<RawKey> as Section>::SCHEMA,
+            $(<$raw as Section>::SCHEMA,)*
+        ];
 
-/// Answers to CH-class TXT queries (`[chaos]`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ChaosConfig {
-    /// Text for `version.bind`, or `None` to refuse it.
-    pub version: Option<String>,
-    /// Text for `hostname.bind`, or `None` to refuse it.
-    pub hostname: Option<String>,
-}
-
-impl ChaosConfig {
-    /// The query processor's form of these settings.
-    pub fn options(&self) -> ChaosOptions {
-        ChaosOptions {
-            version: self.version.clone(),
-            hostname: self.hostname.clone(),
+        impl RawConfig {
+            /// Every section checked, relative paths resolved against
+            /// `base`. Errors: the first bad value.
+            fn check(self, base: Option<&Path>) -> Result<Config, Invalid> {
+                let listen = validate::listen(self.listen)?;
+                let keys = self.key.check(&Context { base, keys: &[] })?;
+                let names: Vec<Name> = keys.iter().map(|k| k.name.clone()).collect();
+                let cx = Context { base, keys: &names };
+                $(let $field = self.$field.check(&cx)?;)*
+                Ok(Config { listen, keys, $($field,)* })
+            }
         }
-    }
+    };
+}
+
+sections! {
+    /// Server threads (`[server]`).
+    server: ServerConfig = "server" RawServer,
+    /// TCP limits.
+    tcp: TcpConfig = "tcp" RawTcp,
+    /// Answers to CH TXT `version.bind` / `hostname.bind`.
+    chaos: ChaosConfig = "chaos" RawChaos,
+    /// Data sources, in search order (may be empty: every query is then REFUSED).
+    datasources: Vec<DataSourceConfig> = "datasource" Vec<RawDataSource>,
+    /// Zones followed from primaries (`[[secondary]]`), origins unique.
+    secondary: Vec<SecondaryZone> = "secondary" Vec<RawSecondary>,
+    /// Outgoing zone transfers (`[transfer]`).
+    transfer: TransferConfig = "transfer" RawTransfer,
+    /// NOTIFY to secondaries (`[notify]`).
+    notify: NotifyConfig = "notify" RawNotify,
+    /// Dynamic updates (`[update]`, RFC 2136).
+    update: UpdateConfig = "update" RawUpdate,
+    /// UDP response rate limiting (`[rrl]`).
+    rrl: RrlConfig = "rrl" RawRrl,
+    /// The control socket for `authc` (`[control] socket`); `None`: off.
+    control_socket: Option<PathBuf> = "control" RawControl,
+    /// Where auth queries and responses are logged in dnstap format
+    /// (`[dnstap]`); `None`: off. Applied at start only.
+    dnstap: Option<crate::dnstap::Settings> = "dnstap" RawDnstap,
+    /// Where `/metrics` is served (`[metrics] listen`); `None`: metrics off.
+    metrics_listen: Option<SocketAddr> = "metrics" RawMetrics,
+    /// DNS cookies (`[cookies]`).
+    cookies: CookiesConfig = "cookies" RawCookies,
+}
+
+/// `listen` when unset: [`DEFAULT_LISTEN`].
+fn default_listen() -> Vec<SocketAddr> {
+    vec![SocketAddr::from(([127, 0, 0, 1], 5300))]
 }
 
 /// What kind of backend a data source is, with its kind-specific settings.
@@ -507,82 +550,15 @@ impl fmt::Display for DataSourceConfig {
     }
 }
 
-/// The validated configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// Addresses to serve UDP and TCP on (never empty). Port 0 picks a free port.
-    pub listen: Vec<SocketAddr>,
-    /// Server threads (`[server]`).
-    pub server: ServerConfig,
-    /// TCP limits.
-    pub tcp: TcpConfig,
-    /// Answers to CH TXT `version.bind` / `hostname.bind`.
-    pub chaos: ChaosConfig,
-    /// Data sources, in search order (may be empty: every query is then REFUSED).
-    pub datasources: Vec<DataSourceConfig>,
-    /// Outgoing zone transfers (`[transfer]`).
-    pub transfer: TransferConfig,
-    /// NOTIFY to secondaries (`[notify]`).
-    pub notify: NotifyConfig,
-    /// Dynamic updates (`[update]`, RFC 2136).
-    pub update: UpdateConfig,
-    /// UDP response rate limiting (`[rrl]`).
-    pub rrl: RrlConfig,
-    /// DNS cookies (`[cookies]`).
-    pub cookies: CookiesConfig,
-    /// Where `/metrics` is served (`[metrics] listen`); `None`: metrics off.
-    pub metrics_listen: Option<SocketAddr>,
-    /// The control socket for `authc` (`[control] socket`); `None`: off.
-    pub control_socket: Option<PathBuf>,
-    /// Where auth queries and responses are logged in dnstap format
-    /// (`[dnstap]`); `None`: off. Applied at start only.
-    pub dnstap: Option<crate::dnstap::Settings>,
-    /// TSIG keys (`[[key]]`), names unique. Their secrets never print
-    /// ([`crate::keys::Secret`]).
-    pub keys: Vec<Key>,
-    /// Zones followed from primaries (`[[secondary]]`), origins unique.
-    pub secondary: Vec<SecondaryZone>,
-}
-
-impl Default for Config {
-    /// No data source, `listen = ["127.0.0.1:5300"]`, the default limits and
-    /// `version.bind` = `"authd <version>"`.
-    fn default() -> Self {
-        Config {
-            listen: vec![SocketAddr::from(([127, 0, 0, 1], 5300))],
-            server: ServerConfig::default(),
-            tcp: TcpConfig::default(),
-            chaos: ChaosConfig {
-                version: Some(default_version()),
-                hostname: None,
-            },
-            datasources: Vec::new(),
-            transfer: TransferConfig::default(),
-            notify: NotifyConfig::default(),
-            update: UpdateConfig::default(),
-            rrl: RrlConfig::default(),
-            cookies: CookiesConfig::default(),
-            metrics_listen: None,
-            control_socket: None,
-            dnstap: None,
-            keys: Vec::new(),
-            secondary: Vec::new(),
-        }
-    }
-}
-
-/// The default `version.bind` text: `authd <crate version>`.
-pub fn default_version() -> String {
-    format!("authd {}", env!("CARGO_PKG_VERSION"))
-}
-
 impl Config {
     /// Reads the TOML file at `path` and overrides it with the process's
     /// `AUTHD_*` environment variables.
     ///
     /// Errors: [`ConfigError::Unreadable`] (missing file, permissions),
-    /// [`ConfigError::Parse`] (bad TOML, unknown key, wrong type),
-    /// [`ConfigError::Invalid`] (e.g. a bad listen address).
+    /// [`ConfigError::Parse`] (bad TOML, bad variable value),
+    /// [`ConfigError::Type`] (a value of the wrong type, with its line),
+    /// [`ConfigError::Unknown`] (unknown keys), [`ConfigError::Invalid`]
+    /// (e.g. a bad listen address), [`ConfigError::DuplicateZone`].
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
             path: path.to_path_buf(),
@@ -629,213 +605,45 @@ impl Config {
 
     /// Who may transfer zones.
     pub fn transfer_policy(&self) -> crate::xfr::TransferPolicy {
-        crate::xfr::TransferPolicy {
-            allow: self.transfer.allow.clone(),
-            zones: self
-                .transfer
-                .zones
-                .iter()
-                .map(|z| (z.origin.clone(), z.allow.clone()))
-                .collect(),
-        }
+        self.transfer.policy()
     }
 
     /// Who may update which zones (RFC 2136).
     pub fn update_policy(&self) -> crate::update::UpdatePolicy {
-        crate::update::UpdatePolicy {
-            allow: self.update.allow.clone(),
-            grants: self.update.grants.clone(),
-            zones: self.update.zones.clone(),
-            serial: self.update.serial,
-            dnssec: self.update.dnssec,
-        }
+        self.update.clone()
     }
 
     /// The TSIG keys, for verifying requests and signing what is sent.
     pub fn key_ring(&self) -> KeyRing {
         KeyRing::new(self.keys.clone())
     }
-}
 
-/// Parses `ADDR:PORT` (`127.0.0.1:53`, `[::1]:53`).
-///
-/// Errors: a text that is not an IP address with a port (host names are not
-/// resolved), as a message for [`ConfigError::Invalid`].
-pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
-    s.trim()
-        .parse::<SocketAddr>()
-        .map_err(|_| format!("{s:?} is not ADDR:PORT (e.g. 127.0.0.1:53 or [::1]:53)"))
-}
-
-/// Parses a zone origin given as text: `example.com.`, `example.com` (made
-/// absolute) or `.` for the root.
-///
-/// Errors: an empty or malformed name, as a message.
-pub fn parse_origin(text: &str) -> Result<Name, String> {
-    let t = text.trim();
-    if t.is_empty() {
-        return Err("empty zone origin".into());
+    /// The error for `zone`, claimed by data sources `first` and `second`
+    /// (indexes into [`Self::datasources`]): each named by its section, a
+    /// `[[datasource]]` (`datasource[0] (sqlite3:/etc/authd/a.sqlite3)`) or,
+    /// for the sources [`Self::secondary_datasources`] added, the
+    /// `[[secondary]]` of the zone (`secondary[0] (sqlite3:/etc/authd/b)`).
+    pub fn duplicate_zone(&self, zone: &Name, first: usize, second: usize) -> ConfigError {
+        let from_secondaries = self.secondary_datasources().len();
+        let explicit = self.datasources.len().saturating_sub(from_secondaries);
+        let label = |i: usize| {
+            let ds = &self.datasources[i];
+            match self.secondary.iter().position(|z| z.origin == *zone) {
+                Some(j) if i >= explicit => format!("secondary[{j}] ({ds})"),
+                _ => source_label(i, ds),
+            }
+        };
+        ConfigError::DuplicateZone {
+            zone: zone.to_string(),
+            first: label(first),
+            second: label(second),
+        }
     }
-    Name::parse(t, Some(&Name::root())).map_err(|e| format!("bad origin {text:?}: {e}"))
 }
 
 /// A label for data source `index` in messages: `datasource[1] (memory:a.zone)`.
 pub fn source_label(index: usize, ds: &DataSourceConfig) -> String {
     format!("datasource[{index}] ({ds})")
-}
-
-/// Outgoing zone transfers (`[transfer]`, RFC 5936 §6: access must be controlled).
-///
-/// ```toml
-/// [transfer]
-/// allow = ["127.0.0.1", "key transfer-key.", "192.0.2.0/24 key transfer-key."]
-/// [[transfer.zone]]
-/// origin = "example.org."
-/// allow = ["key other-key."]      # replaces the global list for this zone
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TransferConfig {
-    /// Who may AXFR/IXFR (address blocks, TSIG keys, or both: see
-    /// [`crate::acl`]); empty: nobody.
-    pub allow: Acl,
-    /// Per-zone lists, each replacing [`Self::allow`] for its zone.
-    pub zones: Vec<TransferZone>,
-}
-
-/// Dynamic updates (`[update]`, RFC 2136) of zones in sqlite3 sources.
-///
-/// ```toml
-/// [update]
-/// allow = ["key ddns-key."]      # full control; an address-only entry must be written out
-/// serial = "increment"           # or "unixtime", "dateserial"
-/// dnssec = false                 # refuse zones with a DNSKEY at the apex
-/// [[update.grant]]
-/// key = "acme-key."
-/// match = "name"                 # "name", "subdomain" or "wildcard"
-/// name = "_acme-challenge.www.example.com."
-/// types = ["TXT"]                # default: all but SOA, NS and DNSSEC types
-/// [[update.zone]]
-/// origin = "example.org."
-/// allow = ["key other-key."]     # replaces the global list for this zone
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct UpdateConfig {
-    /// Who has full control of every zone without its own list; empty: nobody.
-    pub allow: Acl,
-    /// Finer grants by key.
-    pub grants: Vec<crate::update::Grant>,
-    /// Per-zone settings.
-    pub zones: Vec<crate::update::ZoneUpdate>,
-    /// How the SOA serial moves.
-    pub serial: authd_datasrc::sqlite_admin::SerialPolicy,
-    /// Updates of signed zones (DNSKEY at the apex) allowed.
-    pub dnssec: bool,
-}
-
-/// One `[[transfer.zone]]`: who may transfer one zone.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TransferZone {
-    /// The zone apex.
-    pub origin: Name,
-    /// Who may transfer it (instead of `[transfer] allow`).
-    pub allow: Acl,
-}
-
-/// A NOTIFY target: an address, and the TSIG key to sign with, if any
-/// (`"192.0.2.2"`, `"192.0.2.2:5353 key transfer-key."`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotifyTarget {
-    /// Where to send (port 53 when the entry gave none).
-    pub addr: SocketAddr,
-    /// Sign with this `[[key]]` (RFC 8945 §5.1); `None`: unsigned.
-    pub key: Option<Name>,
-}
-
-impl fmt::Display for NotifyTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.key {
-            Some(k) => write!(f, "{} key {k}", self.addr),
-            None => write!(f, "{}", self.addr),
-        }
-    }
-}
-
-/// NOTIFY to secondaries when a zone's SOA serial changes (`[notify]`, RFC 1996).
-///
-/// ```toml
-/// [notify]
-/// targets = ["127.0.0.1:5353"]      # every zone; a missing port is 53
-/// [[notify.zone]]
-/// origin = "example.com."
-/// targets = ["[::1]:5354 key transfer-key."]   # this zone, in addition; signed
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NotifyConfig {
-    /// Targets notified for every zone.
-    pub targets: Vec<NotifyTarget>,
-    /// Extra targets for single zones (apex, targets).
-    pub zones: Vec<(Name, Vec<NotifyTarget>)>,
-    /// Who else may send NOTIFY for a secondary zone, besides its primaries
-    /// (`allow`, an [`Acl`]: addresses, keys or both).
-    pub allow: Acl,
-}
-
-impl NotifyConfig {
-    /// The targets for zone `origin`: the global ones, then the zone's own,
-    /// without duplicates.
-    pub fn targets_for(&self, origin: &Name) -> Vec<NotifyTarget> {
-        let mut out = self.targets.clone();
-        for (zone, targets) in &self.zones {
-            if zone == origin {
-                for t in targets {
-                    if !out.contains(t) {
-                        out.push(t.clone());
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// True when no target is configured at all (NOTIFY is off).
-    pub fn is_empty(&self) -> bool {
-        self.targets.is_empty() && self.zones.iter().all(|(_, t)| t.is_empty())
-    }
-}
-
-/// Default lower bound of the SOA refresh and retry intervals, seconds.
-pub const DEFAULT_MIN_REFRESH: u32 = 60;
-/// Default upper bound of the SOA refresh and retry intervals, seconds.
-pub const DEFAULT_MAX_REFRESH: u32 = 86_400;
-
-/// One `[[secondary]]`: a zone authd follows from its primaries by zone
-/// transfer (RFC 5936, RFC 1995) and serves from a BIND 10 sqlite3 DB.
-///
-/// ```toml
-/// [[secondary]]
-/// zone = "example.com."
-/// primaries = ["192.0.2.1:53 key transfer-key.", "192.0.2.2"]   # in order
-/// file = "secondary.sqlite3"   # created if missing; may hold several zones
-/// min_refresh = 60             # bounds on the SOA refresh/retry, seconds
-/// max_refresh = 86400
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SecondaryZone {
-    /// The zone apex.
-    pub origin: Name,
-    /// The primaries, tried in order; the address a NOTIFY may come from
-    /// and the `[[key]]` to sign requests with (same form as a NOTIFY target).
-    pub primaries: Vec<NotifyTarget>,
-    /// The zone DB the transferred zone is written to and served from (or,
-    /// with `memory`, kept in for restarts).
-    pub file: PathBuf,
-    /// Served from memory (`memory = true`): each transfer is written to
-    /// `file` and the zone's snapshot rebuilt from it.
-    pub memory: bool,
-    /// Lower bound of the refresh and retry intervals taken from the SOA, seconds.
-    pub min_refresh: u32,
-    /// Upper bound of the refresh and retry intervals taken from the SOA, seconds.
-    pub max_refresh: u32,
 }
 
 impl Config {

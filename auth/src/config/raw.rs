@@ -1,9 +1,10 @@
-//! The configuration as written: serde shapes that mirror the file (every
-//! key optional, unknown keys rejected), read from the TOML text and the
-//! `AUTHD_*` variables by the `config` crate.
+//! Reading the configuration as written: the TOML text and the `AUTHD_*`
+//! variables, walked against every section's schema (unknown keys, values
+//! of the wrong type, both with where they were set) before the `config`
+//! crate deserializes them into [`RawConfig`]; and the raw shapes of the
+//! sections the composer owns (`[server]`, `[[datasource]]`, `[control]`).
 //!
-//! Only types are checked here; [`super::validate`] checks values and turns
-//! these shapes into the typed configuration.
+//! Only types are checked here; [`super::validate`] checks values.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -11,39 +12,34 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
 
-use super::{ConfigError, ENV_PREFIX};
+use super::{ConfigError, ENV_PREFIX, RawConfig, SCHEMAS};
+use crate::settings::{Kind, whole};
 
 /// Reads TOML `text` (if any) overridden by `env` (variable name → value;
 /// `None` reads the process environment). `origin` names the file (or
 /// "environment") in errors.
 ///
-/// Errors: [`ConfigError::Parse`] (bad TOML, unknown key, wrong type), on one
+/// Errors: [`ConfigError::Unknown`] (keys no table takes),
+/// [`ConfigError::Type`] (a value of the wrong type in the file, with its
+/// line), [`ConfigError::Parse`] (bad TOML, a bad variable value), on one
 /// line that names the key, or the line of a TOML error.
 pub(super) fn read(
     text: Option<&str>,
     env: Option<HashMap<String, String>>,
     origin: &str,
 ) -> Result<RawConfig, ConfigError> {
-    let parse = |e: config::ConfigError| ConfigError::Parse {
-        origin: origin.to_string(),
-        reason: {
-            let message = one_line(&e.to_string());
-            let message = match text.and_then(toml_error_line) {
-                Some((line, text)) if !message.contains("at line") => {
-                    format!("line {line}: {message} (`{text}`)")
-                }
-                _ => message,
-            };
-            // A TOML error quotes its line, which may hold a TSIG secret.
-            text.map_or_else(|| message.clone(), |t| redact_secrets(t, &message))
-        },
-    };
     let env = match env {
         Some(env) => env,
         None => std::env::vars().collect(),
     };
-    let unknown = unknown_keys(text, &env);
+    let walk = text.map(Walk::of).unwrap_or_default();
+    let mut unknown = walk.unknown;
+    unknown.extend(unknown_variables(&env));
+    // The hint for a top-level key that TOML put into the table above it.
+    let misplaced = walk.misplaced.map(|m| format!("; {m}")).unwrap_or_default();
     // One unknown key in the file: serde's message, which lists the keys
     // the table takes, says it best. Anything more is listed here, all at once.
     match unknown.as_slice() {
@@ -54,8 +50,15 @@ pub(super) fn read(
                 Some((table, leaf)) => (table.to_string(), leaf),
                 None => ("the configuration".to_string(), key.as_str()),
             };
+            let hint = did_you_mean(var)
+                .map(|v| {
+                    format!(
+                        "; did you mean {v}? (a double underscore separates a section from its key)"
+                    )
+                })
+                .unwrap_or_default();
             return Err(ConfigError::Unknown(format!(
-                "unknown setting {var} (from the environment): {table} has no key {leaf}"
+                "unknown setting {var} (from the environment): {table} has no key {leaf}{hint}"
             )));
         }
         _ => {
@@ -63,13 +66,41 @@ pub(super) fn read(
                 .iter()
                 .map(|(key, source)| match source {
                     Source::File => format!("{key} (file {origin})"),
-                    Source::Env(var) => format!("{key} ({var})"),
+                    Source::Env(var) => match did_you_mean(var) {
+                        Some(v) => format!("{key} ({var}; did you mean {v}?)"),
+                        None => format!("{key} ({var})"),
+                    },
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
-            return Err(ConfigError::Unknown(format!("unknown keys: {list}")));
+            return Err(ConfigError::Unknown(format!(
+                "unknown keys: {list}{misplaced}"
+            )));
         }
     }
+    if let Some(wrong) = walk.wrong {
+        return Err(ConfigError::Type {
+            origin: origin.to_string(),
+            line: wrong.line,
+            key: wrong.key,
+            expected: wrong.expected.to_string(),
+            found: wrong.found,
+        });
+    }
+    let parse = |e: config::ConfigError| ConfigError::Parse {
+        origin: origin.to_string(),
+        reason: {
+            let message = dotted_paths(&one_line(&e.to_string()));
+            let message = match text.and_then(toml_error_line) {
+                Some((line, text)) if !message.contains("at line") => {
+                    format!("line {line}: {message} (`{text}`)")
+                }
+                _ => format!("{message}{misplaced}"),
+            };
+            // A TOML error quotes its line, which may hold a TSIG secret.
+            text.map_or_else(|| message.clone(), |t| redact_secrets(t, &message))
+        },
+    };
     let mut builder = config::Config::builder();
     if let Some(text) = text {
         builder = builder.add_source(config::File::from_str(text, config::FileFormat::Toml));
@@ -96,87 +127,30 @@ enum Source {
     Env(String),
 }
 
-/// The tables of the configuration and the keys each takes (an array of
-/// tables is written `name[]`). Must match the `Raw*` shapes below
-/// (`schema_matches_the_serde_shapes` checks it).
-const SCHEMA: &[(&str, &[&str])] = &[
-    (
-        "",
-        &[
-            "listen",
-            "server",
-            "tcp",
-            "chaos",
-            "datasource",
-            "transfer",
-            "update",
-            "notify",
-            "rrl",
-            "cookies",
-            "key",
-            "metrics",
-            "control",
-            "secondary",
-            "dnstap",
-        ],
-    ),
-    ("server", &["udp_workers", "nsid"]),
-    ("dnstap", &["file", "socket", "identity", "version"]),
-    (
-        "tcp",
-        &[
-            "idle_timeout",
-            "max_connections",
-            "max_connections_per_client",
-            "first_query_timeout",
-        ],
-    ),
-    ("chaos", &["version", "hostname"]),
-    ("datasource[]", &["type", "file", "zones", "db", "cache"]),
-    ("datasource[].cache", &["enabled", "slots"]),
-    ("datasource[].zones[]", &["origin", "file"]),
-    ("transfer", &["allow", "zone"]),
-    ("transfer.zone[]", &["origin", "allow"]),
-    ("update", &["allow", "serial", "dnssec", "grant", "zone"]),
-    ("update.grant[]", &["key", "match", "name", "types"]),
-    ("update.zone[]", &["origin", "allow", "dnssec", "serial"]),
-    ("notify", &["targets", "allow", "zone"]),
-    ("notify.zone[]", &["origin", "targets"]),
-    (
-        "rrl",
-        &[
-            "enabled",
-            "responses_per_second",
-            "slip",
-            "window",
-            "ipv4_prefix",
-            "ipv6_prefix",
-            "exempt",
-            "log_only",
-            "table_size",
-        ],
-    ),
-    ("cookies", &["enabled", "secret"]),
-    ("key[]", &["name", "algorithm", "secret", "secret_file"]),
-    ("metrics", &["listen"]),
-    ("control", &["socket"]),
-    (
-        "secondary[]",
-        &[
-            "zone",
-            "primaries",
-            "file",
-            "memory",
-            "min_refresh",
-            "max_refresh",
-        ],
-    ),
-];
-
-/// The keys table `path` (as in [`SCHEMA`]) takes, or `None` when it is
-/// not a table of the configuration.
-fn keys_of(path: &str) -> Option<&'static [&'static str]> {
-    SCHEMA.iter().find(|(p, _)| *p == path).map(|(_, k)| *k)
+/// The kind of value key `key` of the table at schema path `path` takes
+/// (`""` is the top level; an array of tables is written `name[]`), or
+/// `None` when that table has no such key. Every section's
+/// [`crate::settings::Section::SCHEMA`] is searched; the top level takes
+/// `listen` and each section's name.
+fn kind_of(path: &str, key: &str) -> Option<Kind> {
+    if path.is_empty() {
+        if key == "listen" {
+            return Some(Kind::List);
+        }
+        return SCHEMAS.iter().find_map(|schema| {
+            let (own, _) = schema.first()?;
+            match own.strip_suffix("[]") {
+                Some(name) => (name == key).then_some(Kind::Tables),
+                None => (*own == key).then_some(Kind::Table),
+            }
+        });
+    }
+    SCHEMAS
+        .iter()
+        .flat_map(|schema| schema.iter())
+        .find(|(p, _)| *p == path)
+        .and_then(|(_, keys)| keys.iter().find(|(k, _)| *k == key))
+        .map(|(_, kind)| *kind)
 }
 
 /// Joins a table path and a key: `tcp` + `idle_timeout`.
@@ -188,15 +162,10 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
-/// Every key of the file `text` and of the `AUTHD_*` variables in `env`
-/// that no table takes, as the key's path (`tcp.idle_timout`,
-/// `datasource[1].fil`) and where it was set: the file's first (in key
-/// order), then the variables' (by name). Values of the wrong type are left to serde.
-fn unknown_keys(text: Option<&str>, env: &HashMap<String, String>) -> Vec<(String, Source)> {
+/// The keys of the `AUTHD_*` variables in `env` that no table takes, as the
+/// key's path (`tcp.idle_timout`) and the variable, by variable name.
+fn unknown_variables(env: &HashMap<String, String>) -> Vec<(String, Source)> {
     let mut out = Vec::new();
-    if let Some(table) = text.and_then(|t| t.parse::<toml::Table>().ok()) {
-        walk_table(&table, "", "", &mut out);
-    }
     let prefix = format!("{ENV_PREFIX}_");
     let mut vars: Vec<&String> = env
         .keys()
@@ -207,44 +176,185 @@ fn unknown_keys(text: Option<&str>, env: &HashMap<String, String>) -> Vec<(Strin
         let rest = var[prefix.len()..].to_ascii_lowercase();
         let mut schema = String::new();
         for part in rest.split("__") {
-            let Some(keys) = keys_of(&schema) else {
-                break; // a value or an array of tables: serde's to judge
-            };
-            if !keys.contains(&part) {
-                out.push((join(&schema, part), Source::Env(var.clone())));
-                break;
+            match kind_of(&schema, part) {
+                None => {
+                    out.push((join(&schema, part), Source::Env(var.clone())));
+                    break;
+                }
+                Some(Kind::Table) => schema = join(&schema, part),
+                // A value or an array of tables: serde's to judge.
+                Some(_) => break,
             }
-            schema = join(&schema, part);
         }
     }
     out
 }
 
-/// Adds the unknown keys of `table` (schema path `schema`, shown as `shown`)
-/// and of the tables in it to `out`.
-fn walk_table(table: &toml::Table, schema: &str, shown: &str, out: &mut Vec<(String, Source)>) {
-    let Some(keys) = keys_of(schema) else {
-        return;
-    };
-    for (key, value) in table {
-        if !keys.contains(&key.as_str()) {
-            out.push((join(shown, key), Source::File));
-            continue;
+/// For a variable with one underscore where two separate a section from its
+/// key (`AUTHD_TCP_IDLE_TIMEOUT`), the variable meant
+/// (`AUTHD_TCP__IDLE_TIMEOUT`).
+fn did_you_mean(var: &str) -> Option<String> {
+    let rest = var.get(ENV_PREFIX.len() + 1..)?.to_ascii_lowercase();
+    rest.match_indices('_').find_map(|(i, _)| {
+        let (section, key) = (&rest[..i], &rest[i + 1..]);
+        (kind_of("", section) == Some(Kind::Table) && kind_of(section, key).is_some())
+            .then(|| format!("{ENV_PREFIX}_{section}__{key}").to_ascii_uppercase())
+    })
+}
+
+/// A value of the wrong type in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct WrongType {
+    /// Its line (from 1).
+    line: usize,
+    /// Its key's path (`tcp.idle_timeout`, `datasource[0].zones`).
+    key: String,
+    /// What the key takes.
+    expected: &'static str,
+    /// What it was given.
+    found: String,
+}
+
+/// What the walk of a file against the schema found.
+#[derive(Debug, Default)]
+struct Walk<'t> {
+    /// The text walked.
+    text: &'t str,
+    /// Keys no table takes (`tcp.idle_timout`, `datasource[1].fil`), in key order.
+    unknown: Vec<(String, Source)>,
+    /// The first top-level key found inside a table, as a hint.
+    misplaced: Option<String>,
+    /// The value of the wrong type on the first line.
+    wrong: Option<WrongType>,
+}
+
+impl<'t> Walk<'t> {
+    /// Walks the file `text`; nothing when it is not valid TOML (the
+    /// `config` crate then says where it stops).
+    fn of(text: &'t str) -> Walk<'t> {
+        let mut walk = Walk {
+            text,
+            ..Walk::default()
+        };
+        if let Ok(table) = DeTable::parse(text) {
+            walk.table(table.get_ref(), "", "");
         }
-        walk_value(value, &join(schema, key), &join(shown, key), out);
+        walk
+    }
+
+    /// The keys of `table` (schema path `schema`, shown as `shown`) and
+    /// what is in them.
+    fn table(&mut self, table: &DeTable<'_>, schema: &str, shown: &str) {
+        for (key, value) in table {
+            let key = key.get_ref().as_ref();
+            match kind_of(schema, key) {
+                Some(kind) => self.value(value, kind, &join(schema, key), &join(shown, key)),
+                None => {
+                    self.unknown.push((join(shown, key), Source::File));
+                    if !schema.is_empty() && self.misplaced.is_none() && kind_of("", key).is_some()
+                    {
+                        let header = match schema.strip_suffix("[]") {
+                            Some(name) => format!("[[{name}]]"),
+                            None => format!("[{schema}]"),
+                        };
+                        self.misplaced = Some(format!(
+                            "{key} is a top-level key, but TOML puts a key written after a \
+                             {header} header into that table: move it above the first table"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Checks `value` (of a key of `kind`, at schema path `schema`, shown
+    /// as `shown`) and walks the tables in it.
+    fn value(&mut self, value: &Spanned<DeValue<'_>>, kind: Kind, schema: &str, shown: &str) {
+        let tables = format!("{schema}[]");
+        match (kind, value.get_ref()) {
+            (Kind::Whole, DeValue::Integer(_))
+            | (Kind::Bool, DeValue::Boolean(_))
+            | (Kind::Text, DeValue::String(_))
+            | (Kind::List, DeValue::String(_))
+            | (Kind::Slots, DeValue::Integer(_) | DeValue::String(_)) => {}
+            (Kind::List, DeValue::Array(items))
+                if items
+                    .iter()
+                    .all(|i| matches!(i.get_ref(), DeValue::String(_))) => {}
+            (Kind::Table, DeValue::Table(t)) => self.table(t, schema, shown),
+            (Kind::Tables, DeValue::Array(items))
+                if items
+                    .iter()
+                    .all(|i| matches!(i.get_ref(), DeValue::Table(_))) =>
+            {
+                for (i, item) in items.iter().enumerate() {
+                    if let DeValue::Table(t) = item.get_ref() {
+                        self.table(t, &tables, &format!("{shown}[{i}]"));
+                    }
+                }
+            }
+            (Kind::Zones, DeValue::Array(items))
+                if items
+                    .iter()
+                    .all(|i| matches!(i.get_ref(), DeValue::String(_) | DeValue::Table(_))) =>
+            {
+                for (i, item) in items.iter().enumerate() {
+                    if let DeValue::Table(t) = item.get_ref() {
+                        self.table(t, &tables, &format!("{shown}[{i}]"));
+                    }
+                }
+            }
+            (kind, found) => {
+                let line = self.text[..value.span().start.min(self.text.len())]
+                    .matches('\n')
+                    .count()
+                    + 1;
+                if self.wrong.as_ref().is_none_or(|w| line < w.line) {
+                    self.wrong = Some(WrongType {
+                        line,
+                        key: shown.to_string(),
+                        expected: kind.expected(),
+                        found: describe(kind, found),
+                    });
+                }
+            }
+        }
     }
 }
 
-/// [`walk_table`] for any value: tables and the tables in arrays.
-fn walk_value(value: &toml::Value, schema: &str, shown: &str, out: &mut Vec<(String, Source)>) {
+/// What a message calls `value`, given to a key of `kind`: "an integer",
+/// "a list holding an integer"; a string given for a number or a boolean
+/// is quoted (it cannot be a secret), with how to write it.
+fn describe(kind: Kind, value: &DeValue<'_>) -> String {
     match value {
-        toml::Value::Table(t) => walk_table(t, schema, shown, out),
-        toml::Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                walk_value(item, &format!("{schema}[]"), &format!("{shown}[{i}]"), out);
+        DeValue::String(s) if matches!(kind, Kind::Whole | Kind::Bool) => {
+            let unquoted = match kind {
+                Kind::Whole => s.trim().parse::<u64>().is_ok(),
+                _ => matches!(s.as_ref(), "true" | "false"),
+            };
+            if unquoted {
+                format!("the string {s:?} (write it without quotes)")
+            } else {
+                format!("the string {s:?}")
             }
         }
-        _ => {}
+        DeValue::String(_) => "a string".into(),
+        DeValue::Integer(_) => "an integer".into(),
+        DeValue::Float(_) => "a fraction".into(),
+        DeValue::Boolean(_) => "a boolean".into(),
+        DeValue::Datetime(_) => "a date-time".into(),
+        DeValue::Table(_) => "a table".into(),
+        DeValue::Array(items) => {
+            let odd = items.iter().map(|i| i.get_ref()).find(|i| match kind {
+                Kind::Tables => !matches!(i, DeValue::Table(_)),
+                Kind::Zones => !matches!(i, DeValue::String(_) | DeValue::Table(_)),
+                _ => !matches!(i, DeValue::String(_)),
+            });
+            match odd {
+                Some(item) => format!("a list holding {}", describe(Kind::Text, item)),
+                None => "a list".into(),
+            }
+        }
     }
 }
 
@@ -256,6 +366,27 @@ fn toml_error_line(text: &str) -> Option<(usize, &str)> {
     let at = e.span().map_or(0, |s| s.start).min(text.len());
     let line = text[..at].matches('\n').count() + 1;
     Some((line, text.lines().nth(line - 1).unwrap_or("").trim()))
+}
+
+/// `message` with the key path `config` names at its end written with
+/// dots: ``for key `datasource[0].zones` `` where it says
+/// ``datasource[0]zones``.
+fn dotted_paths(message: &str) -> String {
+    let Some((head, path)) = message.rsplit_once("for key `") else {
+        return message.to_string();
+    };
+    let mut out = String::with_capacity(message.len() + 4);
+    out.push_str(head);
+    out.push_str("for key `");
+    let mut after_index = false;
+    for c in path.chars() {
+        if after_index && (c.is_ascii_alphanumeric() || c == '_') {
+            out.push('.');
+        }
+        after_index = c == ']';
+        out.push(c);
+    }
+    out
 }
 
 /// What a message shows instead of a secret.
@@ -299,58 +430,7 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The configuration file as written: every key optional, unknown keys rejected.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawConfig {
-    #[serde(default, deserialize_with = "string_or_list")]
-    pub(super) listen: Option<Vec<String>>,
-    #[serde(default)]
-    pub(super) server: RawServer,
-    #[serde(default)]
-    pub(super) tcp: RawTcp,
-    #[serde(default)]
-    pub(super) chaos: RawChaos,
-    #[serde(default)]
-    pub(super) datasource: Vec<RawDataSource>,
-    #[serde(default)]
-    pub(super) transfer: RawTransfer,
-    #[serde(default)]
-    pub(super) update: RawUpdate,
-    #[serde(default)]
-    pub(super) notify: RawNotify,
-    #[serde(default)]
-    pub(super) rrl: RawRrl,
-    #[serde(default)]
-    pub(super) cookies: RawCookies,
-    #[serde(default)]
-    pub(super) key: Vec<RawKey>,
-    #[serde(default)]
-    pub(super) metrics: RawMetrics,
-    #[serde(default)]
-    pub(super) control: RawControl,
-    #[serde(default)]
-    pub(super) dnstap: RawDnstap,
-    #[serde(default)]
-    pub(super) secondary: Vec<RawSecondary>,
-}
-
-/// One `[[secondary]]` table: a zone followed from its primaries.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawSecondary {
-    pub(super) zone: Option<String>,
-    #[serde(default, deserialize_with = "string_or_list")]
-    pub(super) primaries: Option<Vec<String>>,
-    pub(super) file: Option<PathBuf>,
-    pub(super) memory: Option<bool>,
-    #[serde(default, deserialize_with = "whole")]
-    pub(super) min_refresh: Option<u32>,
-    #[serde(default, deserialize_with = "whole")]
-    pub(super) max_refresh: Option<u32>,
-}
-
-/// `[server]`.
+/// `[server]` as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawServer {
@@ -359,33 +439,18 @@ pub(super) struct RawServer {
     pub(super) nsid: Option<String>,
 }
 
-/// `[tcp]`.
+/// `[control]` as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawTcp {
-    #[serde(default, deserialize_with = "whole")]
-    pub(super) idle_timeout: Option<u64>,
-    #[serde(default, deserialize_with = "whole")]
-    pub(super) max_connections: Option<usize>,
-    #[serde(default, deserialize_with = "whole")]
-    pub(super) max_connections_per_client: Option<usize>,
-    #[serde(default, deserialize_with = "whole")]
-    pub(super) first_query_timeout: Option<u64>,
-}
-
-/// `[chaos]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawChaos {
-    pub(super) version: Option<String>,
-    pub(super) hostname: Option<String>,
+pub(super) struct RawControl {
+    pub(super) socket: Option<PathBuf>,
 }
 
 /// One `[[datasource]]` table. Flat on purpose: an internally tagged enum
 /// (`#[serde(tag = "type", deny_unknown_fields)]`) works with `config` 0.15
 /// but gives less clear messages. A missing or unknown `type` no longer names
 /// the known types, a key of the other type loses its hint, and keys inside
-/// the table lose their path (`datasource[0]`, not `datasource[0]cache.slots`).
+/// the table lose their path (`datasource[0]`, not `datasource[0].cache.slots`).
 /// [`super::validate`] checks which keys each `type` takes instead.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -430,170 +495,6 @@ impl<'de> Deserialize<'de> for RawZone {
     }
 }
 
-/// `[control]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawControl {
-    pub(super) socket: Option<PathBuf>,
-}
-
-/// `[dnstap]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawDnstap {
-    pub(super) file: Option<PathBuf>,
-    pub(super) socket: Option<PathBuf>,
-    pub(super) identity: Option<String>,
-    pub(super) version: Option<String>,
-}
-
-/// `[metrics]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawMetrics {
-    pub(super) listen: Option<String>,
-}
-
-/// `[transfer]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawTransfer {
-    #[serde(default, deserialize_with = "string_or_list")]
-    pub(super) allow: Option<Vec<String>>,
-    #[serde(default)]
-    pub(super) zone: Vec<RawTransferZone>,
-}
-
-/// One `[[transfer.zone]]` table: an `allow` list replacing the global one
-/// for one zone.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawTransferZone {
-    pub(super) origin: Option<String>,
-    #[serde(default, deserialize_with = "string_or_list")]
-    pub(super) allow: Option<Vec<String>>,
-}
-
-/// `[update]` (dynamic updates, RFC 2136).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawUpdate {
-    #[serde(default, deserialize_with = "string_or_list")]
-    pub(super) allow: Option<Vec<String>>,
-    pub(super) serial: Option<String>,
-    pub(super) dnssec: Option<bool>,
-    #[serde(default)]
-    pub(super) grant: Vec<RawGrant>,
-    #[serde(default)]
-    pub(super) zone: Vec<RawUpdateZone>,
-}
-
-/// One `[[update.grant]]` table.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawGrant {
-    pub(super) key: Option<String>,
-    #[serde(rename = "match")]
-    pub(super) kind: Option<String>,
-    pub(super) name: Option<String>,
-    #[serde(default, deserialize_with = "string_or_list")]
-    pub(super) types: Option<Vec<String>>,
-}
-
-/// One `[[update.zone]]` table: settings replacing the global ones for one
-/// zone.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawUpdateZone {
-    pub(super) origin: Option<String>,
-    #[serde(default, deserialize_with = "string_or_list")]
-    pub(super) allow: Option<Vec<String>>,
-    pub(super) dnssec: Option<bool>,
-    pub(super) serial: Option<String>,
-}
-
-/// One `[[key]]` table (a TSIG key). Its `Debug` leaves the secret out.
-#[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawKey {
-    pub(super) name: Option<String>,
-    pub(super) algorithm: Option<String>,
-    pub(super) secret: Option<String>,
-    pub(super) secret_file: Option<PathBuf>,
-}
-
-impl fmt::Debug for RawKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RawKey")
-            .field("name", &self.name)
-            .field("algorithm", &self.algorithm)
-            .field("secret", &self.secret.as_ref().map(|_| "<not shown>"))
-            .field("secret_file", &self.secret_file)
-            .finish()
-    }
-}
-
-/// `[notify]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawNotify {
-    #[serde(default, deserialize_with = "string_or_list")]
-    pub(super) targets: Option<Vec<String>>,
-    #[serde(default, deserialize_with = "string_or_list")]
-    pub(super) allow: Option<Vec<String>>,
-    #[serde(default)]
-    pub(super) zone: Vec<RawNotifyZone>,
-}
-
-/// `[rrl]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawRrl {
-    pub(super) enabled: Option<bool>,
-    #[serde(default, deserialize_with = "whole")]
-    pub(super) responses_per_second: Option<u32>,
-    #[serde(default, deserialize_with = "whole")]
-    pub(super) slip: Option<u32>,
-    #[serde(default, deserialize_with = "whole")]
-    pub(super) window: Option<u32>,
-    #[serde(default, deserialize_with = "whole")]
-    pub(super) ipv4_prefix: Option<u8>,
-    #[serde(default, deserialize_with = "whole")]
-    pub(super) ipv6_prefix: Option<u8>,
-    #[serde(default, deserialize_with = "string_or_list")]
-    pub(super) exempt: Option<Vec<String>>,
-    pub(super) log_only: Option<bool>,
-    #[serde(default, deserialize_with = "whole")]
-    pub(super) table_size: Option<usize>,
-}
-
-/// `[cookies]`.
-#[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawCookies {
-    pub(super) enabled: Option<bool>,
-    pub(super) secret: Option<String>,
-}
-
-impl fmt::Debug for RawCookies {
-    /// Never shows the secret.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RawCookies")
-            .field("enabled", &self.enabled)
-            .field("secret", &self.secret.as_ref().map(|_| "(set)"))
-            .finish()
-    }
-}
-
-/// One `[[notify.zone]]` table.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawNotifyZone {
-    pub(super) origin: Option<String>,
-    #[serde(default, deserialize_with = "string_or_list")]
-    pub(super) targets: Option<Vec<String>>,
-}
-
 /// Deserializes a [`RawZone`] from a string or a table (keeping the table's
 /// unknown-key messages, which `#[serde(untagged)]` would lose).
 fn raw_zone<'de, D>(d: D) -> Result<RawZone, D::Error>
@@ -629,63 +530,24 @@ where
     d.deserialize_any(V)
 }
 
-/// `listen` as a TOML list, or (from `AUTHD_LISTEN`) one comma-separated string.
-fn string_or_list<'de, D>(d: D) -> Result<Option<Vec<String>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    #[derive(Deserialize)]
-    #[serde(untagged, expecting = "a string or a list of strings")]
-    enum OneOrMany {
-        One(String),
-        Many(Vec<String>),
-    }
-    Ok(Some(match OneOrMany::deserialize(d)? {
-        OneOrMany::One(s) => s
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .collect(),
-        OneOrMany::Many(v) => v,
-    }))
-}
-
-/// A whole number of type `T`: an integer, or (from the environment) its
-/// decimal text. A fraction (`1.5`) is an error, not rounded.
-fn whole<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: TryFrom<u64>,
-{
-    #[derive(Deserialize)]
-    #[serde(untagged, expecting = "a whole number")]
-    enum Number {
-        Int(u64),
-        Negative(i64),
-        Float(f64),
-        Text(String),
-    }
-    use serde::de::Error;
-    let n = match Number::deserialize(d)? {
-        Number::Int(n) => n,
-        Number::Negative(n) => return Err(D::Error::custom(format!("{n} is negative"))),
-        Number::Float(f) => {
-            return Err(D::Error::custom(format!("{f} is not a whole number")));
-        }
-        Number::Text(t) => t
-            .trim()
-            .parse()
-            .map_err(|_| D::Error::custom(format!("{t:?} is not a whole number")))?,
-    };
-    T::try_from(n)
-        .map(Some)
-        .map_err(|_| D::Error::custom(format!("{n} is too large")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every table of the configuration (schema path, its keys), the top
+    /// level first.
+    fn tables() -> Vec<(String, Vec<&'static str>)> {
+        let mut top = vec!["listen"];
+        top.extend(SCHEMAS.iter().filter_map(|s| {
+            let (own, _) = s.first()?;
+            Some(own.strip_suffix("[]").unwrap_or(own))
+        }));
+        let mut out = vec![(String::new(), top)];
+        for (path, keys) in SCHEMAS.iter().flat_map(|s| s.iter()) {
+            out.push((path.to_string(), keys.iter().map(|(k, _)| *k).collect()));
+        }
+        out
+    }
 
     /// A TOML document with `zzz = 1` in the table at schema path `path`.
     fn with_stray_key(path: &str) -> String {
@@ -708,8 +570,8 @@ mod tests {
 
     #[test]
     fn schema_matches_the_serde_shapes() {
-        for (path, keys) in SCHEMA {
-            let text = with_stray_key(path);
+        for (path, keys) in tables() {
+            let text = with_stray_key(&path);
             let e = config::Config::builder()
                 .add_source(config::File::from_str(&text, config::FileFormat::Toml))
                 .build()
@@ -724,12 +586,12 @@ mod tests {
                 .unwrap_or_else(|| panic!("{path}: {e}"));
             // `a`, `b`, or `c` / `a` or `b` / `a`: every other piece.
             let mut serde_keys: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
-            let mut ours = keys.to_vec();
+            let mut ours = keys.clone();
             serde_keys.sort_unstable();
             ours.sort_unstable();
             assert_eq!(ours, serde_keys, "{path}: {e}");
             // And the walk finds the stray key.
-            let found = unknown_keys(Some(&text), &HashMap::new());
+            let found = Walk::of(&text).unknown;
             assert_eq!(found.len(), 1, "{path}: {found:?}");
             assert!(found[0].0.ends_with("zzz"), "{path}: {found:?}");
         }
@@ -745,7 +607,9 @@ mod tests {
             ("AUTHD_LISTN".to_string(), "x".to_string()),
             ("PATH".to_string(), "/bin".to_string()),
         ]);
-        let found: Vec<String> = unknown_keys(Some(text), &env)
+        let mut found = Walk::of(text).unknown;
+        found.extend(unknown_variables(&env));
+        let found: Vec<String> = found
             .into_iter()
             .map(|(k, s)| match s {
                 Source::File => format!("{k} file"),
@@ -762,6 +626,21 @@ mod tests {
                 "tcp.idle_timout AUTHD_TCP__IDLE_TIMOUT",
             ]
         );
+    }
+
+    #[test]
+    fn config_paths_get_their_dots() {
+        assert_eq!(
+            dotted_paths(
+                "invalid type: string \"x.\", expected a sequence for key `datasource[0]zones`"
+            ),
+            "invalid type: string \"x.\", expected a sequence for key `datasource[0].zones`"
+        );
+        assert_eq!(
+            dotted_paths("x for key `datasource[0]zones[1]`"),
+            "x for key `datasource[0].zones[1]`"
+        );
+        assert_eq!(dotted_paths("no key here"), "no key here");
     }
 
     #[test]

@@ -843,3 +843,146 @@ fn bad_environment_values_name_the_variable() {
     .to_string();
     assert!(e.starts_with("config /etc/authd/authd.toml: "), "{e}");
 }
+
+/// A value of the wrong TOML type is an error naming the key, the type it
+/// takes and the line, instead of being converted (issue 27).
+#[test]
+fn wrong_types_name_the_key_the_type_and_the_line() {
+    for (text, want) in [
+        (
+            "[tcp]\nidle_timeout = \"30\"",
+            "config /etc/authd/authd.toml: line 2: tcp.idle_timeout: expected a whole number, \
+             found the string \"30\" (write it without quotes)",
+        ),
+        (
+            "[rrl]\nenabled = \"no\"",
+            "config /etc/authd/authd.toml: line 2: rrl.enabled: expected true or false, found \
+             the string \"no\"",
+        ),
+        (
+            "[server]\nudp_workers = true",
+            "config /etc/authd/authd.toml: line 2: server.udp_workers: expected a whole number, \
+             found a boolean",
+        ),
+        (
+            "[chaos]\n\nversion = 3",
+            "config /etc/authd/authd.toml: line 3: chaos.version: expected a string, found an \
+             integer",
+        ),
+        (
+            "[[datasource]]\ntype = \"sqlite3\"\nfile = \"a\"\nzones = \"example.com.\"",
+            "config /etc/authd/authd.toml: line 4: datasource[0].zones: expected a list of zone \
+             origins or { origin = ..., file = ... } tables, found a string",
+        ),
+        (
+            "listen = [5300]",
+            "config /etc/authd/authd.toml: line 1: listen: expected a string or a list of \
+             strings, found a list holding an integer",
+        ),
+        (
+            "tcp = 3",
+            "config /etc/authd/authd.toml: line 1: tcp: expected a table, found an integer",
+        ),
+    ] {
+        let e = from_toml(text).expect_err(text);
+        assert!(matches!(e, ConfigError::Type { .. }), "{text}: {e:?}");
+        assert_eq!(e.to_string(), want, "{text}");
+    }
+    // The first wrong value in the file is the one named.
+    let e = from_toml("[rrl]\nslip = \"2\"\n[tcp]\nidle_timeout = \"3\"").expect_err("two");
+    assert!(e.to_string().contains("line 2: rrl.slip"), "{e}");
+    // Variables are text: they are still converted.
+    let c = Config::from_parts(
+        None,
+        env(&[
+            ("AUTHD_TCP__IDLE_TIMEOUT", "30"),
+            ("AUTHD_RRL__ENABLED", "false"),
+            ("AUTHD_CHAOS__VERSION", "3"),
+        ]),
+    )
+    .expect("valid");
+    assert_eq!(c.tcp.idle_timeout, Duration::from_secs(30));
+    assert!(!c.rrl.enabled);
+    assert_eq!(c.chaos.version.as_deref(), Some("3"));
+    // A list key takes one comma-separated string, in the file as from a
+    // variable (`primaries = "192.0.2.1"`, `listen = "127.0.0.1:53"`).
+    let c = from_toml("listen = \"127.0.0.1:53, [::1]:53\"").expect("valid");
+    assert_eq!(c.listen.len(), 2);
+}
+
+/// The key path `config` gives for a key in an array of tables has its dot.
+#[test]
+fn key_paths_in_arrays_of_tables_have_their_dot() {
+    let e = from_toml("[[datasource]]\ntype = \"sqlite3\"\nfile = \"a\"\ncache = { size = 3 }")
+        .expect_err("unknown")
+        .to_string();
+    assert_eq!(
+        e,
+        "config /etc/authd/authd.toml: unknown field `size`, expected `enabled` or `slots` for \
+         key `datasource[0].cache`"
+    );
+}
+
+/// A top-level key written after a `[[table]]` header is in that table, as
+/// TOML reads it: the message says so.
+#[test]
+fn top_level_key_after_a_table_gets_a_hint() {
+    let text = "[[key]]\nname = \"k.\"\nalgorithm = \"hmac-sha256\"\nsecret = \"c2VjcmV0\"\n\
+                listen = [\"127.0.0.1:53\"]\n";
+    assert_eq!(
+        from_toml(text).expect_err("misplaced").to_string(),
+        "config /etc/authd/authd.toml: unknown field `listen`, expected one of `name`, \
+         `algorithm`, `secret`, `secret_file` for key `key[0]`; listen is a top-level key, but \
+         TOML puts a key written after a [[key]] header into that table: move it above the first \
+         table"
+    );
+    assert_eq!(
+        from_toml("[tcp]\nidle_timeout = 5\nrrl = 1\nlistne = 2\n")
+            .expect_err("misplaced")
+            .to_string(),
+        "unknown keys: tcp.listne (file /etc/authd/authd.toml), tcp.rrl (file \
+         /etc/authd/authd.toml); rrl is a top-level key, but TOML puts a key written after a \
+         [tcp] header into that table: move it above the first table"
+    );
+}
+
+/// `AUTHD_TCP_IDLE_TIMEOUT` (one underscore between section and key)
+/// suggests the variable meant.
+#[test]
+fn env_variable_with_one_underscore_suggests_two() {
+    let e = Config::from_parts(None, env(&[("AUTHD_TCP_IDLE_TIMEOUT", "5")]))
+        .expect_err("unknown")
+        .to_string();
+    assert_eq!(
+        e,
+        "unknown setting AUTHD_TCP_IDLE_TIMEOUT (from the environment): the configuration has \
+         no key tcp_idle_timeout; did you mean AUTHD_TCP__IDLE_TIMEOUT? (a double underscore \
+         separates a section from its key)"
+    );
+    let e = Config::from_parts(None, env(&[("AUTHD_RRL_SLIP", "1"), ("AUTHD_LISTN", "x")]))
+        .expect_err("unknown")
+        .to_string();
+    assert_eq!(
+        e,
+        "unknown keys: listn (AUTHD_LISTN), rrl_slip (AUTHD_RRL_SLIP; did you mean \
+         AUTHD_RRL__SLIP?)"
+    );
+}
+
+/// A zone in a `[[datasource]]` and a `[[secondary]]` names both sections.
+#[test]
+fn zone_in_a_datasource_and_a_secondary_names_both() {
+    let e = from_toml(
+        "[[datasource]]\ntype = \"sqlite3\"\nfile = \"x.sqlite3\"\nzones = [\"a.\"]\n\
+         [[secondary]]\nzone = \"b.\"\nprimaries = [\"192.0.2.1\"]\nfile = \"b.sqlite3\"\n\
+         [[secondary]]\nzone = \"a.\"\nprimaries = [\"192.0.2.1\"]\nfile = \"b.sqlite3\"",
+    )
+    .expect_err("duplicate")
+    .to_string();
+    assert_eq!(
+        e,
+        "zone a. is claimed by both datasource[0] (sqlite3:/etc/authd/x.sqlite3) and \
+         secondary[1] (sqlite3:/etc/authd/b.sqlite3); a zone may be served by one data source \
+         only"
+    );
+}

@@ -34,6 +34,7 @@
 
 pub mod build;
 mod conns;
+pub mod limits;
 pub mod reload;
 mod tcp;
 mod udp;

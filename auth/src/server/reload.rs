@@ -234,11 +234,7 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
         if let Some(&first) = claims.get(origin)
             && first != i
         {
-            return Err(ConfigError::DuplicateZone {
-                zone: origin.to_string(),
-                first: source_label(first, &config.datasources[first]),
-                second: source_label(i, &config.datasources[i]),
-            });
+            return Err(config.duplicate_zone(origin, first, i));
         }
         claims.insert(origin.clone(), i);
         Ok(())

@@ -60,23 +60,39 @@ struct Cli {
     dest: Option<PathBuf>,
 }
 
+/// The command line: [`Cli`] and `--man` (handled in `main`, alone), so
+/// `--help` and the manual page list it.
+fn command() -> clap::Command {
+    use clap::{Arg, ArgAction, CommandFactory};
+    Cli::command().arg(
+        Arg::new("man")
+            .long("man")
+            .action(ArgAction::SetTrue)
+            .help("Print the manual page (roff) and exit"),
+    )
+}
+
+/// The arguments.
+fn parse() -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    let mut command = command();
+    let mut matches = command.try_get_matches_from_mut(std::env::args_os())?;
+    Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut command))
+}
+
 fn main() -> ExitCode {
     // `dbutil --man`: the manual page, from these definitions (as the authd tools do).
     let mut args = std::env::args_os().skip(1);
     if args.next().is_some_and(|a| a == "--man") && args.next().is_none() {
-        use clap::CommandFactory;
         let mut out = Vec::new();
-        if clap_mangen::Man::new(Cli::command())
-            .render(&mut out)
-            .is_err()
-        {
+        if clap_mangen::Man::new(command()).render(&mut out).is_err() {
             return ExitCode::from(EXIT_COMMAND_ERROR);
         }
         use std::io::Write;
         let _ = std::io::stdout().write_all(&out);
         return ExitCode::from(EXIT_SUCCESS);
     }
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
