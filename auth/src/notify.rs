@@ -415,6 +415,21 @@ fn poll_loop(settings: watch::Receiver<NotifySettings>, tx: mpsc::Sender<SerialC
                     None => watched.push(Watched::new(writer)),
                 }
             }
+            // A write side a reload made anew for the same storage (a
+            // memory source rebuilt from its master files, a DB reopened)
+            // takes over the serials its predecessor saw: a zone the reload
+            // moved to a new serial is announced.
+            for w in watched.iter_mut().filter(|w| !w.primed) {
+                let name = w.writer.describe();
+                if let Some(i) = old
+                    .iter()
+                    .position(|o| o.primed && o.writer.describe() == name)
+                {
+                    let o = old.swap_remove(i);
+                    w.serials = o.serials;
+                    w.primed = true;
+                }
+            }
         }
         for w in &mut watched {
             for change in poll(w) {
