@@ -148,6 +148,9 @@ step tests/interop/root-axfr.sh
 # The chain Knot DNS -> authd (a secondary zone served from memory) -> Knot
 # DNS by IXFR, and a restart served from the zone's DB without its primary.
 step tests/interop/memory-chain.sh
+# IXFR from differences: Knot DNS and BIND 9 follow authd by IXFR after
+# loadzone replaces an sqlite3 zone and after SIGHUP reloads a master file.
+step tests/interop/ixfr-from-differences.sh
 # A real Prometheus server scrapes authd's /metrics.
 step tests/interop/prometheus.sh
 

@@ -822,6 +822,58 @@ fn journal(
     Ok(rows)
 }
 
+/// Replaces the content of zone `origin` with `records` as
+/// [`crate::sqlite_load::load_zone`] does, and in the same transaction
+/// journals the difference from the stored version (RFC 1995; as NSD's
+/// `create-ixfr`, BIND's `ixfr-from-differences`, Knot's `zonefile-load:
+/// difference`), so secondaries get an incremental transfer: when the zone
+/// existed and the new SOA serial is greater (RFC 1982). When it is not,
+/// the journal is cleared (a difference could not chain to it; secondaries
+/// transfer the whole zone). A new zone gets no journal.
+///
+/// Errors: as `load_zone`, and [`AdminError::BadRow`] for a stored row that
+/// does not parse (the stored version must be read to compare). The zone is
+/// unchanged in every case.
+pub fn replace_zone_journaled(
+    conn: &mut Connection,
+    origin: &Name,
+    records: &[SourcedRecord],
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<LoadReport, AdminError> {
+    check_zone(origin, records).map_err(crate::sqlite_load::LoadError::from)?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql("starting the transaction"))?;
+    let old = match find_zone_id(&tx, origin)? {
+        Some(id) => Some(zone_records_by_id(&tx, origin, id)?),
+        None => None,
+    };
+    let mut report = crate::sqlite_load::load_zone_in(&tx, origin, records, false, progress)?;
+    if let Some(old) = old {
+        let before = old.iter().map(|s| &s.record);
+        let diff = Difference::between(before, records.iter().map(|s| &s.record));
+        match diff.as_ref().and_then(|d| Some((d, d.serials()?))) {
+            Some((d, (from, to))) if crate::write::serial_gt(to, from) => {
+                let rows = journal(
+                    &tx,
+                    report.zone_id,
+                    (&d.old_soa, &d.deleted),
+                    (&d.new_soa, &d.added),
+                )?;
+                report.journal = crate::sqlite_load::JournalOutcome::Journaled { from, to, rows };
+            }
+            _ => {
+                tx.execute("DELETE FROM diffs WHERE zone_id=?1", [report.zone_id])
+                    .map_err(sql("clearing the journal"))?;
+                report.journal = crate::sqlite_load::JournalOutcome::Cleared;
+            }
+        }
+    }
+    tx.commit().map_err(sql("committing"))?;
+    progress(records.len(), records.len());
+    Ok(report)
+}
+
 /// Applies the differences of an incremental transfer (RFC 1995) to zone
 /// `origin`, in order and in one transaction, appending each to the `diffs`
 /// journal as [`update_zone`] does, so the zone can be transferred on by

@@ -80,6 +80,29 @@ pub struct LoadReport {
     pub nsec3: usize,
     /// Rows of the previous content deleted from `records` and `nsec3`.
     pub replaced: usize,
+    /// What became of the zone's `diffs` journal.
+    pub journal: JournalOutcome,
+}
+
+/// What a replacement did to the zone's `diffs` journal
+/// ([`crate::write::JournalPolicy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalOutcome {
+    /// Left as it was.
+    Untouched,
+    /// Deleted (an AXFR in; or a difference asked for but the serial did
+    /// not grow, so no difference could chain to the journal).
+    Cleared,
+    /// The difference from the stored version appended: serials and the
+    /// journal rows written (both SOAs included).
+    Journaled {
+        /// The serial before.
+        from: u32,
+        /// The serial after.
+        to: u32,
+        /// `diffs` rows written.
+        rows: usize,
+    },
 }
 
 impl LoadReport {
@@ -129,22 +152,49 @@ pub(crate) fn load_zone_with(
     mut progress: impl FnMut(usize, usize),
 ) -> Result<LoadReport, LoadError> {
     check_zone(origin, records)?;
-    let path = PathBuf::from(match conn.path() {
-        Some(p) if !p.is_empty() => p,
-        _ => ":memory:",
-    });
-    let sql = |action: &'static str| {
-        let path = path.clone();
-        move |source| LoadError::Sqlite {
-            path,
-            action,
-            source,
-        }
-    };
+    let sql = sql_error(conn);
     // Dropping `tx` without commit (any `?` below) rolls back.
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql("starting the transaction"))?;
+    let report = load_zone_in(&tx, origin, records, clear_journal, &mut progress)?;
+    tx.commit().map_err(sql("committing"))?;
+    progress(records.len(), records.len());
+    Ok(report)
+}
+
+/// The error maker of SQL failures on `conn`: `sql_error(conn)("action")`
+/// maps a rusqlite error to [`LoadError::Sqlite`] naming the DB file.
+pub(crate) fn sql_error(
+    conn: &Connection,
+) -> impl Fn(&'static str) -> Box<dyn Fn(rusqlite::Error) -> LoadError> + use<> {
+    let path = PathBuf::from(match conn.path() {
+        Some(p) if !p.is_empty() => p,
+        _ => ":memory:",
+    });
+    move |action| {
+        let path = path.clone();
+        Box::new(move |source| LoadError::Sqlite {
+            path: path.clone(),
+            action,
+            source,
+        })
+    }
+}
+
+/// The work of [`load_zone_with`] inside the caller's transaction `tx`
+/// (`records` checked already; nothing committed, the final progress call
+/// left to the caller), for writers that do more in the same transaction.
+///
+/// Errors: as [`load_zone`].
+pub(crate) fn load_zone_in(
+    tx: &rusqlite::Transaction<'_>,
+    origin: &Name,
+    records: &[SourcedRecord],
+    clear_journal: bool,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<LoadReport, LoadError> {
+    let sql = sql_error(tx);
     let origin_text = origin.to_string();
     let existing: Option<i64> = {
         let mut stmt = tx
@@ -243,14 +293,17 @@ pub(crate) fn load_zone_with(
             }
         }
     }
-    tx.commit().map_err(sql("committing"))?;
-    progress(total, total);
     Ok(LoadReport {
         zone_id,
         created,
         records: n_records,
         nsec3: n_nsec3,
         replaced,
+        journal: if clear_journal {
+            JournalOutcome::Cleared
+        } else {
+            JournalOutcome::Untouched
+        },
     })
 }
 

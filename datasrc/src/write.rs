@@ -323,6 +323,10 @@ pub enum JournalPolicy {
     /// longer leads to the new content, and a difference kept from before
     /// would be chained to later ones across the gap).
     Clear,
+    /// The difference from the stored version computed and journaled in the
+    /// same transaction when the serial grew, else cleared (`loadzone`: IXFR
+    /// from differences; see [`crate::sqlite_admin::replace_zone_journaled`]).
+    Difference,
 }
 
 /// The secondary role's state of one zone, kept with the zone so that its

@@ -327,6 +327,117 @@ fn reload_replaces_only_that_zone() {
     assert_eq!(names.len(), 8);
 }
 
+/// Replacing a zone journals the difference from the stored version when the
+/// serial grew (IXFR from differences), in BIND 10's `diffs` layout: the old
+/// SOA and deletions under the old serial, the new SOA and additions under
+/// the new; a serial that did not grow clears the journal; `--keep-journal`
+/// leaves it alone.
+#[test]
+fn a_replacement_journals_its_difference() {
+    let dir = setup();
+    let d = dir.path();
+    let version = |serial: u32, body: &str| {
+        format!(
+            "$TTL 300\n@ SOA ns hm {serial} 3600 1800 1814400 300\n@ NS ns\nns A 192.0.2.1\n{body}"
+        )
+    };
+    let write = |name: &str, text: String| std::fs::write(d.join(name), text).expect("write");
+    write("v1.zone", version(1, "www A 192.0.2.10\nold TXT gone\n"));
+    write("v2.zone", version(2, "www 60 A 192.0.2.10\nnew TXT here\n"));
+    write("v2b.zone", version(2, "www 60 A 192.0.2.10\n"));
+    let load = |file: &str, extra: &[&str]| {
+        let out = Command::new(authd_tests::binary("loadzone"))
+            .current_dir(d)
+            .args(["--db", "z.db", "example.org", file])
+            .args(extra)
+            .output()
+            .expect("run loadzone");
+        assert!(out.status.success(), "{file}: {}", stderr(&out));
+        stdout(&out)
+    };
+    let journal = || -> Vec<(i64, i64, String, String, i64, String)> {
+        let conn = Connection::open(d.join("z.db")).expect("open");
+        conn.prepare("SELECT version, operation, name, rrtype, ttl, rdata FROM diffs ORDER BY id")
+            .expect("prepare")
+            .query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    };
+    assert_eq!(
+        load("v1.zone", &[]).lines().count(),
+        1,
+        "a new zone: no journal line"
+    );
+    let out = load("v2.zone", &[]);
+    assert_eq!(
+        out.lines().nth(1),
+        Some("journaled the difference from serial 1 to 2 (6 RRs) for IXFR"),
+        "{out}"
+    );
+    let mut rows = journal();
+    // Within a part the order is the comparison's: sort the RRs between SOAs.
+    rows[1..3].sort();
+    rows[4..6].sort();
+    let soa = |n: i64| {
+        (
+            n,
+            if n == 1 { 1 } else { 0 },
+            "example.org.".to_string(),
+            "SOA".to_string(),
+            300,
+            format!("ns.example.org. hm.example.org. {n} 3600 1800 1814400 300"),
+        )
+    };
+    let rr = |v: i64, op: i64, name: &str, t: &str, ttl: i64, rdata: &str| {
+        (
+            v,
+            op,
+            name.to_string(),
+            t.to_string(),
+            ttl,
+            rdata.to_string(),
+        )
+    };
+    assert_eq!(
+        rows,
+        [
+            soa(1),
+            rr(1, 1, "old.example.org.", "TXT", 300, "\"gone\""),
+            rr(1, 1, "www.example.org.", "A", 300, "192.0.2.10"),
+            soa(2),
+            rr(2, 0, "new.example.org.", "TXT", 300, "\"here\""),
+            rr(2, 0, "www.example.org.", "A", 60, "192.0.2.10"),
+        ]
+    );
+    // The same serial again, other content: no difference can chain on.
+    let out = load("v2b.zone", &[]);
+    assert_eq!(
+        out.lines().nth(1),
+        Some(
+            "serial 2 did not grow past the stored one: journal cleared; secondaries will transfer the whole zone"
+        ),
+        "{out}"
+    );
+    assert_eq!(journal(), []);
+    // --keep-journal: untouched, as b10-loadzone did.
+    load("v1.zone", &[]);
+    load("v2.zone", &[]);
+    assert_eq!(journal().len(), 6);
+    let out = load("v2b.zone", &["--keep-journal"]);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert_eq!(journal().len(), 6);
+}
+
 /// The real root zone through the binary (timing is printed, not asserted: a
 /// debug build is several times slower than release).
 #[test]

@@ -13,7 +13,18 @@
 //!   comments, then checked (names inside the zone, one SOA at the apex, NS at the
 //!   apex, no CNAME beside other data, ...).
 //!
-//! On success it prints `loaded N RRs for ORIGIN into PATH in X.XX s` and exits 0.
+//! Replacing a zone that was there, the difference from the stored version is
+//! journaled in the same transaction when the serial grew (IXFR from
+//! differences, as NSD's `create-ixfr` and BIND's `ixfr-from-differences`), so
+//! authd serves secondaries an incremental IXFR; when it did not grow, the
+//! journal is cleared (secondaries then transfer the whole zone). With
+//! `--keep-journal` the journal is left as it is (BIND 10's `b10-loadzone`).
+//!
+//! On success it prints `loaded N RRs for ORIGIN into PATH in X.XX s` and exits 0,
+//! then what became of the journal on a second line when the zone was replaced:
+//! `journaled the difference from serial 1 to 2 (6 RRs) for IXFR`, or
+//! `serial 1 did not grow past the stored one: journal cleared; secondaries will
+//! transfer the whole zone`.
 //! On any error it prints one line, `loadzone: FILE:LINE: message` for problems in
 //! the master file (`loadzone: FILE: message` when no line applies, e.g. a missing
 //! file or no SOA), `loadzone: zone DB PATH ...` for DB problems, exits 1 and
@@ -27,7 +38,7 @@ use std::time::Instant;
 
 use authd_datasrc::ZoneWriter;
 use authd_datasrc::sqlite::SqliteWriter;
-use authd_datasrc::sqlite_load::located;
+use authd_datasrc::sqlite_load::{JournalOutcome, located};
 use authd_datasrc::write::JournalPolicy;
 use authd_datasrc::zonefile;
 use clap::Parser;
@@ -48,6 +59,10 @@ struct Args {
     /// The master file to load.
     #[arg(value_name = "MASTERFILE")]
     masterfile: PathBuf,
+    /// Leave the zone's journal as it is rather than journaling the
+    /// difference from the stored version (BIND 10's b10-loadzone).
+    #[arg(long)]
+    keep_journal: bool,
 }
 
 fn main() -> ExitCode {
@@ -88,15 +103,37 @@ fn run(args: &Args) -> Result<String, String> {
             let _ = err.flush();
         }
     };
+    let policy = if args.keep_journal {
+        JournalPolicy::Keep
+    } else {
+        JournalPolicy::Difference
+    };
     let report = writer
-        .replace_zone(&origin, &records, JournalPolicy::Keep, &mut progress)
+        .replace_zone(&origin, &records, policy, &mut progress)
         .map_err(|e| e.to_string())?;
     // The log folded into the main file: a plain `cp` of the quiet DB is whole.
     if let Err(e) = writer.checkpoint() {
         eprintln!("loadzone: warning: {}: checkpoint: {e}", args.db.display());
     }
+    let journal = match report.journal {
+        JournalOutcome::Journaled { from, to, rows } => {
+            format!("\njournaled the difference from serial {from} to {to} ({rows} RRs) for IXFR")
+        }
+        JournalOutcome::Cleared => {
+            let serial = records
+                .iter()
+                .find(|r| r.record.rtype == authd_datasrc::RType::SOA)
+                .and_then(|r| r.record.rdata.soa_serial())
+                .map_or_else(|| "?".to_string(), |s| s.to_string());
+            format!(
+                "\nserial {serial} did not grow past the stored one: journal cleared; secondaries \
+                 will transfer the whole zone"
+            )
+        }
+        JournalOutcome::Untouched => String::new(),
+    };
     Ok(format!(
-        "loaded {} RRs for {} into {} in {:.2} s",
+        "loaded {} RRs for {} into {} in {:.2} s{journal}",
         report.total(),
         origin,
         args.db.display(),

@@ -294,10 +294,15 @@ impl ZoneWriter for SqliteWriter {
         journal: JournalPolicy,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<LoadReport, WriteError> {
-        let clear = journal == JournalPolicy::Clear;
-        let r = self.with_conn(|conn| {
-            sqlite_load::load_zone_with(conn, origin, records, clear, &mut *progress)
-                .map_err(WriteError::from)
+        let r = self.with_conn(|conn| match journal {
+            JournalPolicy::Difference => {
+                sqlite_admin::replace_zone_journaled(conn, origin, records, &mut *progress)
+            }
+            JournalPolicy::Keep | JournalPolicy::Clear => {
+                let clear = journal == JournalPolicy::Clear;
+                sqlite_load::load_zone_with(conn, origin, records, clear, &mut *progress)
+                    .map_err(WriteError::from)
+            }
         })?;
         self.committed();
         Ok(r)
