@@ -48,6 +48,10 @@ fn wait_for_lock(_retries: i32) -> bool {
 
 impl SqliteSource {
     /// Opens the DB at `path` for serving: read-only, schema 2.x required.
+    /// A WAL-mode DB without its `-shm` file in a folder where SQLite cannot
+    /// make one is opened immutable ([`authd_migrations::open_for_serving`]):
+    /// it is served as it is, and its writer refuses every write (logged
+    /// once here, naming the file) until a reload opens it afresh.
     ///
     /// Errors: a missing file, a file that is not a zone DB, or an unsupported
     /// schema version; the message names the file and the versions.
@@ -62,11 +66,25 @@ impl SqliteSource {
         let change = Arc::new(
             ChangeWatch::new(watch_conn, Arc::clone(&slot)).map_err(|e| storage(path, e))?,
         );
+        // Opened immutable (a WAL-mode file without its -shm in a folder
+        // where none can be made): its readers would never see a write.
+        let refused = authd_migrations::is_wal_without_shm(path).then(|| {
+            let why = format!(
+                "zone DB {} is served read-only: it is in WAL mode without its -shm file and \
+                 none can be created beside it (read-only folder), so it was opened immutable; \
+                 writes are refused until the folder is writable and authd reloads (SIGHUP) or restarts",
+                path.display()
+            );
+            tracing::warn!("{why}");
+            why
+        });
+        let immutable = refused.is_some();
         let writer = Arc::new(SqliteWriter::for_source(
             path,
             file_id,
             Arc::clone(&change),
             slot,
+            refused,
         ));
         Ok(SqliteSource {
             path: path.to_path_buf(),
@@ -75,7 +93,15 @@ impl SqliteSource {
             change,
             writer,
             file_id,
+            immutable,
         })
+    }
+
+    /// True when the DB was opened immutable (see [`SqliteSource::open`]):
+    /// a reload opens it afresh, so that once its folder is writable it is
+    /// served normally and takes writes.
+    pub fn is_immutable(&self) -> bool {
+        self.immutable
     }
 
     /// True when the path no longer names the file opened: another file was
