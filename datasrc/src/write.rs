@@ -67,7 +67,8 @@ pub enum WriteError {
     NotSupported(String),
     /// The DB cannot be opened for writing (missing, not writable, locked,
     /// not a zone DB); the message names the file. Tried again at the next
-    /// write.
+    /// write, except for a DB served immutable or a handle opened
+    /// read-only, which refuse every write.
     #[error("{0}")]
     Open(String),
     /// The storage failed: the DB is corrupt (SQLite's `SQLITE_CORRUPT`,

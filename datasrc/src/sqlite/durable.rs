@@ -5,8 +5,8 @@
 //!   process truncating it while authd serves it) still takes writes when
 //!   the pages they touch are in the write-ahead log, while every other read
 //!   reports it corrupt, and nothing written is readable after a restart. So
-//!   before each commit the main file is compared with its own header (two
-//!   system calls); only when it is shorter than the header says is the DB
+//!   before each commit the main file is compared with its own header (an
+//!   open, a stat and a 100-byte read); only when it is shorter than the header says is the DB
 //!   checked (`PRAGMA quick_check`), and the commit refused when it fails.
 //! - [`seal`]: in WAL mode a COMMIT whose fsync fails (`SQLITE_IOERR_FSYNC`)
 //!   may already have written its frames, commit frame included, to the
