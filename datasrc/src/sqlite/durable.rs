@@ -6,8 +6,9 @@
 //!   the pages they touch are in the write-ahead log, while every other read
 //!   reports it corrupt, and nothing written is readable after a restart. So
 //!   before each commit the main file is compared with its own header (an
-//!   open, a stat and a 100-byte read); only when it is shorter than the header says is the DB
-//!   checked (`PRAGMA quick_check`), and the commit refused when it fails.
+//!   open, a stat and a 100-byte read); only when it is shorter than the
+//!   header says is the DB checked (`PRAGMA quick_check`), and the commit
+//!   refused when it fails.
 //! - [`seal`]: in WAL mode a COMMIT whose fsync fails (`SQLITE_IOERR_FSYNC`)
 //!   may already have written its frames, commit frame included, to the
 //!   `-wal` file; the live wal-index does not count them (SQLite appends to
