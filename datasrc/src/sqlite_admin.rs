@@ -180,7 +180,7 @@ pub fn delete_zone(conn: &mut Connection, origin: &Name) -> Result<usize, AdminE
     ] {
         n += tx.execute(stmt, [id]).map_err(sql("deleting the zone"))?;
     }
-    crate::sqlite::commit(tx).map_err(sql("committing"))?;
+    tx.commit().map_err(sql("committing"))?;
     Ok(n)
 }
 
@@ -742,7 +742,7 @@ pub fn update_zone_with<E>(
             journal_rows: rows,
         };
         drop(del);
-        crate::sqlite::commit(tx).map_err(sql("committing"))?;
+        tx.commit().map_err(sql("committing"))?;
         Ok(Ok(report))
     }
 }
@@ -933,7 +933,7 @@ pub fn apply_differences(
     let after = zone_records_by_id(&tx, origin, zone_id)?;
     check_zone(origin, &sourced("zone", &after)).map_err(loaded_error)?;
     check_rnames(&tx, origin)?;
-    crate::sqlite::commit(tx).map_err(sql("committing"))?;
+    tx.commit().map_err(sql("committing"))?;
     Ok(rows)
 }
 

@@ -243,7 +243,7 @@ pub(crate) fn load_zone_with(
             }
         }
     }
-    crate::sqlite::commit(tx).map_err(sql("committing"))?;
+    tx.commit().map_err(sql("committing"))?;
     progress(total, total);
     Ok(LoadReport {
         zone_id,

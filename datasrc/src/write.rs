@@ -72,8 +72,8 @@ pub enum WriteError {
     #[error("{0}")]
     Open(String),
     /// The storage failed: the DB is corrupt (SQLite's `SQLITE_CORRUPT`,
-    /// `SQLITE_NOTADB`, or a file shorter than its header says), read-only,
-    /// or an I/O error (`SQLITE_IOERR`, `SQLITE_FULL`) ended the transaction;
+    /// `SQLITE_NOTADB`, or a file shortened that fails `quick_check`),
+    /// read-only, or an I/O error (`SQLITE_IOERR`, `SQLITE_FULL`) ended the transaction;
     /// the message names the file. Nothing of the change is kept, after a
     /// crash too ([`crate::sqlite::SqliteWriter`] voids what a failed commit
     /// may have left in the write-ahead log).

@@ -373,37 +373,74 @@ pub fn detect(conn: &Connection) -> Result<SchemaVersion, Error> {
 }
 
 /// Opens a zone DB for serving: read-only (`SQLITE_OPEN_READ_ONLY`, so files without write
+/// permission work), never changing the file; see [`open_to_serve`].
+///
+/// Errors: as [`open_to_serve`].
+pub fn open_for_serving(path: &Path) -> Result<(Connection, SchemaVersion), Error> {
+    open_to_serve(path).map(|s| (s.conn, s.version))
+}
+
+/// A zone DB opened for serving ([`open_to_serve`]).
+pub struct Serving {
+    /// The read-only connection.
+    pub conn: Connection,
+    /// The DB's schema version.
+    pub version: SchemaVersion,
+    /// Opened immutable (`?immutable=1`): no locks, no `-wal` or `-shm`
+    /// read or made, changes by others never seen; a server refuses writes.
+    pub immutable: bool,
+}
+
+/// Opens a zone DB for serving: read-only (`SQLITE_OPEN_READ_ONLY`, so files without write
 /// permission work), never changing the file.
 ///
 /// A WAL-mode DB needs its `-shm` file (the wal-index), which SQLite creates when it is
-/// missing; where it cannot (a read-only folder), the DB is opened immutable
-/// (`?immutable=1`: no locks, no `-wal` nor `-shm` read or made, changes by others not seen)
-/// when its `-wal` is absent or empty, so the main file is the whole DB
-/// ([`is_wal_without_shm`] then stays true, and a served source refuses writes).
+/// missing; where it cannot (a read-only folder: `SQLITE_CANTOPEN` or
+/// `SQLITE_READONLY_DIRECTORY`), the DB is opened immutable when no `-shm` nor hot `-journal`
+/// is beside it and its `-wal` is absent or empty, so the main file is the whole DB. Only
+/// `stat` looks at the files beside it: opening and closing the DB file with a descriptor of
+/// our own would drop the POSIX locks SQLite's connections in this process hold on it.
 ///
 /// Any 2.x version is accepted (2.0, 2.1, 2.2, and newer minors such as 2.100). Major 1 gives
 /// [`Error::NeedsUpgrade`], a major above 2 [`Error::TooNew`], a missing file
 /// [`Error::Missing`], a `-wal` holding changes that cannot be read for want of a `-shm`
 /// [`Error::WalWithoutShm`]; see [`detect`] for the rest.
-pub fn open_for_serving(path: &Path) -> Result<(Connection, SchemaVersion), Error> {
+pub fn open_to_serve(path: &Path) -> Result<Serving, Error> {
     let conn = open_read_only(path)?;
-    let (conn, version) = match detect_at(&conn, path) {
-        Ok(version) => (conn, version),
+    let (conn, version, immutable) = match detect_at(&conn, path) {
+        Ok(version) => (conn, version, false),
         Err(Error::Unreadable { source, .. })
             if matches!(
                 source.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
-            ) && is_wal_without_shm(path) =>
+                Some(rusqlite::ErrorCode::CannotOpen)
+            ) || extended_code(&source) == Some(SQLITE_READONLY_DIRECTORY) =>
         {
+            if beside(path, "-shm").exists() || beside(path, "-journal").exists() {
+                return Err(unreadable(path, source));
+            }
             drop(conn);
             let conn = open_immutable(path)?;
             let version = detect_at(&conn, path)?;
-            (conn, version)
+            (conn, version, true)
         }
         Err(e) => return Err(e),
     };
     require_servable(path, version)?;
-    Ok((conn, version))
+    Ok(Serving {
+        conn,
+        version,
+        immutable,
+    })
+}
+
+/// SQLite's `SQLITE_READONLY_DIRECTORY`: a file cannot be created beside the DB.
+const SQLITE_READONLY_DIRECTORY: i32 = 8 | (6 << 8);
+
+fn extended_code(e: &rusqlite::Error) -> Option<i32> {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code),
+        _ => None,
+    }
 }
 
 /// `path` with `suffix` appended (`zones.sqlite3` → `zones.sqlite3-wal`).
@@ -411,20 +448,6 @@ fn beside(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)
-}
-
-/// True when the DB at `path` is in WAL mode (file format bytes 18 and 19 are 2) and no
-/// `-shm` file is beside it: SQLite can then read it only where it may create one, or as
-/// immutable ([`open_for_serving`]).
-pub fn is_wal_without_shm(path: &Path) -> bool {
-    use std::io::Read;
-    let mut header = [0u8; 20];
-    let wal = File::open(path)
-        .and_then(|mut f| f.read_exact(&mut header))
-        .is_ok()
-        && header[18] == 2
-        && header[19] == 2;
-    wal && !beside(path, "-shm").exists()
 }
 
 /// Opens `path` read-only as immutable (see [`open_for_serving`]).

@@ -1,14 +1,16 @@
 //! What a commit leaves on disk: a write is acknowledged only when it is
 //! kept, and refused only when it is not kept, after a crash too.
 //!
-//! - [`check_before_commit`]: a DB file shortened by something else (another
-//!   process truncating it while authd serves it) still takes writes when
-//!   the pages they touch are in the write-ahead log, while every other read
-//!   reports it corrupt, and nothing written is readable after a restart. So
-//!   before each commit the main file is compared with its own header (an
-//!   open, a stat and a 100-byte read); only when it is shorter than the
-//!   header says is the DB checked (`PRAGMA quick_check`), and the commit
-//!   refused when it fails.
+//! - [`check_not_shortened`]: a DB file shortened by something else
+//!   (another process truncating it while authd serves it) still takes
+//!   writes when the pages they touch are in the write-ahead log, while
+//!   every other read reports it corrupt, and nothing written is readable
+//!   after a restart. So before each write the main file's length (`stat`)
+//!   is compared with its length after the last write; only when it is
+//!   shorter is the DB checked (`PRAGMA quick_check`), and the write refused
+//!   when that fails. (The file is never opened here: closing a descriptor
+//!   of our own on it would drop the POSIX locks SQLite's connections in
+//!   this process hold on it.)
 //! - [`seal`]: in WAL mode a COMMIT whose fsync fails (`SQLITE_IOERR_FSYNC`)
 //!   may already have written its frames, commit frame included, to the
 //!   `-wal` file; the live wal-index does not count them (SQLite appends to
@@ -20,81 +22,43 @@
 //!   journal of a failed commit stays hot and is rolled back by the next
 //!   transaction, which the same small commit starts.
 
-use std::io::Read;
 use std::path::Path;
 
 use rusqlite::{Connection, TransactionBehavior};
 
-/// The 16 bytes every SQLite 3 database file begins with.
-const MAGIC: &[u8; 16] = b"SQLite format 3\0";
-
-/// True when the main file at `path` is not as long as its header says
-/// (or has no readable header): then some page the DB needs is not there,
-/// unless another process is checkpointing into it right now.
-fn shorter_than_its_header(path: &Path) -> bool {
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return true;
-    };
-    let Ok(len) = file.metadata().map(|m| m.len()) else {
-        return true;
-    };
-    let mut header = [0u8; 100];
-    if file.read_exact(&mut header).is_err() || &header[..16] != MAGIC {
-        return true;
-    }
-    let page_size = match u16::from_be_bytes([header[16], header[17]]) {
-        1 => 65_536,
-        n => u64::from(n),
-    };
-    let be32 = |at: usize| {
-        u32::from_be_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
-    };
-    // The in-header size is valid only when "version-valid-for" (offset
-    // 92) equals the change counter (offset 24); older writers left it 0.
-    let pages = u64::from(be32(28));
-    pages > 0 && be32(92) == be32(24) && len < pages * page_size
+/// The length in bytes of the file at `path` (`stat`), 0 when it cannot be
+/// read.
+pub(crate) fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
 
-/// The error a commit refused for a damaged file gives (`SQLITE_CORRUPT`).
-fn corrupt(detail: String) -> rusqlite::Error {
-    rusqlite::Error::SqliteFailure(
-        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
-        Some(detail),
-    )
-}
-
-/// Commits `tx` after [`check_before_commit`] (every write transaction of
-/// the sqlite3 backend ends here).
-///
-/// Errors: those of [`check_before_commit`] (the transaction is then rolled
-/// back), and of COMMIT.
-pub(crate) fn commit(tx: rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
-    check_before_commit(&tx)?;
-    tx.commit()
-}
-
-/// Run inside a write transaction on `conn`, just before its COMMIT: when
-/// the main file is shorter than its header says, `PRAGMA quick_check(1)`
-/// over the transaction's view decides (cost: the whole DB read, only then).
-/// An in-memory DB is not checked.
+/// Before a write on `conn` to the DB at `path`, whose main file was
+/// `last` bytes long after the last write seen (0: not known): when it is
+/// shorter now, `PRAGMA quick_check(1)` decides (cost: the whole DB read,
+/// only then).
 ///
 /// Errors: the DB is damaged (`SQLITE_CORRUPT`, naming the first problem
-/// found), or the check itself failed; the caller rolls back.
-fn check_before_commit(conn: &Connection) -> rusqlite::Result<()> {
-    let Some(path) = conn.path().filter(|p| !p.is_empty()) else {
-        return Ok(());
-    };
-    if !shorter_than_its_header(Path::new(path)) {
+/// found), or the check itself failed.
+pub(crate) fn check_not_shortened(
+    conn: &Connection,
+    path: &Path,
+    last: u64,
+) -> rusqlite::Result<()> {
+    let now = file_len(path);
+    if now >= last {
         return Ok(());
     }
     let verdict: String = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
     if verdict == "ok" {
         return Ok(());
     }
-    Err(corrupt(format!(
-        "database disk image is malformed: the file is shorter than its header says \
-         (truncated?); quick_check: {verdict}"
-    )))
+    Err(rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+        Some(format!(
+            "database disk image is malformed: the file is {now} bytes long, {last} after the \
+             last write (truncated?); quick_check: {verdict}"
+        )),
+    ))
 }
 
 /// A commit that changes nothing anyone reads (`PRAGMA user_version` set to

@@ -37,7 +37,6 @@ mod rows;
 mod view;
 mod writer;
 
-pub(crate) use durable::commit;
 pub use writer::SqliteWriter;
 
 use pool::{LOCK_DEADLINE, data_version, end_read};

@@ -56,7 +56,7 @@ impl SqliteSource {
     /// Errors: a missing file, a file that is not a zone DB, or an unsupported
     /// schema version; the message names the file and the versions.
     pub fn open(path: &Path) -> Result<SqliteSource, DataSourceError> {
-        let (conn, _version) = Self::connect(path)?;
+        let (conn, immutable) = Self::connect(path)?;
         let (watch_conn, _) = Self::connect(path)?;
         let file_id = file_id(path)?;
         let pool = ThreadLocal::new();
@@ -68,7 +68,7 @@ impl SqliteSource {
         );
         // Opened immutable (a WAL-mode file without its -shm in a folder
         // where none can be made): its readers would never see a write.
-        let refused = authd_migrations::is_wal_without_shm(path).then(|| {
+        let refused = immutable.then(|| {
             let why = format!(
                 "zone DB {} is served read-only: it is in WAL mode without its -shm file and \
                  none can be created beside it (read-only folder), so it was opened immutable; \
@@ -78,7 +78,6 @@ impl SqliteSource {
             tracing::warn!("{why}");
             why
         });
-        let immutable = refused.is_some();
         let writer = Arc::new(SqliteWriter::for_source(
             path,
             file_id,
@@ -113,14 +112,15 @@ impl SqliteSource {
         Ok(file_id(&self.path)? != self.file_id)
     }
 
-    fn connect(
-        path: &Path,
-    ) -> Result<(Connection, authd_migrations::SchemaVersion), DataSourceError> {
-        let (mut conn, version) = authd_migrations::open_for_serving(path)
+    /// A serving connection, and whether it was opened immutable.
+    fn connect(path: &Path) -> Result<(Connection, bool), DataSourceError> {
+        let mut serving = authd_migrations::open_to_serve(path)
             .map_err(|e| DataSourceError::Storage(e.to_string()))?;
-        conn.busy_handler(Some(wait_for_lock))
+        serving
+            .conn
+            .busy_handler(Some(wait_for_lock))
             .map_err(|e| storage(path, e))?;
-        Ok((conn, version))
+        Ok((serving.conn, serving.immutable))
     }
 
     /// The DB file served.

@@ -14,9 +14,9 @@
 //! that was) is tried once more at once on a new connection, which opens
 //! the log afresh.
 //!
-//! What a commit leaves on disk is checked ([`super::durable`]): no commit
-//! into a file shorter than its header says unless `quick_check` passes,
-//! and after an I/O error at commit a small commit on a fresh connection
+//! What a commit leaves on disk is checked ([`super::durable`]): no write
+//! into a file shorter than after the last write unless `quick_check`
+//! passes, and after an I/O error at commit a small commit on a fresh connection
 //! voids what the failed one may have left in the `-wal` (else WAL recovery
 //! after a crash would bring back a change that was answered as failed).
 //! Storage errors name the file.
@@ -63,6 +63,10 @@ pub struct SqliteWriter {
     /// Why every write is refused (a served source that could open its
     /// file only as immutable): the message names the file.
     refused: Option<String>,
+    /// The main file's length after the last write seen (when the writer
+    /// was made, then after each write): a shorter file is checked before
+    /// the next write ([`super::durable::check_not_shortened`]).
+    seen_len: AtomicU64,
 }
 
 fn sql(action: &'static str) -> impl Fn(rusqlite::Error) -> WriteError {
@@ -137,6 +141,7 @@ impl SqliteWriter {
             conn: Arc::new(Mutex::new(Some((conn, 0)))),
             mark: Mutex::new(None),
             refused: None,
+            seen_len: AtomicU64::new(super::durable::file_len(path)),
         })
     }
 
@@ -152,6 +157,7 @@ impl SqliteWriter {
             conn: Arc::new(Mutex::new(Some((conn, 0)))),
             mark: Mutex::new(None),
             refused: None,
+            seen_len: AtomicU64::new(super::durable::file_len(path)),
         })
     }
 
@@ -172,6 +178,7 @@ impl SqliteWriter {
                 "zone DB {} was opened read-only: no write goes through this handle",
                 path.display()
             )),
+            seen_len: AtomicU64::new(super::durable::file_len(path)),
         })
     }
 
@@ -190,6 +197,7 @@ impl SqliteWriter {
             conn: slot,
             mark: Mutex::new(None),
             refused,
+            seen_len: AtomicU64::new(super::durable::file_len(path)),
         }
     }
 
@@ -231,10 +239,13 @@ impl SqliteWriter {
         self.run(f).map_err(|e| named(&self.path, e))
     }
 
-    /// Runs `f`, a write transaction, as [`Self::run`] does, once more on a
-    /// new connection when it was refused as read-only, and voids what it
-    /// may have left in the write-ahead log when an I/O error ended it
-    /// ([`super::durable::seal`]). A storage error names the file.
+    /// Runs `f`, a write transaction, as [`Self::run`] does: first, when
+    /// the main file is shorter than after the last write, only if
+    /// `quick_check` passes ([`super::durable::check_not_shortened`]); once
+    /// more on a new connection when it was refused as read-only; and when
+    /// an I/O error ended it, voiding what it may have left in the
+    /// write-ahead log ([`super::durable::seal`]). A storage error names the
+    /// file.
     fn write<T>(
         &self,
         mut f: impl FnMut(&mut Connection) -> Result<T, WriteError>,
@@ -242,9 +253,19 @@ impl SqliteWriter {
         if let Some(why) = &self.refused {
             return Err(WriteError::Open(why.clone()));
         }
-        let mut result = self.run(&mut f);
+        let mut checked = |conn: &mut Connection| {
+            let last = self.seen_len.load(Ordering::Relaxed);
+            super::durable::check_not_shortened(conn, &self.path, last)
+                .map_err(sql("checking the file before writing"))?;
+            f(conn)
+        };
+        let mut result = self.run(&mut checked);
         if result.as_ref().err().and_then(sqlite_code) == Some(ErrorCode::ReadOnly) {
-            result = self.run(&mut f);
+            result = self.run(&mut checked);
+        }
+        if result.is_ok() {
+            self.seen_len
+                .store(super::durable::file_len(&self.path), Ordering::Relaxed);
         }
         if let Err(e) = &result
             && matches!(
