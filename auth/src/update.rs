@@ -40,7 +40,11 @@
 //! `[update] serial` (or the SOA the update gave), the `diffs` journal rows in
 //! BIND 10's layout, so IXFR and NOTIFY follow; the serving source sees the
 //! commit as a new generation at once. A change that changes nothing writes
-//! nothing. A busy DB gives SERVFAIL after [`BUSY_WAIT`], nothing written.
+//! nothing. A busy DB gives SERVFAIL after [`BUSY_WAIT`], nothing written;
+//! so does a storage failure (a DB not writable or served read-only, a
+//! corrupt or truncated file, an I/O error at commit), logged naming the
+//! file, and nothing of it is kept after a crash either (the sqlite3
+//! writer voids what a failed commit may have left in the `-wal`).
 //!
 //! The reply is the header and the zone section (§3.8), NOERROR or the rcode
 //! of the first failing check.

@@ -596,6 +596,7 @@ fn store_error(e: WriteError) -> XfrError {
     match e {
         WriteError::Sqlite { .. }
         | WriteError::Load(LoadError::Sqlite { .. })
+        | WriteError::Storage(_)
         | WriteError::Open(_)
         | WriteError::Gone(_)
         | WriteError::NotSupported(_) => XfrError::Store(e.to_string()),

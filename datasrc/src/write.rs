@@ -67,9 +67,18 @@ pub enum WriteError {
     NotSupported(String),
     /// The DB cannot be opened for writing (missing, not writable, locked,
     /// not a zone DB); the message names the file. Tried again at the next
-    /// write.
+    /// write, except for a DB served immutable or a handle opened
+    /// read-only, which refuse every write.
     #[error("{0}")]
     Open(String),
+    /// The storage failed: the DB is corrupt (SQLite's `SQLITE_CORRUPT`,
+    /// `SQLITE_NOTADB`, or a file shortened that fails `quick_check`),
+    /// read-only, or an I/O error (`SQLITE_IOERR`, `SQLITE_FULL`) ended the transaction;
+    /// the message names the file. Nothing of the change is kept, after a
+    /// crash too ([`crate::sqlite::SqliteWriter`] voids what a failed commit
+    /// may have left in the write-ahead log).
+    #[error("{0}")]
+    Storage(String),
     /// The storage behind the writer changed under it (the DB file was
     /// deleted or replaced while served): nothing is written until a reload
     /// opens the new one.

@@ -225,6 +225,19 @@ pub enum Error {
         /// The version the file has.
         found: SchemaVersion,
     },
+    /// A WAL-mode DB without its `-shm` file (the wal-index SQLite needs to
+    /// read the log), in a folder where none can be created, whose `-wal`
+    /// file holds changes: read as immutable, the DB would lack them.
+    #[error(
+        "zone DB {} is in WAL mode and its write-ahead log ({}-wal) holds changes, but it has \
+         no -shm file and none can be created (read-only folder or file): SQLite cannot read \
+         the log; let authd write in the folder once, or restore the -shm file",
+        path.display(), path.display()
+    )]
+    WalWithoutShm {
+        /// The zone DB file.
+        path: PathBuf,
+    },
     /// The file (or its directory) is not writable, so it cannot be created or upgraded.
     #[error("zone DB {} is not writable", path.display())]
     NotWritable {
@@ -313,6 +326,7 @@ impl Error {
             | Error::NewerMinor { path, .. }
             | Error::NoUpgradePath { path, .. }
             | Error::NotWritable { path }
+            | Error::WalWithoutShm { path }
             | Error::Create { path, .. }
             | Error::Backup { path, .. }
             | Error::Upgrade { path, .. }
@@ -335,6 +349,7 @@ impl Error {
                 | Error::NoVersion { .. }
                 | Error::TooManyVersions { .. }
                 | Error::BadVersion { .. }
+                | Error::WalWithoutShm { .. }
         )
     }
 }
@@ -358,16 +373,117 @@ pub fn detect(conn: &Connection) -> Result<SchemaVersion, Error> {
 }
 
 /// Opens a zone DB for serving: read-only (`SQLITE_OPEN_READ_ONLY`, so files without write
+/// permission work), never changing the file; see [`open_to_serve`].
+///
+/// Errors: as [`open_to_serve`].
+pub fn open_for_serving(path: &Path) -> Result<(Connection, SchemaVersion), Error> {
+    open_to_serve(path).map(|s| (s.conn, s.version))
+}
+
+/// A zone DB opened for serving ([`open_to_serve`]).
+pub struct Serving {
+    /// The read-only connection.
+    pub conn: Connection,
+    /// The DB's schema version.
+    pub version: SchemaVersion,
+    /// Opened immutable (`?immutable=1`): no locks, no `-wal` or `-shm`
+    /// read or made, changes by others never seen; a server refuses writes.
+    pub immutable: bool,
+}
+
+/// Opens a zone DB for serving: read-only (`SQLITE_OPEN_READ_ONLY`, so files without write
 /// permission work), never changing the file.
+///
+/// A WAL-mode DB needs its `-shm` file (the wal-index), which SQLite creates when it is
+/// missing; where it cannot (a read-only folder: `SQLITE_CANTOPEN` or
+/// `SQLITE_READONLY_DIRECTORY`), the DB is opened immutable when no `-shm` nor hot `-journal`
+/// is beside it and its `-wal` is absent or empty, so the main file is the whole DB. Only
+/// `stat` looks at the files beside it: opening and closing the DB file with a descriptor of
+/// our own would drop the POSIX locks SQLite's connections in this process hold on it.
 ///
 /// Any 2.x version is accepted (2.0, 2.1, 2.2, and newer minors such as 2.100). Major 1 gives
 /// [`Error::NeedsUpgrade`], a major above 2 [`Error::TooNew`], a missing file
-/// [`Error::Missing`]; see [`detect`] for the rest.
-pub fn open_for_serving(path: &Path) -> Result<(Connection, SchemaVersion), Error> {
+/// [`Error::Missing`], a `-wal` holding changes that cannot be read for want of a `-shm`
+/// [`Error::WalWithoutShm`]; see [`detect`] for the rest.
+pub fn open_to_serve(path: &Path) -> Result<Serving, Error> {
     let conn = open_read_only(path)?;
-    let version = detect_at(&conn, path)?;
+    let (conn, version, immutable) = match detect_at(&conn, path) {
+        Ok(version) => (conn, version, false),
+        Err(Error::Unreadable { source, .. })
+            if matches!(
+                source.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::CannotOpen)
+            ) || extended_code(&source) == Some(SQLITE_READONLY_DIRECTORY) =>
+        {
+            if beside(path, "-shm").exists() || beside(path, "-journal").exists() {
+                return Err(unreadable(path, source));
+            }
+            drop(conn);
+            let conn = open_immutable(path)?;
+            let version = detect_at(&conn, path)?;
+            (conn, version, true)
+        }
+        Err(e) => return Err(e),
+    };
     require_servable(path, version)?;
-    Ok((conn, version))
+    Ok(Serving {
+        conn,
+        version,
+        immutable,
+    })
+}
+
+/// SQLite's `SQLITE_READONLY_DIRECTORY`: a file cannot be created beside the DB.
+const SQLITE_READONLY_DIRECTORY: i32 = 8 | (6 << 8);
+
+fn extended_code(e: &rusqlite::Error) -> Option<i32> {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code),
+        _ => None,
+    }
+}
+
+/// `path` with `suffix` appended (`zones.sqlite3` → `zones.sqlite3-wal`).
+fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Opens `path` read-only as immutable (see [`open_for_serving`]).
+///
+/// Errors: [`Error::WalWithoutShm`] when its `-wal` holds anything;
+/// [`Error::Unreadable`].
+fn open_immutable(path: &Path) -> Result<Connection, Error> {
+    if fs::metadata(beside(path, "-wal")).is_ok_and(|m| m.len() > 0) {
+        return Err(Error::WalWithoutShm {
+            path: path.to_path_buf(),
+        });
+    }
+    let conn = Connection::open_with_flags(
+        format!("file:{}?immutable=1", uri_path(path)),
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|source| unreadable(path, source))?;
+    set_busy_timeout(&conn, path)?;
+    Ok(conn)
+}
+
+/// `path` as the path of a `file:` URI (RFC 3986 percent-encoding of every
+/// byte but unreserved ones and `/`), as SQLite decodes it.
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Opens a zone DB read-write, creating it at [`LATEST`] if needed (used by `loadzone`).

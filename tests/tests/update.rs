@@ -8,7 +8,11 @@
 //! - an ACME DNS-01 flow with a key granted only `_acme-challenge` TXT;
 //! - IXFR from the `diffs` journal the update wrote;
 //! - a memory zone NOTAUTH, an address-only `allow` entry, a busy DB SERVFAIL
-//!   with nothing half-applied, apex rules (last NS, SOA kept).
+//!   with nothing half-applied, apex rules (last NS, SOA kept);
+//! - a DB truncated while served: SERVFAIL, the file named as corrupt;
+//! - an fsync that fails (EIO, an `LD_PRELOAD` shim built with `gcc`) at an
+//!   update's commit: SERVFAIL, and after `kill -9` and a restart the update
+//!   is still not there.
 //!
 //! Needs `nsupdate` (bind9-dnsutils) and `knsupdate` (knot-dnsutils).
 
@@ -82,6 +86,11 @@ fn serve(zone: &str, update: &str) -> Served {
 /// Starts authd serving `db` (and mem.test. from memory) with `update`
 /// (the `[update]` section and what follows it).
 fn start(dir: &Path, db: &Path, update: &str) -> AuthdProcess {
+    AuthdProcess::start(["--config".as_ref(), config(dir, db, update).as_os_str()])
+}
+
+/// Writes the configuration [`start`] runs authd with; returns its path.
+fn config(dir: &Path, db: &Path, update: &str) -> PathBuf {
     let mem = write_file(
         dir,
         "mem.test.zone",
@@ -95,8 +104,7 @@ fn start(dir: &Path, db: &Path, update: &str) -> AuthdProcess {
         db.display(),
         mem.display()
     );
-    let path = write_file(dir, "authd.toml", &config);
-    AuthdProcess::start(["--config".as_ref(), path.as_os_str()])
+    write_file(dir, "authd.toml", &config)
 }
 
 /// The default policy of these tests: `ddns.` has full control, `acme.` the
@@ -855,4 +863,153 @@ fn udp_update_waiting_on_a_lock_delays_no_query() {
     conn.execute_batch("ROLLBACK").expect("unlock");
     assert_eq!(rcode(a, "locked.example.com.", "A"), ResponseCode::NXDomain);
     assert_eq!(serial(a), 100);
+}
+
+/// A DB truncated by another process while served (issue 24: 629 updates
+/// acknowledged, none readable after a restart): the update before is
+/// applied, the one after gets SERVFAIL with a log line naming the file as
+/// corrupt, not NOERROR.
+#[test]
+fn a_db_truncated_while_served_takes_no_update() {
+    let mut zone = String::from(ZONE);
+    for i in 0..2000 {
+        zone.push_str(&format!("host{i} A 192.0.2.{}\n", i % 250));
+    }
+    let s = serve(&zone, "[update]\nallow = [\"127.0.0.1/32\"]\n");
+    let a = s.authd.addr();
+    let add = |name: &str| {
+        let msg = raw_update(
+            6,
+            &[],
+            &[rr(&wire_name(name), 1, 1, 300, &[192, 0, 2, 1])],
+            None,
+        );
+        parse_reply(&query_udp(a, &msg)).metadata.response_code
+    };
+    assert_eq!(add("t1.example.com."), ResponseCode::NoError);
+    let len = std::fs::metadata(&s.db).expect("metadata").len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&s.db)
+        .and_then(|f| f.set_len(len / 2))
+        .expect("truncate");
+    assert_eq!(add("t2.example.com."), ResponseCode::ServFail);
+    let line = format!("zone DB {} is corrupt", s.db.display());
+    assert!(
+        s.authd.wait_for_log(&line, Duration::from_secs(5)),
+        "{}",
+        s.authd.stderr()
+    );
+}
+
+/// An `LD_PRELOAD` shim: `fsync` and `fdatasync` of a file under
+/// `$FSYNC_FAIL_DIR` fail once with EIO while `$FSYNC_FAIL_TRIGGER` exists
+/// (the shim removes it: a transient disk error).
+const FSYNC_SHIM: &str = r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static int failing(int fd) {
+    const char *dir = getenv("FSYNC_FAIL_DIR"), *trigger = getenv("FSYNC_FAIL_TRIGGER");
+    char link[64], path[4096];
+    ssize_t n;
+    if (!dir || !trigger || access(trigger, F_OK) != 0) return 0;
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    n = readlink(link, path, sizeof path - 1);
+    if (n < 0) return 0;
+    path[n] = 0;
+    if (strncmp(path, dir, strlen(dir)) != 0) return 0;
+    return unlink(trigger) == 0;
+}
+int fsync(int fd) {
+    static int (*real)(int);
+    if (failing(fd)) { errno = EIO; return -1; }
+    if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+    return real(fd);
+}
+int fdatasync(int fd) {
+    static int (*real)(int);
+    if (failing(fd)) { errno = EIO; return -1; }
+    if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+    return real(fd);
+}
+"#;
+
+/// "A reply that says nothing was changed must be true after a crash too"
+/// (issue 24): the commit of an update hits an fsync error (EIO), the
+/// update gets SERVFAIL, authd is killed with SIGKILL at once and started
+/// again on the same files (WAL recovery reads the `-wal` as it was left):
+/// the update before is there, the refused one is not.
+#[test]
+fn an_update_refused_at_fsync_stays_refused_after_kill_9() {
+    require_tool("gcc", "--version", "gcc");
+    let dir = tempdir();
+    let shim_c = write_file(dir.path(), "fsync_shim.c", FSYNC_SHIM);
+    let shim = dir.path().join("fsync_shim.so");
+    let out = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&shim)
+        .arg(&shim_c)
+        .arg("-ldl")
+        .output()
+        .expect("run gcc");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("mkdir");
+    let db = data.join("zones.sqlite3");
+    load_zone_text(&db, "example.com.", ZONE);
+    let policy = "[update]\nallow = [\"127.0.0.1/32\"]\n";
+    let trigger = dir.path().join("fail-next-fsync");
+    let mut cmd = Command::new(authd_tests::binary("authd"));
+    cmd.arg("--config")
+        .arg(config(dir.path(), &db, policy))
+        .args(["--listen", "127.0.0.1:0"])
+        .env("LD_PRELOAD", &shim)
+        .env("FSYNC_FAIL_DIR", &data)
+        .env("FSYNC_FAIL_TRIGGER", &trigger);
+    let mut authd = AuthdProcess::start_command(cmd, 1);
+    let add = |a: SocketAddr, name: &str| {
+        let msg = raw_update(
+            6,
+            &[],
+            &[rr(&wire_name(name), 1, 1, 300, &[192, 0, 2, 1])],
+            None,
+        );
+        parse_reply(&query_udp(a, &msg)).metadata.response_code
+    };
+    assert_eq!(
+        add(authd.addr(), "kept.example.com."),
+        ResponseCode::NoError
+    );
+    write_file(dir.path(), "fail-next-fsync", "");
+    assert_eq!(
+        add(authd.addr(), "refused.example.com."),
+        ResponseCode::ServFail
+    );
+    assert!(!trigger.exists(), "the shim failed an fsync");
+    authd.signal("KILL");
+    assert!(
+        authd.wait_timeout(Duration::from_secs(5)).is_some(),
+        "killed"
+    );
+    drop(authd);
+    let authd = start(dir.path(), &db, policy);
+    let a = authd.addr();
+    assert_eq!(serial(a), 101, "{}", authd.stderr());
+    assert_eq!(
+        rrset(a, "kept.example.com.", "A"),
+        strings(&["300 192.0.2.1"])
+    );
+    assert_eq!(
+        rcode(a, "refused.example.com.", "A"),
+        ResponseCode::NXDomain
+    );
 }

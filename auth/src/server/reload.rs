@@ -256,11 +256,19 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
             DataSourceKind::Sqlite3 { file, zones } => {
                 // A DB deleted since it was opened fails the reload; one
                 // replaced by another file is opened afresh (the connections
-                // still open read the old file).
+                // still open read the old file), and so is one opened
+                // immutable (its folder may be writable now).
                 let db = match prev_dbs.get(file.as_path()) {
-                    Some(db) if !db.file_changed().map_err(open_err)? => Arc::clone(db),
-                    Some(_) => {
-                        tracing::info!("{label}: {} was replaced; reopening it", file.display());
+                    Some(db) if !db.file_changed().map_err(open_err)? && !db.is_immutable() => {
+                        Arc::clone(db)
+                    }
+                    Some(db) => {
+                        let why = if db.is_immutable() {
+                            "was served immutable (read-only)"
+                        } else {
+                            "was replaced"
+                        };
+                        tracing::info!("{label}: {} {why}; reopening it", file.display());
                         Arc::new(SqliteSource::open(file).map_err(open_err)?)
                     }
                     None => Arc::new(SqliteSource::open(file).map_err(open_err)?),

@@ -29,6 +29,9 @@ use crate::rr::{RRset, RType};
 use crate::source::DataSource;
 use crate::write::ZoneWriter;
 
+mod durable;
+#[cfg(test)]
+mod fault_vfs;
 mod pool;
 mod rows;
 mod view;
@@ -75,6 +78,8 @@ pub struct SqliteSource {
     /// The file opened: (device, inode), to tell a file replaced or deleted
     /// under the same path ([`SqliteSource::file_changed`]).
     file_id: (u64, u64),
+    /// Opened immutable ([`SqliteSource::is_immutable`]).
+    immutable: bool,
 }
 
 /// A batch of queries answered back to back by one thread (a UDP worker's

@@ -48,11 +48,15 @@ fn wait_for_lock(_retries: i32) -> bool {
 
 impl SqliteSource {
     /// Opens the DB at `path` for serving: read-only, schema 2.x required.
+    /// A WAL-mode DB without its `-shm` file in a folder where SQLite cannot
+    /// make one is opened immutable ([`authd_migrations::open_for_serving`]):
+    /// it is served as it is, and its writer refuses every write (logged
+    /// once here, naming the file) until a reload opens it afresh.
     ///
     /// Errors: a missing file, a file that is not a zone DB, or an unsupported
     /// schema version; the message names the file and the versions.
     pub fn open(path: &Path) -> Result<SqliteSource, DataSourceError> {
-        let (conn, _version) = Self::connect(path)?;
+        let (conn, immutable) = Self::connect(path)?;
         let (watch_conn, _) = Self::connect(path)?;
         let file_id = file_id(path)?;
         let pool = ThreadLocal::new();
@@ -62,11 +66,24 @@ impl SqliteSource {
         let change = Arc::new(
             ChangeWatch::new(watch_conn, Arc::clone(&slot)).map_err(|e| storage(path, e))?,
         );
+        // Opened immutable (a WAL-mode file without its -shm in a folder
+        // where none can be made): its readers would never see a write.
+        let refused = immutable.then(|| {
+            let why = format!(
+                "zone DB {} is served read-only: it is in WAL mode without its -shm file and \
+                 none can be created beside it (read-only folder), so it was opened immutable; \
+                 writes are refused until the folder is writable and authd reloads (SIGHUP) or restarts",
+                path.display()
+            );
+            tracing::warn!("{why}");
+            why
+        });
         let writer = Arc::new(SqliteWriter::for_source(
             path,
             file_id,
             Arc::clone(&change),
             slot,
+            refused,
         ));
         Ok(SqliteSource {
             path: path.to_path_buf(),
@@ -75,7 +92,15 @@ impl SqliteSource {
             change,
             writer,
             file_id,
+            immutable,
         })
+    }
+
+    /// True when the DB was opened immutable (see [`SqliteSource::open`]):
+    /// a reload opens it afresh, so that once its folder is writable it is
+    /// served normally and takes writes.
+    pub fn is_immutable(&self) -> bool {
+        self.immutable
     }
 
     /// True when the path no longer names the file opened: another file was
@@ -87,14 +112,15 @@ impl SqliteSource {
         Ok(file_id(&self.path)? != self.file_id)
     }
 
-    fn connect(
-        path: &Path,
-    ) -> Result<(Connection, authd_migrations::SchemaVersion), DataSourceError> {
-        let (mut conn, version) = authd_migrations::open_for_serving(path)
+    /// A serving connection, and whether it was opened immutable.
+    fn connect(path: &Path) -> Result<(Connection, bool), DataSourceError> {
+        let mut serving = authd_migrations::open_to_serve(path)
             .map_err(|e| DataSourceError::Storage(e.to_string()))?;
-        conn.busy_handler(Some(wait_for_lock))
+        serving
+            .conn
+            .busy_handler(Some(wait_for_lock))
             .map_err(|e| storage(path, e))?;
-        Ok((conn, version))
+        Ok((serving.conn, serving.immutable))
     }
 
     /// The DB file served.

@@ -8,8 +8,18 @@
 //! `BEGIN IMMEDIATE` sees every commit made before it, by anyone. A write
 //! that finds the kept connection in use opens one of its own. The
 //! connection is dropped after a storage error and reopened at the next
-//! write, so a DB that was read-only (or locked, or missing its `-shm`) when
-//! authd started is written once that is mended, without a restart.
+//! write, so a DB that was read-only (or locked) when authd started is
+//! written once that is mended, without a restart: a write refused as
+//! read-only (`SQLITE_READONLY`: a `-wal` created read-only beside a file
+//! that was) is tried once more at once on a new connection, which opens
+//! the log afresh.
+//!
+//! What a commit leaves on disk is checked ([`super::durable`]): no write
+//! into a file shorter than after the last write unless `quick_check`
+//! passes, and after an I/O error at commit a small commit on a fresh connection
+//! voids what the failed one may have left in the `-wal` (else WAL recovery
+//! after a crash would bring back a change that was answered as failed).
+//! Storage errors name the file.
 //!
 //! A served source's writer never creates a file and writes only the file
 //! the source opened: a DB deleted or replaced while served gives
@@ -21,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
 use super::{ChangeWatch, WriterSlot};
 
@@ -50,6 +60,13 @@ pub struct SqliteWriter {
     /// ([`ZoneWriter::change_mark`]): it changes for commits made on other
     /// connections, the writer's own included.
     mark: Mutex<Option<Connection>>,
+    /// Why every write is refused (a served source that could open its
+    /// file only as immutable): the message names the file.
+    refused: Option<String>,
+    /// The main file's length after the last write seen (when the writer
+    /// was made, then after each write): a shorter file is checked before
+    /// the next write ([`super::durable::check_not_shortened`]).
+    seen_len: AtomicU64,
 }
 
 fn sql(action: &'static str) -> impl Fn(rusqlite::Error) -> WriteError {
@@ -59,6 +76,38 @@ fn sql(action: &'static str) -> impl Fn(rusqlite::Error) -> WriteError {
 /// A DB that cannot be opened for writing (the message names the file).
 fn opening(e: authd_migrations::Error) -> WriteError {
     WriteError::Open(e.to_string())
+}
+
+/// The SQLite error code behind a storage error, if it is one.
+fn sqlite_code(e: &WriteError) -> Option<ErrorCode> {
+    match e {
+        WriteError::Sqlite { source, .. } | WriteError::Load(LoadError::Sqlite { source, .. }) => {
+            source.sqlite_error_code()
+        }
+        _ => None,
+    }
+}
+
+/// A storage error of the DB at `path` in words that name the file and say
+/// what it means ([`WriteError::Storage`]); other errors as they are.
+fn named(path: &Path, e: WriteError) -> WriteError {
+    let (action, source) = match &e {
+        WriteError::Sqlite { action, source }
+        | WriteError::Load(LoadError::Sqlite { action, source, .. }) => (*action, source),
+        _ => return e,
+    };
+    let file = path.display();
+    WriteError::Storage(match source.sqlite_error_code() {
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => format!(
+            "zone DB {file} is corrupt ({action} failed: {source}); restore it from a \
+             backup (docs/ZONE-ADMIN.md, Backups)"
+        ),
+        Some(ErrorCode::ReadOnly) => format!(
+            "zone DB {file} cannot be written ({action} failed: {source}); check the \
+             permissions of the file, of its -wal and -shm files and of its folder"
+        ),
+        _ => format!("zone DB {file}: {action} failed: {source}"),
+    })
 }
 
 /// How long a tool's writer (`zone`, `loadzone`) waits for another
@@ -72,6 +121,7 @@ fn is_storage(e: &WriteError) -> bool {
         e,
         WriteError::Sqlite { .. }
             | WriteError::Load(LoadError::Sqlite { .. })
+            | WriteError::Storage(_)
             | WriteError::Gone(_)
             | WriteError::Open(_)
     )
@@ -90,6 +140,8 @@ impl SqliteWriter {
             served: None,
             conn: Arc::new(Mutex::new(Some((conn, 0)))),
             mark: Mutex::new(None),
+            refused: None,
+            seen_len: AtomicU64::new(super::durable::file_len(path)),
         })
     }
 
@@ -104,6 +156,8 @@ impl SqliteWriter {
             served: None,
             conn: Arc::new(Mutex::new(Some((conn, 0)))),
             mark: Mutex::new(None),
+            refused: None,
+            seen_len: AtomicU64::new(super::durable::file_len(path)),
         })
     }
 
@@ -120,21 +174,30 @@ impl SqliteWriter {
             served: None,
             conn: Arc::new(Mutex::new(Some((conn, 0)))),
             mark: Mutex::new(None),
+            refused: Some(format!(
+                "zone DB {} was opened read-only: no write goes through this handle",
+                path.display()
+            )),
+            seen_len: AtomicU64::new(super::durable::file_len(path)),
         })
     }
 
     /// The writer of a served source (connected at its first write).
+    /// `refused`: why every write is refused (see [`SqliteSource::open`]).
     pub(super) fn for_source(
         path: &Path,
         file: (u64, u64),
         watch: Arc<ChangeWatch>,
         slot: Arc<WriterSlot>,
+        refused: Option<String>,
     ) -> SqliteWriter {
         SqliteWriter {
             path: path.to_path_buf(),
             served: Some((file, watch)),
             conn: slot,
             mark: Mutex::new(None),
+            refused,
+            seen_len: AtomicU64::new(super::durable::file_len(path)),
         }
     }
 
@@ -167,10 +230,80 @@ impl SqliteWriter {
         }
     }
 
+    /// Runs `f` (which only reads) as [`Self::run`] does; a storage error
+    /// names the file.
+    fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, WriteError>,
+    ) -> Result<T, WriteError> {
+        self.run(f).map_err(|e| named(&self.path, e))
+    }
+
+    /// Runs `f`, a write transaction, as [`Self::run`] does: first, when
+    /// the main file is shorter than after the last write, only if
+    /// `quick_check` passes ([`super::durable::check_not_shortened`]); once
+    /// more on a new connection when it was refused as read-only; and when
+    /// an I/O error ended it, voiding what it may have left in the
+    /// write-ahead log ([`super::durable::seal`]). A storage error names the
+    /// file.
+    fn write<T>(
+        &self,
+        mut f: impl FnMut(&mut Connection) -> Result<T, WriteError>,
+    ) -> Result<T, WriteError> {
+        if let Some(why) = &self.refused {
+            return Err(WriteError::Open(why.clone()));
+        }
+        let mut checked = |conn: &mut Connection| {
+            let last = self.seen_len.load(Ordering::Relaxed);
+            super::durable::check_not_shortened(conn, &self.path, last)
+                .map_err(sql("checking the file before writing"))?;
+            f(conn)
+        };
+        let mut result = self.run(&mut checked);
+        if result.as_ref().err().and_then(sqlite_code) == Some(ErrorCode::ReadOnly) {
+            result = self.run(&mut checked);
+        }
+        if result.is_ok() {
+            self.seen_len
+                .store(super::durable::file_len(&self.path), Ordering::Relaxed);
+        }
+        if let Err(e) = &result
+            && matches!(
+                sqlite_code(e),
+                Some(ErrorCode::SystemIoFailure | ErrorCode::DiskFull)
+            )
+        {
+            self.seal(e);
+        }
+        result.map_err(|e| named(&self.path, e))
+    }
+
+    /// After `failed`, an I/O error in a write transaction: a small commit
+    /// on a fresh connection, so that nothing of the failed one can be
+    /// recovered from the `-wal` after a crash; logged either way.
+    fn seal(&self, failed: &WriteError) {
+        let sealed = self.check_file().and_then(|()| {
+            let mut conn = self.connect()?;
+            super::durable::seal(&mut conn).map_err(sql("voiding the failed commit"))
+        });
+        let file = self.path.display();
+        match sealed {
+            Ok(()) => tracing::warn!(
+                "zone DB {file}: a write failed ({failed}); nothing of it is kept, after a crash \
+                 too (a new commit voided what it may have left in the write-ahead log)"
+            ),
+            Err(e) => tracing::error!(
+                "zone DB {file}: a write failed ({failed}), and so did the commit that voids \
+                 what it may have left in the write-ahead log ({e}): if authd stops abruptly \
+                 before a later write succeeds, the failed change may come back"
+            ),
+        }
+    }
+
     /// Runs `f` on the kept connection (connected if need be), or on a
     /// connection of its own when the kept one is in use. A storage failure
     /// or a transaction left open drops the kept connection.
-    fn with_conn<T>(
+    fn run<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, WriteError>,
     ) -> Result<T, WriteError> {
@@ -222,7 +355,7 @@ impl SqliteWriter {
         origin: &Name,
         records: &[SourcedRecord],
     ) -> Result<LoadReport, WriteError> {
-        let r = self.with_conn(|conn| sqlite_admin::create_zone(conn, origin, records))?;
+        let r = self.write(|conn| sqlite_admin::create_zone(conn, origin, records))?;
         self.committed();
         Ok(r)
     }
@@ -232,7 +365,7 @@ impl SqliteWriter {
     ///
     /// Errors: [`WriteError::NoZone`], storage.
     pub fn delete_zone(&self, origin: &Name) -> Result<usize, WriteError> {
-        let n = self.with_conn(|conn| sqlite_admin::delete_zone(conn, origin))?;
+        let n = self.write(|conn| sqlite_admin::delete_zone(conn, origin))?;
         self.committed();
         Ok(n)
     }
@@ -268,7 +401,7 @@ impl SqliteWriter {
         add: &[Record],
         delete: &[Record],
     ) -> Result<UpdateReport, WriteError> {
-        let r = self.with_conn(|conn| sqlite_admin::update_zone(conn, origin, add, delete))?;
+        let r = self.write(|conn| sqlite_admin::update_zone(conn, origin, add, delete))?;
         self.committed();
         Ok(r)
     }
@@ -294,7 +427,7 @@ impl ZoneWriter for SqliteWriter {
         journal: JournalPolicy,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<LoadReport, WriteError> {
-        let r = self.with_conn(|conn| match journal {
+        let r = self.write(|conn| match journal {
             JournalPolicy::Difference => {
                 sqlite_admin::replace_zone_journaled(conn, origin, records, &mut *progress)
             }
@@ -309,7 +442,7 @@ impl ZoneWriter for SqliteWriter {
     }
 
     fn apply_differences(&self, origin: &Name, diffs: &[Difference]) -> Result<usize, WriteError> {
-        let n = self.with_conn(|conn| sqlite_admin::apply_differences(conn, origin, diffs))?;
+        let n = self.write(|conn| sqlite_admin::apply_differences(conn, origin, diffs))?;
         self.committed();
         Ok(n)
     }
@@ -322,7 +455,7 @@ impl ZoneWriter for SqliteWriter {
         now: u64,
         plan: &mut dyn FnMut(&[Record]) -> Option<Change>,
     ) -> Result<Option<UpdateReport>, WriteError> {
-        let r = self.with_conn(|conn| {
+        let r = self.write(|conn| {
             sqlite_admin::update_zone_with(conn, origin, scope, serial, now, |records| {
                 plan(records).ok_or(())
             })
@@ -491,7 +624,7 @@ impl ZoneWriter for SqliteWriter {
         origin: &Name,
         state: &SecondaryState,
     ) -> Result<(), WriteError> {
-        self.with_conn(|conn| {
+        self.write(|conn| {
             let action = "writing the secondary state";
             authd_migrations::ensure_authd_table(conn, "authd_secondary").map_err(sql(action))?;
             conn.execute(
@@ -648,5 +781,248 @@ mod tests {
             .expect("writes")
             .expect("applied");
         assert_eq!((report.old_serial, report.new_serial), (1, 2));
+    }
+
+    /// The SOA serial of example.org. and whether `owner` has an A RR, in
+    /// the DB at `path` opened afresh.
+    fn stored(path: &Path, owner: &str) -> (u32, bool) {
+        let conn = rusqlite::Connection::open(path).expect("open");
+        let serial = SqliteWriter::open_read_only(path)
+            .expect("open")
+            .soa(&origin())
+            .expect("soa")
+            .and_then(|s| s.rdata.soa_serial())
+            .expect("a serial");
+        let name = format!("{owner}.example.org.");
+        let found: bool = conn
+            .prepare("SELECT 1 FROM records WHERE name = ?1 AND rdtype = 'A'")
+            .and_then(|mut s| s.exists([name]))
+            .expect("query");
+        (serial, found)
+    }
+
+    /// What a `kill -9` leaves on disk: the DB and its write-ahead log as
+    /// they are now (the `-shm` index is rebuilt from the log when the copy is
+    /// opened, as after a crash), copied to `dir`.
+    fn crash_image(path: &Path, dir: &Path) -> PathBuf {
+        let copy = dir.join("crashed.sqlite3");
+        std::fs::copy(path, &copy).expect("copy the DB");
+        let wal = PathBuf::from(format!("{}-wal", path.display()));
+        if wal.exists() {
+            std::fs::copy(&wal, format!("{}-wal", copy.display())).expect("copy the -wal");
+        }
+        copy
+    }
+
+    /// An fsync that fails (EIO) at the commit of an update: the write is
+    /// refused, and it stays refused after a crash: the copy of the DB and
+    /// its `-wal` taken right after the failure, opened afresh (WAL recovery),
+    /// has the earlier update and not the failed one.
+    #[test]
+    fn an_update_failing_at_fsync_is_absent_after_a_crash() {
+        super::super::fault_vfs::install();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("zones.sqlite3");
+        make_db(&path);
+        let source = SqliteSource::open(&path).expect("open");
+        let writer = source.writer().expect("a write side");
+        add_one(writer.as_ref(), "a")
+            .expect("writes")
+            .expect("applied");
+        super::super::fault_vfs::fail_syncs(dir.path(), 1);
+        let e = add_one(writer.as_ref(), "b").expect_err("the commit's fsync failed");
+        super::super::fault_vfs::heal();
+        let other = tempfile::tempdir().expect("tempdir");
+        let copy = crash_image(&path, other.path());
+        assert_eq!(
+            stored(&copy, "b"),
+            (2, false),
+            "WAL recovery brings the refused update back"
+        );
+        assert_eq!(
+            stored(&copy, "a"),
+            (2, true),
+            "the acknowledged one is kept"
+        );
+        assert_eq!(stored(&path, "b"), (2, false));
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        let report = add_one(writer.as_ref(), "c")
+            .expect("writes")
+            .expect("applied");
+        assert_eq!((report.old_serial, report.new_serial), (2, 3));
+    }
+
+    /// A DB truncated by another process while served: the reads report it
+    /// corrupt, and a write is refused as corrupt (naming the file), not
+    /// acknowledged into a file nothing can be read from after a restart.
+    #[test]
+    fn a_db_truncated_while_served_takes_no_write() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("zones.sqlite3");
+        let mut text = String::from(
+            "$TTL 300\n@ SOA ns1 hostmaster 1 3600 900 1209600 300\n@ NS ns1\nns1 A 192.0.2.1\n",
+        );
+        for i in 0..2000 {
+            text.push_str(&format!("host{i} A 192.0.2.{}\n", i % 250));
+        }
+        let records = parse_master_text(&text, Path::new("test"), &origin()).expect("parses");
+        SqliteWriter::create(&path)
+            .expect("create")
+            .replace_zone(&origin(), &records, JournalPolicy::Keep, &mut |_, _| {})
+            .expect("load");
+        let source = SqliteSource::open(&path).expect("open");
+        let writer = source.writer().expect("a write side");
+        add_one(writer.as_ref(), "a")
+            .expect("writes")
+            .expect("applied");
+        let len = std::fs::metadata(&path).expect("metadata").len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(len / 2))
+            .expect("truncate");
+        let zone = source.zones().expect("zones").remove(0);
+        let read = source.zone_rrsets(&zone).map(|r| r.len());
+        assert!(read.is_err(), "reads see the damage: {read:?}");
+        for owner in ["b", "c"] {
+            let e = add_one(writer.as_ref(), owner).expect_err("a corrupt DB takes no write");
+            assert!(matches!(e, WriteError::Storage(_)), "{e:?}");
+            let text = e.to_string();
+            assert!(text.contains("is corrupt"), "{text}");
+            assert!(text.contains(&path.display().to_string()), "{text}");
+        }
+    }
+
+    /// True when this process runs as root (the owner of `/proc/self`).
+    fn running_as_root() -> bool {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+    }
+
+    /// File permissions do not stop root: when the tests run as root, runs
+    /// this module's test `name` again as user nobody (`setpriv`, util-linux)
+    /// and returns true (the caller returns: it passed there); otherwise
+    /// false (the caller runs the test itself).
+    fn ran_unprivileged(name: &str) -> bool {
+        if std::env::var_os("AUTHD_TEST_UNPRIVILEGED").is_some() || !running_as_root() {
+            return false;
+        }
+        let exe = std::env::current_exe().expect("the test binary");
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&exe)
+            .args(["--exact", &format!("sqlite::writer::tests::{name}")])
+            .args(["--test-threads=1", "--nocapture"])
+            .env("AUTHD_TEST_UNPRIVILEGED", "1")
+            .env("TMPDIR", std::env::temp_dir())
+            .output()
+            .expect("run setpriv (util-linux): the tests run as root, this one needs nobody");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{name} as nobody: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        true
+    }
+
+    fn set_mode(path: &Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    /// A DB without write permission when its source opened: a write is
+    /// refused naming the file; once the file is made writable (chmod) the
+    /// next write succeeds, without a restart. (The `-wal` and `-shm` the
+    /// read-only source created are read-only too: the first connection that
+    /// writes finds its log read-only, SQLITE_READONLY, and is retried.)
+    #[test]
+    fn a_db_read_only_at_start_is_written_once_writable() {
+        if ran_unprivileged("a_db_read_only_at_start_is_written_once_writable") {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("zones.sqlite3");
+        make_db(&path);
+        set_mode(&path, 0o444);
+        let source = SqliteSource::open(&path).expect("serves a read-only file");
+        let writer = source.writer().expect("a write side");
+        let e = add_one(writer.as_ref(), "a").expect_err("read-only");
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        set_mode(&path, 0o644);
+        let report = add_one(writer.as_ref(), "b")
+            .expect("the first write after chmod succeeds")
+            .expect("applied");
+        assert_eq!((report.old_serial, report.new_serial), (1, 2));
+    }
+
+    /// Puts a folder's permissions back (so that it can be removed).
+    struct Writable<'a>(&'a Path);
+
+    impl Drop for Writable<'_> {
+        fn drop(&mut self) {
+            set_mode(self.0, 0o755);
+        }
+    }
+
+    /// A WAL-mode DB without its `-shm`, read-only in a read-only folder
+    /// (SQLite cannot make the `-shm`): served read-only and unchanged (opened
+    /// immutable), a write refused naming the file. With changes in its `-wal`
+    /// (which immutable would ignore) it is refused at open, naming the file.
+    #[test]
+    fn a_read_only_wal_db_without_shm_is_served_read_only() {
+        if ran_unprivileged("a_read_only_wal_db_without_shm_is_served_read_only") {
+            return;
+        }
+        let top = tempfile::tempdir().expect("tempdir");
+        let dir = top.path().join("ro");
+        std::fs::create_dir(&dir).expect("mkdir");
+        let path = dir.join("zones.sqlite3");
+        make_db(&path);
+        let beside = |suffix: &str| PathBuf::from(format!("{}{suffix}", path.display()));
+        assert!(!beside("-shm").exists() && !beside("-wal").exists());
+        let before = std::fs::read(&path).expect("read");
+        // A second DB with a change left in its log, and no -shm.
+        let logged = dir.join("logged.sqlite3");
+        make_db(&logged);
+        let conn = rusqlite::Connection::open(&logged).expect("open");
+        conn.execute_batch("PRAGMA wal_autocheckpoint=0; UPDATE records SET ttl = ttl + 1")
+            .expect("write");
+        let crashed = crash_image(&logged, top.path());
+        drop(conn);
+        std::fs::rename(&crashed, &logged).expect("move");
+        let log = format!("{}-wal", logged.display());
+        std::fs::rename(format!("{}-wal", crashed.display()), &log).expect("move the log");
+        assert!(std::fs::metadata(&log).expect("the log").len() > 0);
+        for f in [&path, &logged] {
+            set_mode(f, 0o444);
+        }
+        set_mode(&dir, 0o555);
+        let _restore = Writable(&dir);
+
+        let source = SqliteSource::open(&path).expect("served");
+        let zone = source.zones().expect("zones").remove(0);
+        assert_eq!(source.zone_rrsets(&zone).expect("rrsets").len(), 3);
+        let writer = source.writer().expect("a write side");
+        let e = add_one(writer.as_ref(), "a").expect_err("read-only");
+        let text = e.to_string();
+        assert!(text.contains("served read-only"), "{text}");
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        drop(writer);
+        drop(source);
+        assert_eq!(
+            std::fs::read(&path).expect("read"),
+            before,
+            "the file is unchanged"
+        );
+        assert!(!beside("-shm").exists() && !beside("-wal").exists());
+
+        let e = SqliteSource::open(&logged)
+            .map(|_| ())
+            .expect_err("its log cannot be read");
+        assert!(
+            e.to_string().contains(&format!("{}-wal", logged.display())),
+            "{e}"
+        );
     }
 }
