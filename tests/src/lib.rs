@@ -597,6 +597,11 @@ pub fn workspace_dir() -> PathBuf {
 ///
 /// Panics (with loadzone's output) if loading fails.
 pub fn load_zone_text(db: &Path, origin: &str, zone: &str) {
+    load_zone_text_with(db, origin, zone, &[]);
+}
+
+/// [`load_zone_text`] with more `loadzone` arguments (`--keep-journal`).
+pub fn load_zone_text_with(db: &Path, origin: &str, zone: &str, args: &[&str]) {
     let dir = db.parent().unwrap_or(Path::new("."));
     let file = write_file(dir, &format!("{origin}zone"), zone);
     let out = run_with_timeout(
@@ -604,7 +609,8 @@ pub fn load_zone_text(db: &Path, origin: &str, zone: &str) {
             .arg("--db")
             .arg(db)
             .arg(origin)
-            .arg(&file),
+            .arg(&file)
+            .args(args),
         RUN_TIMEOUT,
     );
     assert!(

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use authd_tests::hickory_proto::op::{Message, ResponseCode};
 use authd_tests::hickory_proto::rr::RData;
 use authd_tests::{
-    AuthdProcess, QueryBuilder, binary, free_port, load_zone_text, parse_reply, tempdir,
-    try_query_udp, write_file,
+    AuthdProcess, QueryBuilder, binary, free_port, load_zone_text, load_zone_text_with,
+    parse_reply, tempdir, try_query_udp, write_file,
 };
 
 /// The zone at `serial` (www's address ends in the serial), with SOA
@@ -196,7 +196,13 @@ fn follows_an_authd_primary(memory: bool) {
     assert_eq!(mx.answers.len(), 1, "{mx:?}");
 
     // A change on the primary: NOTIFY (the REFRESH is an hour) brings it.
-    load_zone_text(&pdb, "example.com.", &zone(2, 3600, 86400));
+    // Loaded without journaling its difference, so the primary has none.
+    load_zone_text_with(
+        &pdb,
+        "example.com.",
+        &zone(2, 3600, 86400),
+        &["--keep-journal"],
+    );
     assert!(
         eventually(15, || www(s.addr()).as_deref() == Some("192.0.2.2")),
         "the change never arrived:\nsecondary:\n{}\nprimary:\n{}",
@@ -224,10 +230,16 @@ fn follows_an_authd_primary(memory: bool) {
     // own journal (SOA 3, SOA 2, the deletion, SOA 3, the addition, SOA 3).
     assert_soas(sport, "IXFR=2", 4);
 
-    // A whole-zone change (serial 4, no journal on the primary) clears the
-    // secondary's journal; a journaled change 4 -> 5 follows. IXFR from 2
-    // cannot be bridged any more: the whole zone, not 2 -> 3 then 4 -> 5.
-    load_zone_text(&pdb, "example.com.", &zone(4, 3600, 86400));
+    // A whole-zone change (serial 4, loaded without journaling its
+    // difference: no journal on the primary) clears the secondary's journal;
+    // a journaled change 4 -> 5 follows. IXFR from 2 cannot be bridged any
+    // more: the whole zone, not 2 -> 3 then 4 -> 5.
+    load_zone_text_with(
+        &pdb,
+        "example.com.",
+        &zone(4, 3600, 86400),
+        &["--keep-journal"],
+    );
     serves(&s, "192.0.2.4");
     zone_update(&pdb, "www A 192.0.2.4", "www A 192.0.2.5");
     serves(&s, "192.0.2.5");
