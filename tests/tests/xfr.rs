@@ -614,16 +614,12 @@ fn ixfr_from_bind10_diffs_journal_across_serial_rollover() {
     assert_axfr_matches(&records, &db, "example.org.");
 }
 
-#[test]
-fn memory_zone_transfers_via_zone_rrsets() {
-    let dir = tempdir();
-    let zone_file = write_file(
-        dir.path(),
-        "example.net.zone",
-        "$TTL 300\n@ SOA ns1 hm 7 3600 900 1209600 300\n@ NS ns1\nns1 A 192.0.2.1\nwww CNAME ns1\n",
-    );
+/// authd serving example.net. from memory out of `dir`/example.net.zone
+/// (written with `zone`), transfers allowed to 127.0.0.1.
+fn memory_zone_primary(dir: &Path, zone: &str) -> AuthdProcess {
+    let zone_file = write_file(dir, "example.net.zone", zone);
     let config = write_file(
-        dir.path(),
+        dir,
         "authd.toml",
         &format!(
             "[[datasource]]\ntype = \"memory\"\nzones = [{{ origin = \"example.net.\", file = \"{}\" }}]\n\
@@ -631,7 +627,16 @@ fn memory_zone_transfers_via_zone_rrsets() {
             zone_file.display()
         ),
     );
-    let authd = AuthdProcess::start(["--config".as_ref(), config.as_os_str()]);
+    AuthdProcess::start(["--config".as_ref(), config.as_os_str()])
+}
+
+#[test]
+fn memory_zone_transfers_via_zone_rrsets() {
+    let dir = tempdir();
+    let authd = memory_zone_primary(
+        dir.path(),
+        "$TTL 300\n@ SOA ns1 hm 7 3600 900 1209600 300\n@ NS ns1\nns1 A 192.0.2.1\nwww CNAME ns1\n",
+    );
     let got = lines(&answers(&transfer(
         authd.addr(),
         "example.net.",
@@ -675,21 +680,7 @@ fn memory_zone_reloaded_with_a_greater_serial_gives_ixfr() {
             "$TTL 300\n@ SOA ns1 hm {serial} 3600 900 1209600 300\n@ NS ns1\nns1 A 192.0.2.1\n{body}"
         )
     };
-    let zone_file = write_file(
-        dir.path(),
-        "example.net.zone",
-        &zone(7, "www A 192.0.2.2\nold TXT \"x\"\n"),
-    );
-    let config = write_file(
-        dir.path(),
-        "authd.toml",
-        &format!(
-            "[[datasource]]\ntype = \"memory\"\nzones = [{{ origin = \"example.net.\", file = \"{}\" }}]\n\
-             [transfer]\nallow = [\"127.0.0.1\"]\n",
-            zone_file.display()
-        ),
-    );
-    let authd = AuthdProcess::start(["--config".as_ref(), config.as_os_str()]);
+    let authd = memory_zone_primary(dir.path(), &zone(7, "www A 192.0.2.2\nold TXT \"x\"\n"));
     let soa = |n: u32| {
         format!("example.net. 300 SOA ns1.example.net. hm.example.net. {n} 3600 900 1209600 300")
     };
