@@ -9,8 +9,6 @@
 use authd_datasrc::name::MAX_NAME_LEN;
 use authd_datasrc::{Class, Name, RType, Rdata};
 
-use crate::edns::{Ede, OPTION_NSID, OPTION_TCP_KEEPALIVE};
-
 /// Size of the DNS header, bytes.
 pub const HEADER_LEN: usize = 12;
 /// Largest message over TCP, bytes (RFC 1035 §4.2.2).
@@ -249,6 +247,99 @@ pub const OPTION_COOKIE: u16 = 10;
 /// Bytes a reply's COOKIE option takes: code, length, an 8-byte client and a
 /// 16-byte server cookie.
 pub const COOKIE_OPTION_LEN: usize = 4 + 24;
+
+/// Our EDNS UDP payload size, bytes: the DNS Flag Day 2020 value, which avoids
+/// IP fragmentation; replies to larger client sizes are capped to it.
+pub const EDNS_UDP_PAYLOAD: u16 = 1232;
+
+/// EDNS option code of NSID (RFC 5001 §2.3).
+pub const OPTION_NSID: u16 = 3;
+/// EDNS option code of edns-tcp-keepalive (RFC 7828 §3.1).
+pub const OPTION_TCP_KEEPALIVE: u16 = 11;
+/// EDNS option code of Extended DNS Error (RFC 8914 §2).
+pub const OPTION_EDE: u16 = 15;
+
+/// Longest NSID sent, bytes (`[server] nsid`): RFC 5001 sets none; this
+/// keeps a reply's options small beside the answer.
+pub const MAX_NSID_LEN: usize = 128;
+
+/// Bytes the edns-tcp-keepalive option of a reply takes: code, length, the
+/// 16-bit timeout.
+pub const KEEPALIVE_OPTION_LEN: usize = 6;
+
+/// Most bytes of options the OPT record ending a reply here carries: an EDE
+/// with its text, a COOKIE, an NSID and a keepalive (bounds [`find_opt`]'s
+/// search).
+const MAX_OPTIONS_LEN: usize =
+    4 + 2 + MAX_EDE_TEXT + COOKIE_OPTION_LEN + 4 + MAX_NSID_LEN + KEEPALIVE_OPTION_LEN;
+
+/// Longest EXTRA-TEXT of the EDEs sent here (RFC 8914 §2: SHOULD be short).
+const MAX_EDE_TEXT: usize = 32;
+
+/// An Extended DNS Error (RFC 8914 §4): an INFO-CODE and an EXTRA-TEXT
+/// (empty: none). Sent only to queries with EDNS, in the OPT record of the
+/// error reply; which error gets which code is the handler's choice, each
+/// documented where it is made, following what NSD 4.6 and Knot DNS 3.2
+/// send for the same cases (checked by running them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Ede {
+    /// The INFO-CODE (IANA "Extended DNS Error Codes").
+    pub code: u16,
+    /// The EXTRA-TEXT, UTF-8, at most 32 bytes (RFC 8914 §2: short).
+    pub text: &'static str,
+}
+
+impl Ede {
+    /// 18 Prohibited: a transfer, UPDATE or NOTIFY this client may not send
+    /// (NSD and BIND 9 send it with a refused AXFR).
+    pub const PROHIBITED: Ede = Ede::new(18);
+    /// 20 Not Authoritative: a name in no zone served here, REFUSED (NSD
+    /// and Knot DNS send it).
+    pub const NOT_AUTHORITATIVE: Ede = Ede::new(20);
+    /// 21 Not Supported: NOTIMP (an opcode or meta type not answered here).
+    pub const NOT_SUPPORTED: Ede = Ede::new(21);
+    /// 24 Invalid Data with "Zone has expired": the SERVFAIL of an expired
+    /// secondary zone. NSD 4.6 sends exactly this (EDE 24, that text); Knot
+    /// DNS frees an expired zone's contents and answers SERVFAIL with 24
+    /// too (its `NS_NEED_ZONE_CONTENTS`); BIND 9.18 sends no EDE. Not 22 No
+    /// Reachable Authority: RFC 8914 §4.23 defines it for a resolver that
+    /// could not reach the authorities, and the client asked no resolver.
+    pub const ZONE_EXPIRED: Ede = Ede {
+        code: 24,
+        text: "Zone has expired",
+    };
+
+    const fn new(code: u16) -> Ede {
+        Ede { code, text: "" }
+    }
+
+    /// Bytes its option takes: code, length, INFO-CODE, text.
+    pub const fn option_len(&self) -> usize {
+        4 + 2 + self.text.len()
+    }
+
+    /// Writes the option (code, length, INFO-CODE, EXTRA-TEXT) onto `out`.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&OPTION_EDE.to_be_bytes());
+        out.extend_from_slice(&((2 + self.text.len()) as u16).to_be_bytes());
+        out.extend_from_slice(&self.code.to_be_bytes());
+        out.extend_from_slice(self.text.as_bytes());
+    }
+}
+
+/// Where the OPT record ending `msg` starts, if one does: the record whose
+/// RDLENGTH covers exactly the rest of the message, owned by the root, of
+/// type OPT, with no more than the options sent here. Cheap for the common
+/// reply, an OPT without options (one comparison).
+pub fn find_opt(msg: &[u8]) -> Option<usize> {
+    let len = msg.len();
+    let last = len.checked_sub(OPT_LEN)?;
+    let first = last.saturating_sub(MAX_OPTIONS_LEN).max(HEADER_LEN);
+    (first..=last).rev().find(|&at| {
+        msg[at..at + 3] == [0, 0, 41]
+            && usize::from(u16::from_be_bytes([msg[at + 9], msg[at + 10]])) == last - at
+    })
+}
 /// EDNS option code of Client Subnet (RFC 7871 §6).
 pub const OPTION_CLIENT_SUBNET: u16 = 8;
 
@@ -374,7 +465,7 @@ pub fn peek_head(msg: &[u8]) -> Option<Head> {
 /// the message ends with an OPT, its upper eight (RFC 6891 §6.1.3). An
 /// extended rcode (BADVERS, BADCOOKIE) goes only with a reply of no answer
 /// or authority records, so only such a reply's OPT is looked for behind
-/// its options ([`crate::edns::find_opt`]); any other is read when it has
+/// its options ([`find_opt`]); any other is read when it has
 /// no options, as most have (metrics read every reply: no scan for them).
 pub fn reply_rcode(msg: &[u8]) -> Rcode {
     let low = msg.get(3).map_or(0, |b| u16::from(b & 0x0F));
@@ -386,7 +477,7 @@ pub fn reply_rcode(msg: &[u8]) -> Rcode {
     let at = match plain {
         Some(at) => Some(at),
         None if records => None,
-        None => crate::edns::find_opt(msg),
+        None => find_opt(msg),
     };
     match at {
         Some(at) => Rcode(u16::from(msg[at + 5]) << 4 | low),
@@ -430,12 +521,7 @@ pub fn write_error(
         w.push_question(q);
     }
     if let Some(o) = opt {
-        w.push_opt(
-            crate::query::EDNS_UDP_PAYLOAD,
-            header.rcode,
-            o.dnssec_ok,
-            o.ede,
-        );
+        w.push_opt(EDNS_UDP_PAYLOAD, header.rcode, o.dnssec_ok, o.ede);
     }
     w.finish();
 }

@@ -9,9 +9,7 @@ use crate::wire::{
     OPT_LEN, RecordMeta, Request, Section,
 };
 
-/// Our EDNS UDP payload size, bytes: the DNS Flag Day 2020 value, which avoids
-/// IP fragmentation; replies to larger client sizes are capped to it.
-pub const EDNS_UDP_PAYLOAD: u16 = 1232;
+pub use crate::wire::EDNS_UDP_PAYLOAD;
 
 /// Renders `ans` as the reply to `req` into `out`.
 ///
