@@ -197,6 +197,7 @@ fn bad_inputs_fail_with_one_line_and_keep_the_zone() {
         &format!("{HEAD}www.example.com. A 192.0.2.2\n"),
     );
     write("cname.zone", &format!("{HEAD}w CNAME ns\nw A 192.0.2.2\n"));
+    write("unknown.zone", &format!("{HEAD}w 300 IN FOO bar\n"));
     write(
         "include.zone",
         &format!("{HEAD}$INCLUDE nothere.inc\nx A 192.0.2.3\n"),
@@ -231,6 +232,11 @@ fn bad_inputs_fail_with_one_line_and_keep_the_zone() {
         (
             "cname.zone",
             "cname.zone:6: CNAME and other data at w.example.org.",
+        ),
+        (
+            "unknown.zone",
+            "unknown.zone:5: unknown type FOO; write a type without a name here as TYPEnnn \
+             with \\# RDATA (RFC 3597 §5), e.g. TYPE65280 \\# 2 abcd",
         ),
         (
             "missing.zone",
