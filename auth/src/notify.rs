@@ -15,7 +15,8 @@
 //! `ZONE SOA IN`, the new SOA in the answer section, RFC 1996 §3.7), and
 //! retransmission per §3.6 in BIND 10's way: first timeout [`FIRST_TIMEOUT`],
 //! doubled after each try, at most [`MAX_TRIES`] tries. A reply is accepted when
-//! its id, QR bit, opcode and question name match (§3.8; its rcode is logged).
+//! its id, QR bit, opcode and question name match (§3.8; its rcode is logged,
+//! REFUSED and NOTAUTH as a warning naming the likely causes).
 //!
 //! A target given with a key (`"192.0.2.2 key NAME"`) gets the NOTIFY signed
 //! with that `[[key]]` (RFC 8945 §5.1), and its reply must verify (§5.4): a
