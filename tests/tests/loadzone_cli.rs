@@ -277,8 +277,10 @@ fn db_errors_name_the_file() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stderr(&out),
-        "loadzone: zone DB notdb is corrupt (file is not a database); \
-         restore it from a backup (docs/ZONE-ADMIN.md, Backups)\n"
+        "loadzone: notdb is not an SQLite database (SQLITE_NOTADB), so not a zone DB; make one \
+         in a new file with `loadzone --db FILE ORIGIN MASTERFILE` or `zone create --db FILE \
+         ORIGIN`, or, if it was a zone DB, restore it from a backup (docs/ZONE-ADMIN.md, \
+         Backups)\n"
     );
     let out = loadzone(d, "no/such/dir/z.db", "example.org", "example.org.zone");
     assert_eq!(out.status.code(), Some(1));
