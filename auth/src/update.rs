@@ -40,7 +40,9 @@
 //! `[update] serial` (or the SOA the update gave), the `diffs` journal rows in
 //! BIND 10's layout, so IXFR and NOTIFY follow; the serving source sees the
 //! commit as a new generation at once. A change that changes nothing writes
-//! nothing. A busy DB gives SERVFAIL after [`BUSY_WAIT`], nothing written.
+//! nothing. A busy DB gives SERVFAIL after [`BUSY_WAIT`], nothing written,
+//! logged at WARN; a storage failure (full disk, I/O error, read-only or
+//! damaged DB) gives SERVFAIL logged at ERROR; client refusals at INFO.
 //!
 //! The reply is the header and the zone section (§3.8), NOERROR or the rcode
 //! of the first failing check.
