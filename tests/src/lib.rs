@@ -585,6 +585,20 @@ pub fn is_root() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
+/// Runs `cmd`; why it failed (cannot run, or its stderr), if it did.
+fn succeeds(cmd: &mut Command) -> Result<(), String> {
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let out = cmd.output().map_err(|e| format!("{program}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{program} refused: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
 /// A tmpfs of a few KiB on a folder of its own: a disk that can be filled
 /// up (SQLite's `SQLITE_FULL`), for storage-failure tests. Only root can
 /// mount one; unmounted (lazily) when dropped.
@@ -602,17 +616,11 @@ impl SmallDisk {
             return Err("mounting a small tmpfs needs root".into());
         }
         let dir = tempdir();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
-            .arg(dir.path())
-            .output()
-            .map_err(|e| format!("mount: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "mount -t tmpfs refused: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
+        succeeds(
+            Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+                .arg(dir.path()),
+        )?;
         Ok(SmallDisk { dir })
     }
 
@@ -663,17 +671,7 @@ impl ReadOnlyFile {
                 immutable: false,
             });
         }
-        let out = Command::new("chattr")
-            .arg("+i")
-            .arg(path)
-            .output()
-            .map_err(|e| format!("chattr: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "chattr +i refused: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
+        succeeds(Command::new("chattr").arg("+i").arg(path))?;
         Ok(ReadOnlyFile {
             path: path.to_path_buf(),
             immutable: true,
