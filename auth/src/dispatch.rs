@@ -430,10 +430,8 @@ impl Dispatcher {
         }
         let mut reply = match handled {
             Handled::Stream(messages) => Reply::Stream(messages),
-            Handled::Unlimited => {
-                seen.kind = Some(ERROR.kind);
-                Reply::Message
-            }
+            // Not a response to a standard query: no kind for the metrics.
+            Handled::Unlimited => Reply::Message,
             Handled::Message(response) => {
                 seen.kind = Some(response.kind);
                 seen.zone = response.zone;

@@ -10,7 +10,8 @@
 //! at scrape time.
 //!
 //! Families (all prefixed `authd_`): `queries_total` {transport, opcode,
-//! qtype, rcode}, `responses_total` {kind}, `responses_truncated_total`,
+//! qtype, rcode}, `responses_total` {kind} (opcode QUERY only),
+//! `responses_truncated_total`,
 //! `rrl_limited_total` {action}, `cookies_total` {result},
 //! `tcp_connections`, `tcp_connections_closed_total` {reason},
 //! `transfers_out_total` {type, result}, `transfers_in_total` {result},
@@ -456,7 +457,11 @@ impl Metrics {
         };
         self.worker(|w| {
             w.query(transport, opcode, seen.qtype, rcode);
-            if let Some(kind) = seen.kind
+            // `responses_total` is about standard queries: the replies to
+            // UPDATE and NOTIFY are counted by opcode and rcode only (and
+            // UPDATEs by result, `updates_total`).
+            if opcode == Opcode::QUERY
+                && let Some(kind) = seen.kind
                 && let Sent::Message(reply) = sent
             {
                 let tc = reply.get(2).is_some_and(|b| b & 0x02 != 0);
@@ -628,7 +633,7 @@ impl Collector for Scrape {
         counter(
             &mut e,
             "authd_responses",
-            "Responses to standard queries, by kind.",
+            "Responses to standard queries (opcode QUERY), by kind.",
             KINDS.iter().zip(s.kinds).map(|(k, n)| ([("kind", *k)], n)),
         )?;
         counter(

@@ -15,7 +15,8 @@
 //! `ZONE SOA IN`, the new SOA in the answer section, RFC 1996 §3.7), and
 //! retransmission per §3.6 in BIND 10's way: first timeout [`FIRST_TIMEOUT`],
 //! doubled after each try, at most [`MAX_TRIES`] tries. A reply is accepted when
-//! its id, QR bit, opcode and question name match (§3.8; its rcode is logged).
+//! its id, QR bit, opcode and question name match (§3.8; its rcode is logged,
+//! REFUSED and NOTAUTH as a warning naming the likely causes).
 //!
 //! A target given with a key (`"192.0.2.2 key NAME"`) gets the NOTIFY signed
 //! with that `[[key]]` (RFC 8945 §5.1), and its reply must verify (§5.4): a
@@ -569,6 +570,16 @@ async fn notify_one(change: SerialChange, target: SocketAddr, key: Option<Key>) 
                                 }
                             }
                         }
+                        if let Some(why) = refused(
+                            &change.origin,
+                            serial,
+                            target,
+                            rcode,
+                            key.as_ref().map(|k| &k.name),
+                        ) {
+                            tracing::warn!("{why}");
+                            return;
+                        }
                         let how = match &signed {
                             Some((k, _)) => format!(", signed with key {}", k.name),
                             None => String::new(),
@@ -588,6 +599,34 @@ async fn notify_one(change: SerialChange, target: SocketAddr, key: Option<Key>) 
         "NOTIFY of {} serial {serial} to {target}: no answer after {MAX_TRIES} tries",
         change.origin
     );
+}
+
+/// The warning for a reply to the NOTIFY of `origin` at `serial` sent to
+/// `target` (signed with `key`, if any) that refuses it (rcode REFUSED or
+/// NOTAUTH), naming the likely causes; `None` for another rcode.
+fn refused(
+    origin: &Name,
+    serial: u32,
+    target: SocketAddr,
+    rcode: u8,
+    key: Option<&Name>,
+) -> Option<String> {
+    let name = match Rcode(u16::from(rcode)) {
+        Rcode::REFUSED => "REFUSED",
+        Rcode::NOTAUTH => "NOTAUTH",
+        _ => return None,
+    };
+    let keyed = match key {
+        Some(k) => format!("or expect another key than {k}"),
+        None => format!(
+            "or expect a TSIG key: give the target a key with \"{target} key NAME\" in [notify]"
+        ),
+    };
+    Some(format!(
+        "NOTIFY of {origin} serial {serial} to {target}: the secondary refused it (rcode {rcode} \
+         {name}): it may not serve {origin} as a secondary, not list this server as a primary, \
+         {keyed}"
+    ))
 }
 
 #[cfg(test)]
@@ -612,5 +651,33 @@ mod tests {
             source_for("127.0.0.1:53".parse().expect("a")).ip(),
             Ipv4Addr::LOCALHOST
         );
+    }
+
+    /// A REFUSED or NOTAUTH reply is a warning naming the causes; the hint
+    /// for an unsigned NOTIFY is a key, for a signed one another key.
+    #[test]
+    fn refusals_name_the_likely_cause() {
+        let origin: Name = "example.org.".parse().expect("name");
+        let target: SocketAddr = "192.0.2.2:53".parse().expect("addr");
+        assert_eq!(
+            refused(&origin, 5, target, 5, None).as_deref(),
+            Some(
+                "NOTIFY of example.org. serial 5 to 192.0.2.2:53: the secondary refused it \
+                 (rcode 5 REFUSED): it may not serve example.org. as a secondary, not list this \
+                 server as a primary, or expect a TSIG key: give the target a key with \
+                 \"192.0.2.2:53 key NAME\" in [notify]"
+            )
+        );
+        let key: Name = "tk.".parse().expect("name");
+        let signed = refused(&origin, 5, target, 9, Some(&key)).expect("NOTAUTH");
+        assert!(
+            signed.ends_with(
+                "(rcode 9 NOTAUTH): it may not serve example.org. as a secondary, not list this \
+                 server as a primary, or expect another key than tk."
+            ),
+            "{signed}"
+        );
+        assert_eq!(refused(&origin, 5, target, 0, None), None);
+        assert_eq!(refused(&origin, 5, target, 2, None), None);
     }
 }

@@ -646,7 +646,11 @@ async fn refresh(
                 break;
             }
             Err(e) => {
-                tracing::warn!("secondary zone {origin}: refresh from {primary} failed: {e}");
+                if e.is_storage() {
+                    tracing::error!("secondary zone {origin}: refresh from {primary} failed: {e}");
+                } else {
+                    tracing::warn!("secondary zone {origin}: refresh from {primary} failed: {e}");
+                }
                 result = Err(e.to_string());
             }
         }
@@ -714,7 +718,10 @@ async fn save(t: &ZoneTimers) {
     let o = origin.clone();
     match tokio::task::spawn_blocking(move || writer.save_secondary_state(&o, &state)).await {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!("secondary zone {origin}: cannot store its state: {e}"),
+        Ok(Err(e)) if e.is_busy() => {
+            tracing::warn!("secondary zone {origin}: cannot store its state: {e}")
+        }
+        Ok(Err(e)) => tracing::error!("secondary zone {origin}: cannot store its state: {e}"),
         Err(e) => tracing::warn!("secondary zone {origin}: cannot store its state: {e}"),
     }
 }
@@ -746,6 +753,9 @@ async fn refresh_from(t: &mut ZoneTimers, primary: &Primary) -> Result<(), XfrEr
     if let Some(ours) = t.serial {
         match ixfr_from(t, primary, ours).await {
             Ok(()) => return Ok(()),
+            Err(e) if e.is_storage() => tracing::error!(
+                "secondary zone {origin}: IXFR from {primary} failed: {e}; trying AXFR"
+            ),
             Err(e) => tracing::warn!(
                 "secondary zone {origin}: IXFR from {primary} failed: {e}; trying AXFR"
             ),

@@ -40,11 +40,12 @@
 //! `[update] serial` (or the SOA the update gave), the `diffs` journal rows in
 //! BIND 10's layout, so IXFR and NOTIFY follow; the serving source sees the
 //! commit as a new generation at once. A change that changes nothing writes
-//! nothing. A busy DB gives SERVFAIL after [`BUSY_WAIT`], nothing written;
-//! so does a storage failure (a DB not writable or served read-only, a
-//! corrupt or truncated file, an I/O error at commit), logged naming the
-//! file, and nothing of it is kept after a crash either (the sqlite3
-//! writer voids what a failed commit may have left in the `-wal`).
+//! nothing. A busy DB gives SERVFAIL after [`BUSY_WAIT`], nothing written,
+//! logged at WARN; a storage failure (a full disk, an I/O error at commit, a
+//! DB not writable or served read-only, a corrupt or truncated file) gives
+//! SERVFAIL logged at ERROR naming the file, and nothing of it is kept after
+//! a crash either (the sqlite3 writer voids what a failed commit may have
+//! left in the `-wal`); client refusals at INFO.
 //!
 //! The reply is the header and the zone section (§3.8), NOERROR or the rcode
 //! of the first failing check.
@@ -54,7 +55,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use authd_datasrc::write::{Change, Scope, SerialPolicy, WRITE_LOCK_WAIT, serial_gt};
-use authd_datasrc::{Class, Name, RType, Rdata, Record, SourceList, WriteError};
+use authd_datasrc::{Class, Name, RType, Rdata, Record, SourceList, WriteError, ZoneWriter};
 use serde::Deserialize;
 
 use crate::acl::Acl;
@@ -74,10 +75,12 @@ const NONE: Class = Class(254);
 /// Update log lines (refusals and changes; any client can send many).
 static UPDATE_LOG: LogLimit = LogLimit::new();
 
-macro_rules! client_log {
-    ($($arg:tt)*) => {
+/// One update log line at `$level` (`info`, `warn`, `error`), within the
+/// budget.
+macro_rules! update_log {
+    ($level:ident, $($arg:tt)*) => {
         if let Some(suppressed) = UPDATE_LOG.allow() {
-            tracing::info!(suppressed, $($arg)*);
+            tracing::$level!(suppressed, $($arg)*);
         }
     };
 }
@@ -424,16 +427,48 @@ struct Rr {
     rdata: Option<Rdata>,
 }
 
-/// A failed check: the rcode and, for the log, why.
+/// A failed check: the rcode, whose fault and, for the log, why.
 struct Refusal {
     rcode: Rcode,
+    fault: Fault,
     why: String,
 }
 
+/// Why an UPDATE was not applied, as the log level tells it: a client's
+/// refusal is routine (INFO), a DB another writer holds passes (WARN), a
+/// failing storage needs the operator (ERROR: a full disk, an I/O error, a
+/// read-only or damaged DB).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    Client,
+    Busy,
+    Storage,
+}
+
+/// A refusal of the client's update (its rights, its content, the zone).
 fn refuse(rcode: Rcode, why: impl Into<String>) -> Refusal {
     Refusal {
         rcode,
+        fault: Fault::Client,
         why: why.into(),
+    }
+}
+
+/// SERVFAIL for a write that failed in the storage of `writer`: busy, or
+/// a storage failure; the message names the DB.
+fn failed(writer: &dyn ZoneWriter, e: &WriteError) -> Refusal {
+    let (fault, what) = if e.is_busy() {
+        (Fault::Busy, "busy")
+    } else {
+        (Fault::Storage, "storage failed")
+    };
+    Refusal {
+        rcode: Rcode::SERVFAIL,
+        fault,
+        why: format!(
+            "{what}: {}; nothing was changed",
+            crate::xfrin::storage_text(writer, e)
+        ),
     }
 }
 
@@ -451,17 +486,32 @@ pub fn update(
     let rcode = match run(sources, policy, msg, req, client) {
         Ok(summary) => {
             if let Some(s) = summary {
-                client_log!("UPDATE of {} from {client}: {s}", req.qname);
+                update_log!(info, "UPDATE of {} from {client}: {s}", req.qname);
             }
             Rcode::NOERROR
         }
         Err(r) => {
-            client_log!(
-                "UPDATE of {} from {client}: {} (rcode {})",
-                req.qname,
-                r.why,
-                r.rcode.0
-            );
+            let (zone, why, rcode) = (&req.qname, &r.why, r.rcode.0);
+            match r.fault {
+                Fault::Client => {
+                    update_log!(
+                        info,
+                        "UPDATE of {zone} from {client}: {why} (rcode {rcode})"
+                    )
+                }
+                Fault::Busy => {
+                    update_log!(
+                        warn,
+                        "UPDATE of {zone} from {client}: {why} (rcode {rcode})"
+                    )
+                }
+                Fault::Storage => {
+                    update_log!(
+                        error,
+                        "UPDATE of {zone} from {client}: {why} (rcode {rcode})"
+                    )
+                }
+            }
             r.rcode
         }
     };
@@ -514,7 +564,13 @@ fn run(
             }
         },
         Ok(_) => return Err(refuse(Rcode::NOTAUTH, "not a zone served here")),
-        Err(e) => return Err(refuse(Rcode::SERVFAIL, e.to_string())),
+        Err(e) => {
+            return Err(Refusal {
+                rcode: Rcode::SERVFAIL,
+                fault: Fault::Storage,
+                why: e.to_string(),
+            });
+        }
     };
     // Who may update the zone at all.
     let full = policy.acl_for(zone).allows(client.addr, client.key);
@@ -578,7 +634,7 @@ fn run(
             Rcode::NOTAUTH,
             format!("{why}; it takes no writes: only sqlite3 zones take updates"),
         )),
-        Err(e) => Err(refuse(Rcode::SERVFAIL, format!("{e}; nothing was changed"))),
+        Err(e) => Err(failed(writer.as_ref(), &e)),
     }
 }
 

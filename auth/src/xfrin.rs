@@ -81,9 +81,21 @@ pub enum XfrError {
     /// SOA sequence, records after the end, a zone that fails the checks).
     #[error("inconsistent transfer: {0}")]
     Inconsistent(String),
-    /// The zone DB could not be written.
-    #[error("zone DB: {0}")]
+    /// The zone DB could not be written: the storage failed (a full disk, an
+    /// I/O error, a read-only or damaged DB), or no source can write it.
+    #[error("storage: {0}")]
     Store(String),
+    /// The zone DB was busy: another writer held its lock past the wait.
+    #[error("busy: {0}")]
+    StoreBusy(String),
+}
+
+impl XfrError {
+    /// True when the zone DB failed, not the primary or the transfer: the
+    /// operator's business, logged at ERROR (busy: WARN).
+    pub fn is_storage(&self) -> bool {
+        matches!(self, XfrError::Store(_))
+    }
 }
 
 /// A request for `origin` of type `qtype`, with message id `id`; an IXFR
@@ -554,7 +566,9 @@ pub fn store_ixfr(
     origin: &Name,
     diffs: &[Difference],
 ) -> Result<usize, XfrError> {
-    writer.apply_differences(origin, diffs).map_err(store_error)
+    writer
+        .apply_differences(origin, diffs)
+        .map_err(|e| store_error(writer, e))
 }
 
 /// Writes `zone` (transferred from `from`) as the whole content of `origin`
@@ -588,19 +602,33 @@ pub fn store_axfr(
     writer
         .replace_zone(origin, &sourced, JournalPolicy::Clear, &mut |_, _| {})
         .map(|report| report.total())
-        .map_err(store_error)
+        .map_err(|e| store_error(writer, e))
 }
 
-/// A failed write as a transfer error: storage, or content that does not apply.
-fn store_error(e: WriteError) -> XfrError {
+/// A failed write to `writer` as a transfer error: busy, storage, or content
+/// that does not apply.
+fn store_error(writer: &dyn ZoneWriter, e: WriteError) -> XfrError {
+    if e.is_busy() {
+        return XfrError::StoreBusy(storage_text(writer, &e));
+    }
     match e {
         WriteError::Sqlite { .. }
         | WriteError::Load(LoadError::Sqlite { .. })
         | WriteError::Storage(_)
         | WriteError::Open(_)
         | WriteError::Gone(_)
-        | WriteError::NotSupported(_) => XfrError::Store(e.to_string()),
+        | WriteError::NotSupported(_) => XfrError::Store(storage_text(writer, &e)),
         other => XfrError::Inconsistent(other.to_string()),
+    }
+}
+
+/// A storage failure of `writer` for the log, naming the DB: an SQL
+/// statement's error (`committing failed: database or disk is full`) does
+/// not, the others do.
+pub(crate) fn storage_text(writer: &dyn ZoneWriter, e: &WriteError) -> String {
+    match e {
+        WriteError::Sqlite { .. } => format!("{}: {e}", writer.describe()),
+        _ => e.to_string(),
     }
 }
 

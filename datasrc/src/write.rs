@@ -86,6 +86,23 @@ pub enum WriteError {
     Gone(String),
 }
 
+impl WriteError {
+    /// True when another writer held the DB's lock past the wait (SQLite's
+    /// `SQLITE_BUSY` or `SQLITE_LOCKED` on the write): nothing was written,
+    /// and a later try may succeed.
+    pub fn is_busy(&self) -> bool {
+        let source = match self {
+            WriteError::Sqlite { source, .. }
+            | WriteError::Load(LoadError::Sqlite { source, .. }) => source,
+            _ => return false,
+        };
+        matches!(
+            source.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
+}
+
 /// RFC 1982 §3.2: `a` is greater than `b` in 32-bit serial number arithmetic.
 pub fn serial_gt(a: u32, b: u32) -> bool {
     a != b && a.wrapping_sub(b) < 0x8000_0000

@@ -130,9 +130,8 @@ pub enum Error {
         /// The SQLite error.
         source: rusqlite::Error,
     },
-    /// The file is damaged (truncated, overwritten) or not an SQLite file at
-    /// all: SQLite's SQLITE_CORRUPT or SQLITE_NOTADB, or problems found by
-    /// `PRAGMA integrity_check`.
+    /// The file is damaged (truncated, overwritten): SQLite's SQLITE_CORRUPT,
+    /// or problems found by `PRAGMA integrity_check`.
     #[error(
         "zone DB {} is corrupt ({reason}); restore it from a backup (docs/ZONE-ADMIN.md, Backups)",
         path.display()
@@ -140,11 +139,27 @@ pub enum Error {
     Corrupt {
         /// The zone DB file.
         path: PathBuf,
-        /// What SQLite said, or the first problem `integrity_check` found.
+        /// What SQLite said, or a summary of what `integrity_check` found.
         reason: String,
     },
+    /// The file is not an SQLite database at all (SQLite's SQLITE_NOTADB: a
+    /// text file, say, or a DB whose header was overwritten).
+    #[error(
+        "{} is not an SQLite database (SQLITE_NOTADB), so not a zone DB; make one in a new file \
+         with `loadzone --db FILE ORIGIN MASTERFILE` or `zone create --db FILE ORIGIN`, or, if it \
+         was a zone DB, restore it from a backup (docs/ZONE-ADMIN.md, Backups)",
+        path.display()
+    )]
+    NotSqlite {
+        /// The file.
+        path: PathBuf,
+    },
     /// A readable SQLite file, but not a zone DB: no `schema_version`, `zones` or `records` table.
-    #[error("{} is not a zone DB: {reason}", path.display())]
+    #[error(
+        "{} is not a zone DB: {reason} (an SQLite database without the zone schema); make one in \
+         a new file with `loadzone --db FILE ORIGIN MASTERFILE` or `zone create --db FILE ORIGIN`",
+        path.display()
+    )]
     NotZoneDb {
         /// The zone DB file.
         path: PathBuf,
@@ -317,6 +332,7 @@ impl Error {
             | Error::Io { path, .. }
             | Error::Unreadable { path, .. }
             | Error::Corrupt { path, .. }
+            | Error::NotSqlite { path }
             | Error::NotZoneDb { path, .. }
             | Error::NoVersion { path }
             | Error::TooManyVersions { path, .. }
@@ -345,6 +361,7 @@ impl Error {
                 | Error::Io { .. }
                 | Error::Unreadable { .. }
                 | Error::Corrupt { .. }
+                | Error::NotSqlite { .. }
                 | Error::NotZoneDb { .. }
                 | Error::NoVersion { .. }
                 | Error::TooManyVersions { .. }
@@ -839,13 +856,17 @@ fn open_read_only(path: &Path) -> Result<Connection, Error> {
 }
 
 /// The error for an SQLite failure on `path`: [`Error::Corrupt`] when SQLite
-/// says the file is damaged or not a database, else [`Error::Unreadable`].
+/// says the file is damaged, [`Error::NotSqlite`] when it says it is not a
+/// database, else [`Error::Unreadable`].
 pub fn unreadable(path: &Path, source: rusqlite::Error) -> Error {
     use rusqlite::ErrorCode;
     match source.sqlite_error_code() {
-        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => Error::Corrupt {
+        Some(ErrorCode::DatabaseCorrupt) => Error::Corrupt {
             path: path.to_path_buf(),
             reason: source.to_string(),
+        },
+        Some(ErrorCode::NotADatabase) => Error::NotSqlite {
+            path: path.to_path_buf(),
         },
         _ => Error::Unreadable {
             path: path.to_path_buf(),
@@ -857,25 +878,89 @@ pub fn unreadable(path: &Path, source: rusqlite::Error) -> Error {
 /// Runs SQLite's `PRAGMA integrity_check` on the zone DB at `path` (read
 /// only; the whole file is read, so it takes time on a large DB).
 ///
-/// Errors: [`Error::Corrupt`] naming the first problem and their count;
-/// what opening the file gives ([`Error::Missing`], [`Error::Unreadable`]).
+/// Errors: [`Error::Corrupt`] with a one-line summary of the problems
+/// ([`integrity_summary`]); what opening the file gives ([`Error::Missing`],
+/// [`Error::Unreadable`]).
 pub fn integrity_check(path: &Path) -> Result<(), Error> {
     let conn = open_read_only(path)?;
     let mut stmt = conn
         .prepare("PRAGMA integrity_check")
         .map_err(|source| unreadable(path, source))?;
-    let problems: Vec<String> = stmt
+    let rows: Vec<String> = stmt
         .query_map([], |row| row.get::<_, String>(0))
         .and_then(|rows| rows.collect())
         .map_err(|source| unreadable(path, source))?;
-    match problems.as_slice() {
-        [ok] if ok == "ok" => Ok(()),
-        [] => Ok(()),
-        [first, ..] => Err(Error::Corrupt {
+    // Tables and indexes by root page, to name what "Tree N" lines are about
+    // (the schema page may be damaged too: then they go unnamed).
+    let objects: Vec<(i64, String, String)> = conn
+        .prepare("SELECT rootpage, type, name FROM sqlite_master")
+        .and_then(|mut s| {
+            s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect()
+        })
+        .unwrap_or_default();
+    match integrity_summary(&rows, &objects) {
+        None => Ok(()),
+        Some(reason) => Err(Error::Corrupt {
             path: path.to_path_buf(),
-            reason: format!("integrity_check: {first} ({} problem(s))", problems.len()),
+            reason,
         }),
     }
+}
+
+/// Most problems `PRAGMA integrity_check` reports (its default limit).
+const INTEGRITY_LIMIT: usize = 100;
+
+/// What `PRAGMA integrity_check` returned (`rows`; a row may hold several
+/// lines), as one line: how many problems, the tables and indexes named
+/// (`objects`: root page, type, name from `sqlite_master`), and the first
+/// problem; `None` when it found none.
+fn integrity_summary(rows: &[String], objects: &[(i64, String, String)]) -> Option<String> {
+    let problems: Vec<&str> = rows
+        .iter()
+        .flat_map(|r| r.lines())
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && *l != "ok" && !l.starts_with("*** in database"))
+        .collect();
+    let first = problems.first()?;
+    let mut named: Vec<String> = Vec::new();
+    for line in &problems {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        for pair in words.windows(2) {
+            let object = match pair {
+                ["Tree", n] => n
+                    .parse::<i64>()
+                    .ok()
+                    .and_then(|n| objects.iter().find(|o| o.0 == n))
+                    .map(|(_, kind, name)| format!("{kind} {name}")),
+                ["index", name] => Some(format!("index {}", name.trim_end_matches(':'))),
+                ["in", column] if line.starts_with("NULL value") => column
+                    .split_once('.')
+                    .map(|(table, _)| format!("table {table}")),
+                _ => None,
+            };
+            if let Some(o) = object
+                && !named.contains(&o)
+            {
+                named.push(o);
+            }
+        }
+    }
+    let count = if problems.len() >= INTEGRITY_LIMIT {
+        format!("{INTEGRITY_LIMIT} or more problems")
+    } else if problems.len() == 1 {
+        "1 problem".to_string()
+    } else {
+        format!("{} problems", problems.len())
+    };
+    let place = if named.is_empty() {
+        String::new()
+    } else {
+        format!(" in {}", named.join(", "))
+    };
+    Some(format!(
+        "integrity_check found {count}{place}; the first: {first}"
+    ))
 }
 
 /// Moves a WAL-mode DB's log into the main file and empties it, so that a
@@ -1036,6 +1121,39 @@ fn version_number(v: &Value) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// integrity_check's report (its first row holds a header line and the
+    /// first problem) as one line: the count, what it is in, the first.
+    #[test]
+    fn integrity_check_report_in_one_line() {
+        let objects = vec![
+            (5, "table".to_string(), "records".to_string()),
+            (6, "index".to_string(), "records_byname".to_string()),
+        ];
+        let rows = vec![
+            "*** in database main ***\nTree 5 page 5 cell 2: Offset 13107 out of range 3908..4092"
+                .to_string(),
+            "Tree 5 page 5 cell 1: Offset 13107 out of range 3908..4092".to_string(),
+            "NULL value in records.rdata".to_string(),
+            "row 3 missing from index records_byname".to_string(),
+            "wrong # of entries in index records_byrname".to_string(),
+        ];
+        assert_eq!(
+            integrity_summary(&rows, &objects).as_deref(),
+            Some(
+                "integrity_check found 5 problems in table records, index records_byname, index \
+                 records_byrname; the first: Tree 5 page 5 cell 2: Offset 13107 out of range \
+                 3908..4092"
+            )
+        );
+        assert_eq!(integrity_summary(&["ok".to_string()], &objects), None);
+        assert_eq!(integrity_summary(&[], &objects), None);
+        let many: Vec<String> = (0..100).map(|i| format!("Page {i}: never used")).collect();
+        assert_eq!(
+            integrity_summary(&many, &[]).as_deref(),
+            Some("integrity_check found 100 or more problems; the first: Page 0: never used")
+        );
+    }
 
     #[test]
     fn display_and_order() {

@@ -152,7 +152,9 @@ fn help_exits_zero() {
 
 /// A zone DB with a page overwritten: the schema still reads, but
 /// `dbutil --check` runs SQLite's integrity_check and says it is corrupt
-/// (exit 4); a truncated one and a random file are named corrupt too.
+/// (exit 4) in one line: how many problems, in which tables and indexes,
+/// the first; a truncated one is named corrupt too, a random file not an
+/// SQLite database.
 #[test]
 fn check_finds_corruption() {
     let (dir, good) = copy_to_temp("v2_2");
@@ -191,10 +193,60 @@ fn check_finds_corruption() {
     .expect("write");
     let out = run_on("--check", &random);
     assert_eq!(code(&out), 4);
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "dbutil: {} is not an SQLite database (SQLITE_NOTADB), so not a zone DB; make one in \
+             a new file with `loadzone --db FILE ORIGIN MASTERFILE` or `zone create --db FILE \
+             ORIGIN`, or, if it was a zone DB, restore it from a backup (docs/ZONE-ADMIN.md, \
+             Backups)\n",
+            random.display()
+        )
+    );
+
+    // The records table's root page: its cells point past the page. The
+    // schema reads; integrity_check reports the table and every index
+    // missing the rows, summed up in one line.
+    let conn = rusqlite::Connection::open(&good).expect("open");
+    let root: u32 = conn
+        .query_row(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'records'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("rootpage");
+    conn.execute_batch(
+        "INSERT INTO zones (name, rdclass) VALUES ('example.org.', 'IN');
+         INSERT INTO records (zone_id, name, rname, ttl, rdtype, rdata)
+           VALUES (1, 'example.org.', 'org.example.', 300, 'NS', 'ns.example.org.'),
+                  (1, 'ns.example.org.', 'org.example.ns.', 300, 'A', '192.0.2.1');",
+    )
+    .expect("rows");
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .expect("checkpoint");
+    drop(conn);
+    let bytes = fs::read(&good).expect("read");
+    let page = usize::from(u16::from_be_bytes([bytes[16], bytes[17]]));
+    let mut m = bytes.clone();
+    // The cell pointer array after the 8-byte leaf header: out of range.
+    let at = (root as usize - 1) * page + 8;
+    for b in &mut m[at..at + 4] {
+        *b = 0x33;
+    }
+    let records = dir.path().join("records.sqlite3");
+    fs::write(&records, &m).expect("write");
+    let out = run_on("--check", &records);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        stderr(&out).contains("is corrupt (file is not a database)"),
-        "{}",
-        stderr(&out)
+        err.starts_with(&format!(
+            "dbutil: zone DB {} is corrupt (integrity_check found ",
+            records.display()
+        )) && err.contains(" problems in table records, index records_")
+            && err.contains("; the first: Tree ")
+            && err.ends_with("); restore it from a backup (docs/ZONE-ADMIN.md, Backups)\n"),
+        "{err}"
     );
 }
 

@@ -170,7 +170,12 @@ fn serving_read_errors_name_the_file() {
         );
     }
     let expect_msgs = [
-        ("no_schema", "is not a zone DB: no schema_version table"),
+        (
+            "no_schema",
+            "is not a zone DB: no schema_version table (an SQLite database without the zone \
+             schema); make one in a new file with `loadzone --db FILE ORIGIN MASTERFILE` or \
+             `zone create --db FILE ORIGIN`",
+        ),
         (
             "empty_version",
             "has no schema version: the schema_version table is empty",
@@ -213,15 +218,20 @@ fn not_sqlite_and_empty_files() {
     let text = dir.path().join("text.sqlite3");
     fs::write(&text, "This is not an sqlite3 database\n").expect("write");
     let err = check(&text).expect_err("text file");
-    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+    assert!(matches!(err, Error::NotSqlite { .. }), "{err:?}");
     assert!(err.is_read_error());
-    assert!(err.to_string().starts_with(&format!(
-        "zone DB {} is corrupt (file is not a database)",
-        text.display()
-    )));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{} is not an SQLite database (SQLITE_NOTADB), so not a zone DB; make one in a new \
+             file with `loadzone --db FILE ORIGIN MASTERFILE` or `zone create --db FILE ORIGIN`, \
+             or, if it was a zone DB, restore it from a backup (docs/ZONE-ADMIN.md, Backups)",
+            text.display()
+        )
+    );
     assert!(matches!(
         open_for_serving(&text),
-        Err(Error::Corrupt { .. })
+        Err(Error::NotSqlite { .. })
     ));
 
     let empty = dir.path().join("empty.sqlite3");

@@ -577,6 +577,119 @@ pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }
 
+/// True when the tests run as root (`id -u` is 0).
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// Runs `cmd`; why it failed (cannot run, or its stderr), if it did.
+fn succeeds(cmd: &mut Command) -> Result<(), String> {
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let out = cmd.output().map_err(|e| format!("{program}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{program} refused: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// A tmpfs of a few KiB on a folder of its own: a disk that can be filled
+/// up (SQLite's `SQLITE_FULL`), for storage-failure tests. Only root can
+/// mount one; unmounted (lazily) when dropped.
+pub struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// Mounts a tmpfs of `kib` KiB.
+    ///
+    /// Errors: why it cannot be had (not root, `mount` refused): the
+    /// caller skips its test, saying so.
+    pub fn mount(kib: u32) -> Result<SmallDisk, String> {
+        if !is_root() {
+            return Err("mounting a small tmpfs needs root".into());
+        }
+        let dir = tempdir();
+        succeeds(
+            Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+                .arg(dir.path()),
+        )?;
+        Ok(SmallDisk { dir })
+    }
+
+    /// The mounted folder.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Takes every free block with a file (`filler`), so the next write
+    /// that needs a new block fails with ENOSPC.
+    pub fn fill(&self) {
+        let mut f = std::fs::File::create(self.path().join("filler")).expect("filler");
+        let block = [0u8; 4096];
+        while f.write_all(&block).is_ok() {}
+        let _ = f.write_all(&[0]);
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// A file made read-only for everyone, root included, while it lives:
+/// immutable (`chattr +i`) for root, mode 0444 for other users (whom the
+/// mode binds). Restored when dropped.
+pub struct ReadOnlyFile {
+    path: PathBuf,
+    immutable: bool,
+}
+
+impl ReadOnlyFile {
+    /// Makes `path` read-only.
+    ///
+    /// Errors: why it cannot be done (no `chattr`, a file system without
+    /// the immutable flag): the caller skips its test, saying so.
+    pub fn make(path: &Path) -> Result<ReadOnlyFile, String> {
+        use std::os::unix::fs::PermissionsExt;
+        if !is_root() {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444))
+                .map_err(|e| format!("chmod 0444: {e}"))?;
+            return Ok(ReadOnlyFile {
+                path: path.to_path_buf(),
+                immutable: false,
+            });
+        }
+        succeeds(Command::new("chattr").arg("+i").arg(path))?;
+        Ok(ReadOnlyFile {
+            path: path.to_path_buf(),
+            immutable: true,
+        })
+    }
+}
+
+impl Drop for ReadOnlyFile {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        if self.immutable {
+            let _ = Command::new("chattr").arg("-i").arg(&self.path).status();
+        } else {
+            let _ = std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o644));
+        }
+    }
+}
+
 /// Writes `text` to `dir/name` and returns the path.
 pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);

@@ -27,7 +27,7 @@ fn start(dir: &Path) -> (AuthdProcess, std::path::PathBuf) {
         dir,
         "authd.toml",
         &format!(
-            "[control]\nsocket = \"{}\"\n\
+            "[control]\nsocket = \"{}\"\n[server]\nudp_workers = 1\n\
              [[datasource]]\ntype = \"sqlite3\"\nfile = \"{}\"\n\
              [[datasource]]\ntype = \"memory\"\nzones = [{{ origin = \"example.net.\", file = \"{}\" }}]\n",
             socket.display(),
@@ -107,7 +107,7 @@ fn every_command_end_to_end() {
     write_file(dir.path(), "example.net.zone", &zone(2));
     let out = ok(&socket, &["reload", "example.net."]);
     assert!(
-        out.starts_with("reload: 1 zones reloaded, 0 unchanged, 0 failed\n"),
+        out.starts_with("reload: 1 zones reloaded, 0 unchanged, 0 failed, 1 served from sqlite3\n"),
         "{out}"
     );
     assert!(
@@ -162,6 +162,25 @@ fn every_command_end_to_end() {
         !authd.stderr().contains("ns1.example.org. IN A"),
         "logged while off"
     );
+
+    // A reload of a setting that needs a restart: the warning it logs is
+    // shown after the summary.
+    let config = std::fs::read_to_string(dir.path().join("authd.toml")).expect("config");
+    write_file(
+        dir.path(),
+        "authd.toml",
+        &config.replace("udp_workers = 1", "udp_workers = 2"),
+    );
+    assert_eq!(
+        ok(&socket, &["reload"]),
+        "reload: 0 zones reloaded, 1 unchanged, 0 failed, 1 served from sqlite3\n\
+         warning: reload: [server] udp_workers changed (1 -> 2); restart authd to apply it\n"
+    );
+    assert!(authd.wait_for_log(
+        "WARN authd::server::build: reload: [server] udp_workers changed (1 -> 2); restart \
+         authd to apply it",
+        Duration::from_secs(2)
+    ));
 
     // Errors: one line, exit status 1.
     let e = fails(&socket, &["frobnicate"]);

@@ -197,6 +197,7 @@ fn bad_inputs_fail_with_one_line_and_keep_the_zone() {
         &format!("{HEAD}www.example.com. A 192.0.2.2\n"),
     );
     write("cname.zone", &format!("{HEAD}w CNAME ns\nw A 192.0.2.2\n"));
+    write("unknown.zone", &format!("{HEAD}w 300 IN FOO bar\n"));
     write(
         "include.zone",
         &format!("{HEAD}$INCLUDE nothere.inc\nx A 192.0.2.3\n"),
@@ -231,6 +232,11 @@ fn bad_inputs_fail_with_one_line_and_keep_the_zone() {
         (
             "cname.zone",
             "cname.zone:6: CNAME and other data at w.example.org.",
+        ),
+        (
+            "unknown.zone",
+            "unknown.zone:5: unknown type FOO; write a type without a name here as TYPEnnn \
+             with \\# RDATA (RFC 3597 §5), e.g. TYPE65280 \\# 2 abcd",
         ),
         (
             "missing.zone",
@@ -271,8 +277,10 @@ fn db_errors_name_the_file() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stderr(&out),
-        "loadzone: zone DB notdb is corrupt (file is not a database); \
-         restore it from a backup (docs/ZONE-ADMIN.md, Backups)\n"
+        "loadzone: notdb is not an SQLite database (SQLITE_NOTADB), so not a zone DB; make one \
+         in a new file with `loadzone --db FILE ORIGIN MASTERFILE` or `zone create --db FILE \
+         ORIGIN`, or, if it was a zone DB, restore it from a backup (docs/ZONE-ADMIN.md, \
+         Backups)\n"
     );
     let out = loadzone(d, "no/such/dir/z.db", "example.org", "example.org.zone");
     assert_eq!(out.status.code(), Some(1));

@@ -223,6 +223,9 @@ fn nsupdate(addr: SocketAddr, commands: &str) -> String {
 
 /// One applied, one refused and one failed UPDATE are counted as such, and
 /// a secondary zone whose primary does not answer counts a failed refresh.
+/// An UPDATE's reply is not a response to a standard query: it is counted
+/// in `authd_queries_total` by opcode and rcode, never as
+/// `authd_responses_total{kind="error"}` (a successful one was, before).
 #[test]
 fn updates_and_transfers_in_are_counted_by_result() {
     let dir = tempdir();
@@ -273,6 +276,28 @@ fn updates_and_transfers_in_are_counted_by_result() {
             value(&after, failed)
         ),
         (1, 1, 1),
+        "{after}"
+    );
+    let updates = |rcode: &str| -> u64 {
+        after
+            .lines()
+            .filter(|l| {
+                l.starts_with("authd_queries_total{")
+                    && l.contains(r#"opcode="UPDATE""#)
+                    && l.contains(&format!("rcode=\"{rcode}\""))
+            })
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    };
+    assert_eq!(
+        (updates("NOERROR"), updates("NOTAUTH"), updates("YXDOMAIN")),
+        (1, 1, 1),
+        "{after}"
+    );
+    let errors = r#"authd_responses_total{kind="error"}"#;
+    assert_eq!(
+        (value(&before, errors), value(&after, errors)),
+        (0, 0),
         "{after}"
     );
 

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use authd_tests::hickory_proto::op::{Message, ResponseCode};
 use authd_tests::hickory_proto::rr::RData;
 use authd_tests::{
-    AuthdProcess, QueryBuilder, binary, free_port, load_zone_text, load_zone_text_with,
+    AuthdProcess, QueryBuilder, SmallDisk, binary, free_port, load_zone_text, load_zone_text_with,
     parse_reply, tempdir, try_query_udp, write_file,
 };
 
@@ -265,6 +265,79 @@ fn follows_an_authd_primary(memory: bool) {
     if memory {
         assert!(logged(&s, "serving 1 zone from memory:"), "{}", s.stderr());
     }
+}
+
+/// The log line of `authd` holding `head`, waiting up to 15 s for it.
+fn log_line(authd: &AuthdProcess, head: &str) -> String {
+    assert!(
+        authd.wait_for_log(head, Duration::from_secs(15)),
+        "no {head:?}:\n{}",
+        authd.stderr()
+    );
+    let log = authd.stderr();
+    log.lines()
+        .find(|l| l.contains(head))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A transfer in that cannot be stored: a secondary DB another writer
+/// holds is a warning (busy, retried: the change arrives once released);
+/// a full disk (the DB on a tiny tmpfs: root only, else that case is
+/// skipped, saying so) is an ERROR naming the DB, not hidden among the
+/// warnings about primaries that do not answer.
+#[test]
+fn storage_failures_of_transfers_in_are_errors_and_busy_is_a_warning() {
+    let dir = tempdir();
+    let disk = SmallDisk::mount(2048);
+    let sdb = match &disk {
+        Ok(d) => d.path().join("secondary.sqlite3"),
+        Err(why) => {
+            eprintln!("full-disk case skipped: {why}");
+            dir.path().join("secondary.sqlite3")
+        }
+    };
+    let pdb = dir.path().join("primary.sqlite3");
+    load_zone_text(&pdb, "example.com.", &zone(1, 3600, 86400));
+    let sport = free_port();
+    let p = primary(dir.path(), &pdb, free_port(), Some(sport));
+    let pport = p.addr().port();
+    let s = secondary(dir.path(), &sdb, pport, sport);
+    serves(&s, "192.0.2.1");
+
+    let conn = rusqlite::Connection::open(&sdb).expect("open");
+    conn.execute_batch("BEGIN IMMEDIATE; UPDATE zones SET dnssec = dnssec;")
+        .expect("lock");
+    load_zone_text(&pdb, "example.com.", &zone(2, 3600, 86400));
+    let line = log_line(
+        &s,
+        &format!(
+            "WARN authd::secondary: secondary zone example.com.: refresh from 127.0.0.1:{pport} \
+             failed: busy: zone DB {}: ",
+            sdb.display()
+        ),
+    );
+    assert!(line.ends_with("failed: database is locked"), "{line}");
+    assert!(!s.stderr().contains("ERROR"), "{}", s.stderr());
+    conn.execute_batch("ROLLBACK").expect("unlock");
+    drop(conn);
+    serves(&s, "192.0.2.2");
+
+    let Ok(disk) = disk else { return };
+    disk.fill();
+    load_zone_text(&pdb, "example.com.", &zone(3, 3600, 86400));
+    let line = log_line(
+        &s,
+        &format!(
+            "ERROR authd::secondary: secondary zone example.com.: refresh from \
+             127.0.0.1:{pport} failed: storage: zone DB {}: ",
+            sdb.display()
+        ),
+    );
+    assert!(line.ends_with("failed: database or disk is full"), "{line}");
+    assert_eq!(www(s.addr()).as_deref(), Some("192.0.2.2"));
+    drop(s);
+    drop(p);
 }
 
 #[test]

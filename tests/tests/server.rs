@@ -694,27 +694,47 @@ fn newer_schema_db_is_one_line() {
     );
 }
 
+/// A text file given as the DB is not an SQLite database (SQLITE_NOTADB,
+/// not "corrupt"), and an SQLite DB without the zone schema is not a zone
+/// DB: one line each, saying how to make one.
 #[test]
-fn corrupt_db_is_one_line() {
+fn a_db_not_sqlite_or_without_zones_is_one_line_saying_how_to_make_one() {
     let dir = tempdir();
     let db = write_file(
         dir.path(),
         "corrupt.sqlite3",
         &"not a database ".repeat(100),
     );
-    let err = start_failure(&[
-        os("--db"),
-        db.as_os_str(),
-        os("--listen"),
-        os("127.0.0.1:0"),
-    ]);
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.starts_with(&format!(
-            "authd: zone DB {} is corrupt (file is not a database); restore it from a backup",
+    let start = |db: &Path| {
+        start_failure(&[
+            os("--db"),
+            db.as_os_str(),
+            os("--listen"),
+            os("127.0.0.1:0"),
+        ])
+    };
+    assert_eq!(
+        start(&db),
+        format!(
+            "authd: {} is not an SQLite database (SQLITE_NOTADB), so not a zone DB; make one in a \
+             new file with `loadzone --db FILE ORIGIN MASTERFILE` or `zone create --db FILE \
+             ORIGIN`, or, if it was a zone DB, restore it from a backup (docs/ZONE-ADMIN.md, \
+             Backups)\n",
             db.display()
-        )),
-        "{err}"
+        )
+    );
+    let other = dir.path().join("other.sqlite3");
+    rusqlite::Connection::open(&other)
+        .and_then(|c| c.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);"))
+        .expect("an SQLite DB");
+    assert_eq!(
+        start(&other),
+        format!(
+            "authd: {} is not a zone DB: no schema_version table (an SQLite database without the \
+             zone schema); make one in a new file with `loadzone --db FILE ORIGIN MASTERFILE` or \
+             `zone create --db FILE ORIGIN`\n",
+            other.display()
+        )
     );
 }
 

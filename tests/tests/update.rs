@@ -25,8 +25,8 @@ use authd_tests::hickory_proto::op::{Message, MessageType, OpCode, Query, Respon
 use authd_tests::hickory_proto::rr::rdata::SOA;
 use authd_tests::hickory_proto::rr::{Name, RData, Record, RecordType};
 use authd_tests::{
-    AuthdProcess, QueryBuilder, load_zone_text, parse_reply, parse_rtype, query_tcp, query_udp,
-    require_tool, run_with_timeout, tempdir, write_file,
+    AuthdProcess, QueryBuilder, ReadOnlyFile, SmallDisk, load_zone_text, parse_reply, parse_rtype,
+    query_tcp, query_udp, require_tool, run_with_timeout, tempdir, write_file,
 };
 
 /// `ddns.`: full control of every zone.
@@ -498,7 +498,8 @@ fn memory_zone_notauth_and_address_only_allow() {
 }
 
 /// A DB another writer holds: SERVFAIL after the bounded wait, nothing
-/// applied; once released, the same update applies.
+/// applied, logged as a warning (the storage is fine, only busy); once
+/// released, the same update applies.
 #[test]
 fn busy_db_is_servfail_with_nothing_applied() {
     require_tool("nsupdate", "-V", "bind9-dnsutils");
@@ -510,12 +511,103 @@ fn busy_db_is_servfail_with_nothing_applied() {
         .expect("lock");
     let (rc, out) = send("nsupdate", a, Some(DDNS), "example.com.", cmd);
     assert_eq!(rc, "SERVFAIL", "{out}");
+    let want = format!(
+        "WARN authd::update: UPDATE of example.com. from 127.0.0.1 key ddns.: busy: \
+         sqlite3:{}: starting the transaction failed: database is locked; nothing was changed \
+         (rcode 2)",
+        s.db.display()
+    );
+    assert!(
+        s.authd.wait_for_log(&want, Duration::from_secs(5)),
+        "{}",
+        s.authd.stderr()
+    );
     conn.execute_batch("ROLLBACK").expect("unlock");
     assert_eq!(rcode(a, "busy.example.com.", "A"), ResponseCode::NXDomain);
     assert_eq!(serial(a), 100);
     let (rc, _) = send("nsupdate", a, Some(DDNS), "example.com.", cmd);
     assert_eq!(rc, "NOERROR");
     assert_eq!(serial(a), 101);
+}
+
+/// Storage failures of an UPDATE are logged at ERROR, not among the
+/// client refusals at INFO (a warning-level log filter must show a full
+/// disk): a DB made read-only (`chattr +i` as root, mode 0444 otherwise)
+/// before the first write, and a DB on a full disk (a tiny tmpfs: root
+/// only, else that case is skipped, saying so). Each is SERVFAIL with
+/// nothing applied.
+#[test]
+fn storage_failures_are_logged_at_error() {
+    require_tool("nsupdate", "-V", "bind9-dnsutils");
+    let s = serve(ZONE, POLICY);
+    let a = s.authd.addr();
+    match ReadOnlyFile::make(&s.db) {
+        Err(why) => eprintln!("read-only case skipped: {why}"),
+        Ok(read_only) => {
+            let cmd = "update add ro.example.com. 300 A 192.0.2.5";
+            let (rc, out) = send("nsupdate", a, Some(DDNS), "example.com.", cmd);
+            assert_eq!(rc, "SERVFAIL", "{out}");
+            let want = format!(
+                "ERROR authd::update: UPDATE of example.com. from 127.0.0.1 key ddns.: storage \
+                 failed: zone DB {} is not writable; nothing was changed (rcode 2)",
+                s.db.display()
+            );
+            assert!(
+                s.authd.wait_for_log(&want, Duration::from_secs(5)),
+                "{}",
+                s.authd.stderr()
+            );
+            drop(read_only);
+            assert_eq!(rcode(a, "ro.example.com.", "A"), ResponseCode::NXDomain);
+        }
+    }
+    drop(s);
+
+    let disk = match SmallDisk::mount(1024) {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!("full-disk case skipped: {why}");
+            return;
+        }
+    };
+    let db = disk.path().join("zones.sqlite3");
+    load_zone_text(&db, "example.com.", ZONE);
+    let dir = tempdir();
+    let authd = start(dir.path(), &db, POLICY);
+    let a = authd.addr();
+    // A first update opens the writer; then the disk fills up.
+    let (rc, out) = send(
+        "nsupdate",
+        a,
+        Some(DDNS),
+        "example.com.",
+        "update add first.example.com. 300 A 192.0.2.6",
+    );
+    assert_eq!(rc, "NOERROR", "{out}");
+    disk.fill();
+    let big = format!("\"{}\"", "x".repeat(250));
+    let cmd = (0..8)
+        .map(|i| format!("update add full{i}.example.com. 300 TXT {big}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let (rc, out) = send("nsupdate", a, Some(DDNS), "example.com.", &cmd);
+    assert_eq!(rc, "SERVFAIL", "{out}");
+    let want = format!(
+        "ERROR authd::update: UPDATE of example.com. from 127.0.0.1 key ddns.: storage failed: \
+         sqlite3:{}: committing failed: database or disk is full; nothing was changed (rcode 2)",
+        db.display()
+    );
+    assert!(
+        authd.wait_for_log(&want, Duration::from_secs(5)),
+        "{}",
+        authd.stderr()
+    );
+    assert_eq!(
+        rcode(a, "full0.example.com.", "TXT"),
+        ResponseCode::NXDomain
+    );
+    assert_eq!(serial(a), 101);
+    drop(authd);
 }
 
 /// The writer connection kept between updates holds no lock, transaction

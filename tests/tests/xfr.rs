@@ -933,3 +933,66 @@ fn sighup_applies_new_notify_targets_and_dbs() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A secondary that answers the NOTIFY with REFUSED (it does not take
+/// NOTIFY from us, or wants a key): authd stops retrying and warns, naming
+/// the target, zone, rcode and the likely causes, with how to give the
+/// target a key.
+#[test]
+fn notify_refused_by_the_secondary_is_a_warning_naming_the_likely_cause() {
+    let dir = tempdir();
+    let db = dir.path().join("zone.sqlite3");
+    let zone = |serial: u32| {
+        format!("$TTL 300\n@ SOA ns hm {serial} 60 60 600 60\n@ NS ns\nns A 192.0.2.1\n")
+    };
+    load_zone_text(&db, "example.org.", &zone(1));
+    let target = std::net::UdpSocket::bind("127.0.0.1:0").expect("target socket");
+    target
+        .set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .expect("timeout");
+    let at = target.local_addr().expect("addr");
+    let config = write_file(
+        dir.path(),
+        "authd.toml",
+        &format!(
+            "[[datasource]]\ntype = \"sqlite3\"\nfile = \"{}\"\n[notify]\ntargets = [\"{at}\"]\n",
+            db.display()
+        ),
+    );
+    let authd = AuthdProcess::start(["--config".as_ref(), config.as_os_str()]);
+    // Let the poller learn serial 1 (one poll, 1 s), then change it.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    load_zone_text(&db, "example.org.", &zone(2));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut buf = [0u8; 4096];
+    let (n, from) = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no NOTIFY:\n{}",
+            authd.stderr()
+        );
+        if let Ok(got) = target.recv_from(&mut buf) {
+            break got;
+        }
+    };
+    // The NOTIFY itself as the reply: QR set, rcode REFUSED.
+    let mut reply = buf[..n].to_vec();
+    reply[2] |= 0x80;
+    reply[3] = (reply[3] & 0xF0) | 5;
+    target.send_to(&reply, from).expect("reply");
+    let want = format!(
+        "WARN authd::notify: NOTIFY of example.org. serial 2 to {at}: the secondary refused it \
+         (rcode 5 REFUSED): it may not serve example.org. as a secondary, not list this server \
+         as a primary, or expect a TSIG key: give the target a key with \"{at} key NAME\" in \
+         [notify]"
+    );
+    assert!(
+        authd.wait_for_log(&want, std::time::Duration::from_secs(10)),
+        "{}",
+        authd.stderr()
+    );
+    // No retry after the refusal.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(target.recv_from(&mut buf).is_err(), "a NOTIFY sent again");
+    assert!(!authd.stderr().contains("answered (rcode 5"));
+}

@@ -22,10 +22,12 @@
 //! (exit 0). SIGHUP reloads: the configuration is read again (file,
 //! environment, then the same command line) and the zones are reloaded off the
 //! query path, then swapped in atomically; a zone that fails keeps its previous
-//! version; one line `reload: N zones reloaded, M unchanged, K failed` follows.
+//! version; one line `reload: N zones reloaded, M unchanged, K failed, S served
+//! from sqlite3` follows.
 //! Everything else the configuration says applies at once too (`[transfer]`,
-//! `[notify]`, `[chaos]`, the TSIG `[[key]]`s, the data sources, the `[[secondary]]` zones); only listen-address, `[server]`
-//! and `[tcp]` changes need a restart (a warning says so). A
+//! `[notify]`, `[chaos]`, the TSIG `[[key]]`s, the data sources, the `[[secondary]]` zones); only listen-address, `[server]
+//! udp_workers`, `[tcp]`, `[metrics]`, `[dnstap]` and `[control]` changes need
+//! a restart (a warning says so, and `authc reload` shows it). A
 //! start-up error (including a zone that fails to load) prints one line
 //! `authd: <message>` and exits 1.
 //!

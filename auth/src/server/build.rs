@@ -19,9 +19,10 @@
 //! running server: the configuration read again, the zones loaded off the
 //! query path, the new dispatcher swapped in, the background tasks (NOTIFY
 //! out, the secondary zones' refresher) given their new settings, and one
-//! summary line. Only listen addresses, `[server]`, `[tcp]`, `[metrics]`,
-//! `[dnstap]` and `[control]` need a restart; a reload that changes them
-//! says so in a warning.
+//! summary line. Only listen addresses, `[server] udp_workers`, `[tcp]`,
+//! `[metrics]`, `[dnstap]` and `[control]` need a restart; a reload that
+//! changes them says so in a warning, which `authc reload` also prints after
+//! the summary.
 
 use std::fmt::Display;
 use std::net::SocketAddr;
@@ -228,10 +229,11 @@ impl Reloader {
     /// refresher the new secondary zones. A reload whose configuration or
     /// sources cannot be read (a bad file, a DB, two sources claiming one
     /// zone) changes nothing; a zone that fails keeps its previous version.
-    /// Returns the summary line, also logged: `reload: N
-    /// zones reloaded, M unchanged, K failed`, or `reload failed: …; still
-    /// serving the previous configuration and zones`. Counted in the
-    /// metrics when they are on.
+    /// Returns the summary line, also logged: `reload: N zones reloaded, M
+    /// unchanged, K failed, S served from sqlite3`, then a line `warning:
+    /// …` for each setting that needs a restart (logged as warnings), or
+    /// `reload failed: …; still serving the previous configuration and
+    /// zones`. Counted in the metrics when they are on.
     pub async fn reload<F, E>(&mut self, read: F) -> String
     where
         F: FnOnce() -> Result<Config, E> + Send + 'static,
@@ -288,19 +290,29 @@ impl Reloader {
         self.handle.store(Arc::new(next));
         self.count(true);
         self.notifier.update(notify);
-        warn_restart_only(&self.running, &config);
+        let mut warnings = restart_only(&self.running, &config);
         if (
             config.rrl.settings.ipv4_prefix,
             config.rrl.settings.ipv6_prefix,
         ) != self.tcp_prefixes
         {
-            tracing::warn!(
+            warnings.push(
                 "reload: [rrl] prefix lengths changed; rate limiting uses them now, \
                  the TCP per-client limit after a restart"
+                    .to_string(),
             );
+        }
+        for w in &warnings {
+            tracing::warn!("{w}");
         }
         let line = format!("reload: {}", loaded.report);
         tracing::info!("{line}");
+        // `authc reload` shows the warnings too, after the summary.
+        let mut answer = line;
+        for w in &warnings {
+            answer.push_str("\nwarning: ");
+            answer.push_str(w);
+        }
         // Sockets and threads stay those running.
         let running = std::mem::take(&mut self.running);
         self.running = Config {
@@ -317,7 +329,7 @@ impl Reloader {
             ..config
         };
         self.state = Some(loaded.state);
-        line
+        answer
     }
 
     /// Logs and counts a failed reload; its summary line.
@@ -337,30 +349,46 @@ impl Reloader {
     }
 }
 
-/// Warns about settings a reload read but cannot apply (sockets, threads).
-fn warn_restart_only(running: &Config, config: &Config) {
+/// The warnings about settings a reload read but cannot apply (sockets,
+/// threads), one line each.
+fn restart_only(running: &Config, config: &Config) -> Vec<String> {
+    let mut out = Vec::new();
     if config.listen != running.listen {
-        tracing::warn!(
+        out.push(format!(
             "reload: listen addresses changed ({} -> {}); restart authd to apply the change",
             addr_list(&running.listen),
             addr_list(&config.listen)
-        );
-    }
-    if config.tcp != running.tcp {
-        tracing::warn!("reload: [tcp] settings changed; restart authd to apply them");
+        ));
     }
     if config.server.udp_workers != running.server.udp_workers {
-        tracing::warn!("reload: [server] settings changed; restart authd to apply them");
+        out.push(format!(
+            "reload: [server] udp_workers changed ({} -> {}); restart authd to apply it",
+            running.server.udp_workers, config.server.udp_workers
+        ));
     }
-    if config.metrics_listen != running.metrics_listen {
-        tracing::warn!("reload: [metrics] listen changed; restart authd to apply it");
+    for (changed, what) in [
+        (
+            config.tcp != running.tcp,
+            "[tcp] settings changed; restart authd to apply them",
+        ),
+        (
+            config.metrics_listen != running.metrics_listen,
+            "[metrics] listen changed; restart authd to apply it",
+        ),
+        (
+            config.dnstap != running.dnstap,
+            "[dnstap] settings changed; restart authd to apply them",
+        ),
+        (
+            config.control_socket != running.control_socket,
+            "[control] socket changed; restart authd to apply it",
+        ),
+    ] {
+        if changed {
+            out.push(format!("reload: {what}"));
+        }
     }
-    if config.dnstap != running.dnstap {
-        tracing::warn!("reload: [dnstap] settings changed; restart authd to apply them");
-    }
-    if config.control_socket != running.control_socket {
-        tracing::warn!("reload: [control] socket changed; restart authd to apply it");
-    }
+    out
 }
 
 fn addr_list(addrs: &[SocketAddr]) -> String {
@@ -583,7 +611,10 @@ mod tests {
         std::fs::write(&file, zone(2)).expect("write zone");
         let again = config.clone();
         let line = reloader.reload(move || Ok::<_, String>(again)).await;
-        assert_eq!(line, "reload: 1 zones reloaded, 0 unchanged, 0 failed");
+        assert_eq!(
+            line,
+            "reload: 1 zones reloaded, 0 unchanged, 0 failed, 0 served from sqlite3"
+        );
         assert_eq!(www(&handle), 2);
         assert!(Arc::ptr_eq(
             handle.load().rrl().expect("rate limiting on"),
@@ -600,13 +631,39 @@ mod tests {
 
         let again = config.clone();
         let line = reloader.reload(move || Ok::<_, String>(again)).await;
-        assert_eq!(line, "reload: 0 zones reloaded, 1 unchanged, 0 failed");
+        assert_eq!(
+            line,
+            "reload: 0 zones reloaded, 1 unchanged, 0 failed, 0 served from sqlite3"
+        );
         std::fs::write(&file, "@ SOA broken").expect("write zone");
         let again = config.clone();
         let line = reloader.reload(move || Ok::<_, String>(again)).await;
-        assert_eq!(line, "reload: 0 zones reloaded, 0 unchanged, 1 failed");
+        assert_eq!(
+            line,
+            "reload: 0 zones reloaded, 0 unchanged, 1 failed, 0 served from sqlite3"
+        );
         assert_eq!(www(&handle), 2, "the previous version still served");
         let counted = |i: usize| metrics.reloads[i].load(std::sync::atomic::Ordering::Relaxed);
         assert_eq!((counted(0), counted(1)), (3, 1), "applied, failed");
+
+        // Settings that need a restart: the summary, then one warning line
+        // each (what `authc reload` prints).
+        let mut changed = config.clone();
+        changed.server.udp_workers = config.server.udp_workers + 1;
+        changed.listen = vec!["127.0.0.1:5399".parse().expect("addr")];
+        let line = reloader.reload(move || Ok::<_, String>(changed)).await;
+        assert_eq!(
+            line,
+            format!(
+                "reload: 0 zones reloaded, 0 unchanged, 1 failed, 0 served from sqlite3\n\
+                 warning: reload: listen addresses changed ({} -> 127.0.0.1:5399); restart authd \
+                 to apply the change\n\
+                 warning: reload: [server] udp_workers changed ({} -> {}); restart authd to \
+                 apply it",
+                addr_list(&config.listen),
+                config.server.udp_workers,
+                config.server.udp_workers + 1
+            )
+        );
     }
 }

@@ -95,19 +95,22 @@ pub struct LoadReport {
     pub unchanged: usize,
     /// Memory zones that failed to load.
     pub failed: Vec<ZoneFailure>,
-    /// Zones served live from sqlite3 sources.
+    /// Zones served live from sqlite3 sources (those in their DBs).
     pub sqlite_zones: usize,
 }
 
 impl fmt::Display for LoadReport {
-    /// `N zones reloaded, M unchanged, K failed`.
+    /// `N zones reloaded, M unchanged, K failed, S served from sqlite3`: the
+    /// memory zones, then the zones an sqlite3 source serves as its DB holds
+    /// them (read live: a reload has nothing to rebuild).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} zones reloaded, {} unchanged, {} failed",
+            "{} zones reloaded, {} unchanged, {} failed, {} served from sqlite3",
             self.reloaded,
             self.unchanged,
-            self.failed.len()
+            self.failed.len(),
+            self.sqlite_zones
         )
     }
 }
@@ -279,6 +282,10 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
                     .into_iter()
                     .map(|z| z.origin)
                     .collect();
+                let present = match zones {
+                    Some(list) => list.iter().filter(|z| in_db.contains(z)).count(),
+                    None => in_db.len(),
+                };
                 let served: Vec<Name> = match zones {
                     Some(list) => {
                         for z in list.iter().filter(|z| !in_db.contains(z)) {
@@ -294,7 +301,7 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
                 for z in &served {
                     claim(z, i)?;
                 }
-                report.sqlite_zones += served.len();
+                report.sqlite_zones += present;
                 let selection = match zones {
                     Some(list) => ZoneSelection::Only(list.iter().cloned().collect()),
                     None => {

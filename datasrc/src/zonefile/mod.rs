@@ -503,7 +503,7 @@ fn scan_into(
                 if msg == "expected rtype"
                     && let Some(word) = unknown_type(data, line)
                 {
-                    return Err(err(line, format!("unknown type {word}")));
+                    return Err(err(line, unknown_type_message(&word)));
                 }
                 return Err(err(line, format!("syntax error: {msg}")));
             }
@@ -708,6 +708,15 @@ fn unknown_type(data: &[u8], line: usize) -> Option<String> {
         return None;
     }
     Some(String::from_utf8_lossy(word).into_owned())
+}
+
+/// The error for type name `word` that is not known here: the RFC 3597 form
+/// any type can be written in.
+fn unknown_type_message(word: &str) -> String {
+    format!(
+        "unknown type {word}; write a type without a name here as TYPEnnn with \\# RDATA \
+         (RFC 3597 §5), e.g. TYPE65280 \\# 2 abcd"
+    )
 }
 
 /// A TTL too large for the 32-bit field at all (units included), in the
@@ -1081,6 +1090,12 @@ mod tests {
         // Too large for the TTL field at all (the scanner would say "expected
         // rtype", BIND 9 "unknown RR type" or "bad ttl"): refused, in either
         // position, owner blank or not, with units, and after $TTL.
+        // The form the message suggests reads.
+        let suggested = "@ 300 IN SOA ns hm 1 2 3 4 5\nx 300 TYPE65280 \\# 2 abcd\n";
+        let recs = parse_master_text(suggested, Path::new("z"), &origin()).expect("reads");
+        assert_eq!(recs[1].record.rtype, RType(65280));
+        const UNKNOWN_AX_1: &str = "z:1: unknown type AX; write a type without a name here as \
+            TYPEnnn with \\# RDATA (RFC 3597 §5), e.g. TYPE65280 \\# 2 abcd";
         for (text, message) in [
             (
                 "@ 300 IN SOA ns hm 1 2 3 4 5\nfoo 4294967296 IN A 192.0.2.1\n",
@@ -1108,9 +1123,13 @@ mod tests {
                 "z:1: $TTL 7102W does not fit in 32 bits (RFC 1035 §3.2.1)",
             ),
             ("foo 1x A 192.0.2.1\n", "z:1: syntax error: expected rtype"),
-            ("www IN AX 1.2.3.4\n", "z:1: unknown type AX"),
-            ("www 300 IN AX 1.2.3.4\n", "z:1: unknown type AX"),
-            ("foo 300 A 192.0.2.1\n AX 1.2.3.4\n", "z:2: unknown type AX"),
+            ("www IN AX 1.2.3.4\n", UNKNOWN_AX_1),
+            ("www 300 IN AX 1.2.3.4\n", UNKNOWN_AX_1),
+            (
+                "foo 300 A 192.0.2.1\n AX 1.2.3.4\n",
+                "z:2: unknown type AX; write a type without a name here as TYPEnnn with \\# \
+                 RDATA (RFC 3597 §5), e.g. TYPE65280 \\# 2 abcd",
+            ),
             (
                 "foo 1h30 A 192.0.2.1\n",
                 "z:1: syntax error: expected rtype",
