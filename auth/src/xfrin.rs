@@ -615,6 +615,7 @@ fn store_error(writer: &dyn ZoneWriter, e: WriteError) -> XfrError {
         WriteError::Sqlite { .. }
         | WriteError::Load(LoadError::Sqlite { .. })
         | WriteError::Storage(_)
+        | WriteError::Busy(_)
         | WriteError::Open(_)
         | WriteError::Gone(_)
         | WriteError::NotSupported(_) => XfrError::Store(storage_text(writer, &e)),

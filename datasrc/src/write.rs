@@ -79,6 +79,11 @@ pub enum WriteError {
     /// may have left in the write-ahead log).
     #[error("{0}")]
     Storage(String),
+    /// Another writer held the DB past the lock wait ([`WRITE_LOCK_WAIT`];
+    /// `SQLITE_BUSY`, `SQLITE_LOCKED`): nothing written, worth retrying; the
+    /// message names the file.
+    #[error("{0}")]
+    Busy(String),
     /// The storage behind the writer changed under it (the DB file was
     /// deleted or replaced while served): nothing is written until a reload
     /// opens the new one.
@@ -92,6 +97,7 @@ impl WriteError {
     /// and a later try may succeed.
     pub fn is_busy(&self) -> bool {
         let source = match self {
+            WriteError::Busy(_) => return true,
             WriteError::Sqlite { source, .. }
             | WriteError::Load(LoadError::Sqlite { source, .. }) => source,
             _ => return false,

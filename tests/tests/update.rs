@@ -513,7 +513,7 @@ fn busy_db_is_servfail_with_nothing_applied() {
     assert_eq!(rc, "SERVFAIL", "{out}");
     let want = format!(
         "WARN authd::update: UPDATE of example.com. from 127.0.0.1 key ddns.: busy: \
-         sqlite3:{}: starting the transaction failed: database is locked; nothing was changed \
+         zone DB {}: starting the transaction failed: database is locked; nothing was changed \
          (rcode 2)",
         s.db.display()
     );
@@ -594,7 +594,7 @@ fn storage_failures_are_logged_at_error() {
     assert_eq!(rc, "SERVFAIL", "{out}");
     let want = format!(
         "ERROR authd::update: UPDATE of example.com. from 127.0.0.1 key ddns.: storage failed: \
-         sqlite3:{}: committing failed: database or disk is full; nothing was changed (rcode 2)",
+         zone DB {}: committing failed: database or disk is full; nothing was changed (rcode 2)",
         db.display()
     );
     assert!(

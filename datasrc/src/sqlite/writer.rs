@@ -97,6 +97,9 @@ fn named(path: &Path, e: WriteError) -> WriteError {
         _ => return e,
     };
     let file = path.display();
+    if let Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) = source.sqlite_error_code() {
+        return WriteError::Busy(format!("zone DB {file}: {action} failed: {source}"));
+    }
     WriteError::Storage(match source.sqlite_error_code() {
         Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => format!(
             "zone DB {file} is corrupt ({action} failed: {source}); restore it from a \
@@ -122,6 +125,7 @@ fn is_storage(e: &WriteError) -> bool {
         WriteError::Sqlite { .. }
             | WriteError::Load(LoadError::Sqlite { .. })
             | WriteError::Storage(_)
+            | WriteError::Busy(_)
             | WriteError::Gone(_)
             | WriteError::Open(_)
     )
