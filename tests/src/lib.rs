@@ -234,6 +234,20 @@ impl AuthdProcess {
         self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
+    /// The address of its `[metrics]` endpoint, from its `metrics on
+    /// http://ADDR/metrics` log line.
+    ///
+    /// Panics if that line does not come within 5 s.
+    pub fn metrics_addr(&self) -> SocketAddr {
+        assert!(self.wait_for_log("metrics on http://", Duration::from_secs(5)));
+        let log = self.stderr();
+        log.split("metrics on http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no metrics address in:\n{log}"))
+    }
+
     /// Waits up to `timeout` until its stderr contains `needle`; returns whether it did.
     pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
@@ -782,4 +796,50 @@ pub fn free_port() -> u16 {
         }
     }
     panic!("no free port on 127.0.0.1");
+}
+
+/// `GET path` over HTTP/1.1 (a metrics or stats endpoint); (status line, body).
+///
+/// Panics if it cannot connect or read the response within 5 s.
+pub fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("response");
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.lines().next().unwrap_or("").to_string();
+    // Chunked bodies: keep the chunks' data only.
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        let mut out = String::new();
+        let mut rest = body;
+        while let Some((size, tail)) = rest.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            out.push_str(&tail[..n]);
+            rest = &tail[n + 2..];
+        }
+        out
+    } else {
+        body.to_string()
+    };
+    (status, body)
+}
+
+/// The value of the Prometheus sample `series` in `text` (name and labels
+/// exactly as written, e.g. `authd_reloads_total{result="applied"}`), or 0.
+pub fn metric_value(text: &str, series: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+        .map_or(0, |v| v.trim().parse::<f64>().unwrap_or(0.0) as u64)
 }

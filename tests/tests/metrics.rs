@@ -2,14 +2,15 @@
 //! grow by exactly what was sent; `promtool check metrics` (Debian package
 //! `prometheus`) accepts the output.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use authd_tests::{
-    AuthdProcess, QueryBuilder, load_zone_text, query_tcp, query_udp, tempdir, write_file,
+    AuthdProcess, QueryBuilder, http_get, load_zone_text, metric_value, query_tcp, query_udp,
+    tempdir, write_file,
 };
 
 const ZONE: &str = "$TTL 300
@@ -38,58 +39,8 @@ fn start_with(dir: &Path, extra: &str) -> (AuthdProcess, SocketAddr) {
         ),
     );
     let authd = AuthdProcess::start(["--config".as_ref(), config.as_os_str()]);
-    assert!(authd.wait_for_log("metrics on http://", Duration::from_secs(5)));
-    let log = authd.stderr();
-    let addr = log
-        .split("metrics on http://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no metrics address in:\n{log}"));
+    let addr = authd.metrics_addr();
     (authd, addr)
-}
-
-/// `GET path` over HTTP/1.1; (status line, body).
-fn get(addr: SocketAddr, path: &str) -> (String, String) {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("request");
-    let mut text = String::new();
-    s.read_to_string(&mut text).expect("response");
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.lines().next().unwrap_or("").to_string();
-    // Chunked bodies: keep the chunks' data only.
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        let mut out = String::new();
-        let mut rest = body;
-        while let Some((size, tail)) = rest.split_once("\r\n") {
-            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            if n == 0 {
-                break;
-            }
-            out.push_str(&tail[..n]);
-            rest = &tail[n + 2..];
-        }
-        out
-    } else {
-        body.to_string()
-    };
-    (status, body)
-}
-
-/// The value of the sample `series` (name and labels exactly as written), or 0.
-fn value(text: &str, series: &str) -> u64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
-        .map_or(0, |v| v.trim().parse::<f64>().unwrap_or(0.0) as u64)
 }
 
 /// N queries make `authd_queries_total` for their labels grow by exactly N,
@@ -98,7 +49,7 @@ fn value(text: &str, series: &str) -> u64 {
 fn counters_grow_by_what_was_sent() {
     let dir = tempdir();
     let (authd, metrics) = start(dir.path());
-    let (status, before) = get(metrics, "/metrics");
+    let (status, before) = http_get(metrics, "/metrics");
     assert!(status.contains("200"), "{status}");
     let udp_a = r#"authd_queries_total{transport="udp",opcode="QUERY",qtype="A",rcode="NOERROR"}"#;
     let tcp_a = r#"authd_queries_total{transport="tcp",opcode="QUERY",qtype="A",rcode="NOERROR"}"#;
@@ -121,13 +72,23 @@ fn counters_grow_by_what_was_sent() {
             &QueryBuilder::new("nx.example.org.", "TXT").wire(),
         );
     }
-    let (_, after) = get(metrics, "/metrics");
-    assert_eq!(value(&after, udp_a) - value(&before, udp_a), N, "{after}");
-    assert_eq!(value(&after, tcp_a) - value(&before, tcp_a), 3);
-    assert_eq!(value(&after, nx) - value(&before, nx), 3);
-    assert_eq!(value(&after, answers) - value(&before, answers), N + 3);
+    let (_, after) = http_get(metrics, "/metrics");
     assert_eq!(
-        value(&after, r#"authd_zone_serial{zone="example.org."}"#),
+        metric_value(&after, udp_a) - metric_value(&before, udp_a),
+        N,
+        "{after}"
+    );
+    assert_eq!(
+        metric_value(&after, tcp_a) - metric_value(&before, tcp_a),
+        3
+    );
+    assert_eq!(metric_value(&after, nx) - metric_value(&before, nx), 3);
+    assert_eq!(
+        metric_value(&after, answers) - metric_value(&before, answers),
+        N + 3
+    );
+    assert_eq!(
+        metric_value(&after, r#"authd_zone_serial{zone="example.org."}"#),
         7
     );
     assert!(
@@ -138,7 +99,7 @@ fn counters_grow_by_what_was_sent() {
         "authd_build_info{{version=\"{}\"}} 1",
         env!("CARGO_PKG_VERSION")
     )));
-    let (status, _) = get(metrics, "/nothing");
+    let (status, _) = http_get(metrics, "/nothing");
     assert!(status.contains("404"), "{status}");
 
     // A request signed with a key authd does not know: BADKEY, counted.
@@ -161,8 +122,8 @@ fn counters_grow_by_what_was_sent() {
     q.extend_from_slice(&rdata);
     let reply = query_udp(authd.addr(), &q);
     assert_eq!(reply[3] & 0x0F, 9, "NOTAUTH");
-    let (_, last) = get(metrics, "/metrics");
-    assert_eq!(value(&last, badkey), 1, "{last}");
+    let (_, last) = http_get(metrics, "/metrics");
+    assert_eq!(metric_value(&last, badkey), 1, "{last}");
 }
 
 /// `promtool check metrics` accepts the exposition.
@@ -174,7 +135,7 @@ fn promtool_accepts_the_output() {
         authd.addr(),
         &QueryBuilder::new("www.example.org.", "A").wire(),
     );
-    let (_, text) = get(metrics, "/metrics");
+    let (_, text) = http_get(metrics, "/metrics");
     let mut child = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -240,12 +201,12 @@ fn updates_and_transfers_in_are_counted_by_result() {
     let applied = r#"authd_updates_total{result="applied"}"#;
     let refused = r#"authd_updates_total{result="refused"}"#;
     let failed = r#"authd_updates_total{result="failed"}"#;
-    let (_, before) = get(metrics, "/metrics");
+    let (_, before) = http_get(metrics, "/metrics");
     assert_eq!(
         (
-            value(&before, applied),
-            value(&before, refused),
-            value(&before, failed)
+            metric_value(&before, applied),
+            metric_value(&before, refused),
+            metric_value(&before, failed)
         ),
         (0, 0, 0),
         "{before}"
@@ -268,12 +229,12 @@ fn updates_and_transfers_in_are_counted_by_result() {
         "zone example.org.\nprereq nxdomain www.example.org.\nupdate add y.example.org. 300 A 192.0.2.8",
     );
     assert!(out.contains("YXDOMAIN"), "{out}");
-    let (_, after) = get(metrics, "/metrics");
+    let (_, after) = http_get(metrics, "/metrics");
     assert_eq!(
         (
-            value(&after, applied),
-            value(&after, refused),
-            value(&after, failed)
+            metric_value(&after, applied),
+            metric_value(&after, refused),
+            metric_value(&after, failed)
         ),
         (1, 1, 1),
         "{after}"
@@ -296,7 +257,7 @@ fn updates_and_transfers_in_are_counted_by_result() {
     );
     let errors = r#"authd_responses_total{kind="error"}"#;
     assert_eq!(
-        (value(&before, errors), value(&after, errors)),
+        (metric_value(&before, errors), metric_value(&after, errors)),
         (0, 0),
         "{after}"
     );
@@ -305,13 +266,13 @@ fn updates_and_transfers_in_are_counted_by_result() {
     let failed_in = r#"authd_transfers_in_total{result="failed"}"#;
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let mut text = after;
-    while value(&text, failed_in) == 0 && std::time::Instant::now() < deadline {
+    while metric_value(&text, failed_in) == 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
-        text = get(metrics, "/metrics").1;
+        text = http_get(metrics, "/metrics").1;
     }
-    assert_eq!(value(&text, failed_in), 1, "{text}");
+    assert_eq!(metric_value(&text, failed_in), 1, "{text}");
     assert_eq!(
-        value(&text, r#"authd_transfers_in_total{result="applied"}"#),
+        metric_value(&text, r#"authd_transfers_in_total{result="applied"}"#),
         0
     );
 }
@@ -329,7 +290,7 @@ fn queries_are_counted_per_zone() {
     let (authd, metrics) = start(dir.path());
     let org = r#"authd_zone_queries_total{zone="example.org."}"#;
     let sub = r#"authd_zone_queries_total{zone="sub.example.org."}"#;
-    let (_, before) = get(metrics, "/metrics");
+    let (_, before) = http_get(metrics, "/metrics");
     assert!(before.contains(org) && before.contains(sub), "{before}");
     for _ in 0..5 {
         query_udp(
@@ -357,15 +318,22 @@ fn queries_are_counted_per_zone() {
             &QueryBuilder::new(&format!("q{i}.example.net."), "A").wire(),
         );
     }
-    let (_, after) = get(metrics, "/metrics");
-    assert_eq!(value(&after, org) - value(&before, org), 11, "{after}");
-    assert_eq!(value(&after, sub) - value(&before, sub), 4);
+    let (_, after) = http_get(metrics, "/metrics");
+    assert_eq!(
+        metric_value(&after, org) - metric_value(&before, org),
+        11,
+        "{after}"
+    );
+    assert_eq!(metric_value(&after, sub) - metric_value(&before, sub), 4);
     assert_eq!(
         after.matches("authd_zone_queries_total{").count(),
         2,
         "one series per served zone: {after}"
     );
-    assert_eq!(value(&after, "authd_zone_queries_uncounted_total"), 0);
+    assert_eq!(
+        metric_value(&after, "authd_zone_queries_uncounted_total"),
+        0
+    );
 
     // A zone created by SQL while serving (seen within the 200 ms poll).
     load_zone_text(&db, "example.com.", ZONE);
@@ -384,13 +352,17 @@ fn queries_are_counted_per_zone() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let (_, before) = get(metrics, "/metrics");
+    let (_, before) = http_get(metrics, "/metrics");
     for _ in 0..3 {
         query_udp(
             authd.addr(),
             &QueryBuilder::new("www.example.com.", "A").wire(),
         );
     }
-    let (_, after) = get(metrics, "/metrics");
-    assert_eq!(value(&after, com) - value(&before, com), 3, "{after}");
+    let (_, after) = http_get(metrics, "/metrics");
+    assert_eq!(
+        metric_value(&after, com) - metric_value(&before, com),
+        3,
+        "{after}"
+    );
 }
