@@ -14,6 +14,7 @@
 //! `responses_truncated_total`,
 //! `rrl_limited_total` {action}, `cookies_total` {result},
 //! `tcp_connections`, `tcp_connections_closed_total` {reason},
+//! `proxy_rejected_total` {reason},
 //! `transfers_out_total` {type, result}, `transfers_in_total` {result},
 //! `updates_total` {result}, `reloads_total` {result},
 //! `tsig_failures_total` {error}, `dnstap_dropped_total` (with dnstap on),
@@ -293,6 +294,27 @@ impl WorkerHandle<'_> {
     }
 }
 
+/// Why a PROXY protocol header (`[server] proxy_allow`) was refused: the
+/// UDP datagram dropped or the TCP connection closed
+/// (`authd_proxy_rejected_total{reason}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProxyRejected {
+    /// A header from a source not in `proxy_allow`.
+    NotAllowed,
+    /// No header from a source in it.
+    Missing,
+    /// A header that is cut short, of another version, or otherwise not one
+    /// this server takes.
+    Malformed,
+    /// No complete header within the TCP first-query deadline.
+    Timeout,
+}
+
+impl ProxyRejected {
+    /// The `reason` label values, in the enum's order.
+    const LABELS: [&'static str; 4] = ["not_allowed", "missing", "malformed", "timeout"];
+}
+
 /// How a DNS UPDATE ended (`authd_updates_total{result}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpdateResult {
@@ -367,6 +389,8 @@ pub struct Metrics {
     /// TCP connections closed by the limits: per client prefix, table full
     /// (every connection busy), the longest idle one closed for a newcomer.
     pub tcp_closed: [AtomicU64; 3],
+    /// PROXY headers refused, by [`ProxyRejected`].
+    pub proxy_rejected: [AtomicU64; 4],
     /// Reloads that were applied, and that failed.
     pub reloads: [AtomicU64; 2],
     /// Signed requests rejected: malformed TSIG (FORMERR), unknown key or
@@ -401,6 +425,7 @@ impl Metrics {
             started: crate::sys::unix_seconds(),
             tcp_open: AtomicI64::new(0),
             tcp_closed: Default::default(),
+            proxy_rejected: Default::default(),
             reloads: Default::default(),
             tsig_failures: Default::default(),
             transfers: Default::default(),
@@ -409,6 +434,11 @@ impl Metrics {
             sources: Mutex::new(None),
             dnstap: Mutex::new(None),
         })
+    }
+
+    /// Counts one PROXY header refused (a shared atomic: off the query path).
+    pub fn count_proxy_rejected(&self, why: ProxyRejected) {
+        self.proxy_rejected[why as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts one DNS UPDATE (a shared atomic: an UPDATE is rare and
@@ -675,6 +705,15 @@ impl Collector for Scrape {
                 ([("reason", "all_busy")], load(&m.tcp_closed[1])),
                 ([("reason", "idle_longest")], load(&m.tcp_closed[2])),
             ],
+        )?;
+        counter(
+            &mut e,
+            "authd_proxy_rejected",
+            "PROXY protocol headers refused ([server] proxy_allow): UDP datagrams dropped, TCP connections closed.",
+            ProxyRejected::LABELS
+                .iter()
+                .zip(&m.proxy_rejected)
+                .map(|(reason, c)| ([("reason", *reason)], load(c))),
         )?;
         counter(
             &mut e,

@@ -10,6 +10,7 @@
 //! udp_workers = 2          # UDP worker threads per address (1..=1024); default one per CPU
 //! nsid = "ns1.example"     # NSID (RFC 5001) sent, as these bytes (at most 128), to queries
 //!                          # asking for it; default unset = none
+//! proxy_allow = ["127.0.0.1"]  # proxies that must send a PROXY v2 header; default []
 //!
 //! [tcp]
 //! idle_timeout = 10        # seconds a TCP connection may wait for its next query (1..=86400)
@@ -110,6 +111,7 @@
 //! |---|---|---|
 //! | `AUTHD_LISTEN` | `listen` (comma-separated) | `AUTHD_LISTEN=127.0.0.1:53,[::1]:53` |
 //! | `AUTHD_SERVER__UDP_WORKERS` | `server.udp_workers` | `AUTHD_SERVER__UDP_WORKERS=4` |
+//! | `AUTHD_SERVER__PROXY_ALLOW` | `server.proxy_allow` (comma-separated) | `AUTHD_SERVER__PROXY_ALLOW=10.0.0.1,10.0.0.2` |
 //! | `AUTHD_TCP__IDLE_TIMEOUT` | `tcp.idle_timeout` | `AUTHD_TCP__IDLE_TIMEOUT=30` |
 //! | `AUTHD_TCP__MAX_CONNECTIONS` | `tcp.max_connections` | `AUTHD_TCP__MAX_CONNECTIONS=100` |
 //! | `AUTHD_CHAOS__VERSION` | `chaos.version` | `AUTHD_CHAOS__VERSION=` (refuse) |
@@ -294,7 +296,7 @@ fn blame_variable(e: ConfigError, vars: &[(String, String)]) -> ConfigError {
     }
 }
 
-/// Server threads and identity (`[server]`).
+/// Server threads, identity and framing (`[server]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     /// UDP workers per listen address, each a thread with its own
@@ -304,6 +306,10 @@ pub struct ServerConfig {
     /// the NSID option (RFC 5001); `None` (unset or ""): no NSID option.
     /// Applied by a reload, unlike the threads.
     pub nsid: Option<String>,
+    /// Sources that must start every UDP datagram and TCP connection with a
+    /// PROXY protocol v2 header naming the client (load balancers); empty:
+    /// none. Applied at start only.
+    pub proxy_allow: Vec<crate::acl::Cidr>,
 }
 
 impl Default for ServerConfig {
@@ -312,6 +318,7 @@ impl Default for ServerConfig {
         ServerConfig {
             udp_workers: crate::sys::default_udp_workers(),
             nsid: None,
+            proxy_allow: Vec::new(),
         }
     }
 }

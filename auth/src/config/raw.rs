@@ -16,7 +16,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::{ConfigError, ENV_PREFIX, RawConfig, SCHEMAS};
-use crate::settings::{Kind, whole};
+use crate::settings::{Kind, string_or_list, whole};
 
 /// Reads TOML `text` (if any) overridden by `env` (variable name → value;
 /// `None` reads the process environment). `origin` names the file (or
@@ -437,6 +437,8 @@ pub(super) struct RawServer {
     #[serde(default, deserialize_with = "whole")]
     pub(super) udp_workers: Option<usize>,
     pub(super) nsid: Option<String>,
+    #[serde(default, deserialize_with = "string_or_list")]
+    pub(super) proxy_allow: Option<Vec<String>>,
 }
 
 /// `[control]` as written.

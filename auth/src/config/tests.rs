@@ -259,6 +259,35 @@ fn server_nsid() {
     );
 }
 
+/// `[server] proxy_allow`: addresses and blocks, from the file or a
+/// comma-separated variable, into the server's settings; a bad entry is
+/// named by its index.
+#[test]
+fn server_proxy_allow() {
+    let c = from_toml("").expect("valid");
+    assert!(c.server.proxy_allow.is_empty());
+    let c = from_toml("[server]\nproxy_allow = [\"127.0.0.1\", \"2001:db8::/32\"]").expect("valid");
+    let want: Vec<crate::acl::Cidr> = ["127.0.0.1/32", "2001:db8::/32"]
+        .iter()
+        .map(|a| a.parse().expect("cidr"))
+        .collect();
+    assert_eq!(c.server.proxy_allow, want);
+    assert_eq!(ServerSettings::from(&c).proxy_allow, want);
+    let c = Config::from_parts(
+        None,
+        env(&[("AUTHD_SERVER__PROXY_ALLOW", "127.0.0.1, 2001:db8::/32")]),
+    )
+    .expect("valid");
+    assert_eq!(c.server.proxy_allow, want);
+    let e = from_toml("[server]\nproxy_allow = [\"10.0.0.1\", \"10.0.0.0/33\"]")
+        .expect_err("bad block")
+        .to_string();
+    assert!(
+        e.contains("server.proxy_allow[1]: \"10.0.0.0/33\" is not"),
+        "{e}"
+    );
+}
+
 #[test]
 fn env_overrides_file() {
     let c = Config::from_parts(

@@ -14,6 +14,7 @@ use super::{
     CacheConfig, Config, ConfigError, DataSourceConfig, DataSourceKind, MAX_UDP_WORKERS,
     MemoryZoneConfig, RawConfig, ServerConfig,
 };
+use crate::acl::Cidr;
 use crate::settings::{Context, Invalid, Kind, Schema, Section, parse_listen, zone_origin};
 
 /// The typed configuration of `raw`. `origin` names the file (or
@@ -60,7 +61,11 @@ impl Section for RawServer {
 
     const SCHEMA: Schema = &[(
         "server",
-        &[("udp_workers", Kind::Whole), ("nsid", Kind::Text)],
+        &[
+            ("udp_workers", Kind::Whole),
+            ("nsid", Kind::Text),
+            ("proxy_allow", Kind::List),
+        ],
     )];
 
     fn check(self, _: &Context<'_>) -> Result<ServerConfig, Invalid> {
@@ -87,7 +92,18 @@ impl Section for RawServer {
             Some(n) if !n.is_empty() => Some(n),
             _ => None,
         };
-        Ok(ServerConfig { udp_workers, nsid })
+        let mut proxy_allow = Vec::new();
+        for (i, a) in self.proxy_allow.iter().flatten().enumerate() {
+            proxy_allow.push(
+                a.parse::<Cidr>()
+                    .map_err(|r| Invalid::new(format!("server.proxy_allow[{i}]"), r))?,
+            );
+        }
+        Ok(ServerConfig {
+            udp_workers,
+            nsid,
+            proxy_allow,
+        })
     }
 }
 

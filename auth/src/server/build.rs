@@ -317,10 +317,12 @@ impl Reloader {
         let running = std::mem::take(&mut self.running);
         self.running = Config {
             listen: running.listen,
-            // The NSID is the dispatcher's, applied; the threads stay.
+            // The NSID is the dispatcher's, applied; the threads and the
+            // proxies (the sockets') stay.
             server: ServerConfig {
                 udp_workers: running.server.udp_workers,
                 nsid: config.server.nsid.clone(),
+                proxy_allow: running.server.proxy_allow,
             },
             tcp: running.tcp,
             metrics_listen: running.metrics_listen,
@@ -365,6 +367,9 @@ fn restart_only(running: &Config, config: &Config) -> Vec<String> {
             "reload: [server] udp_workers changed ({} -> {}); restart authd to apply it",
             running.server.udp_workers, config.server.udp_workers
         ));
+    }
+    if config.server.proxy_allow != running.server.proxy_allow {
+        out.push("reload: [server] proxy_allow changed; restart authd to apply it".to_string());
     }
     for (changed, what) in [
         (

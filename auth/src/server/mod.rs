@@ -21,6 +21,9 @@
 //!   deadline for the first query and an idle timeout after each, a limit per
 //!   client prefix, and a total limit at which the longest idle connection
 //!   gives way to a newcomer (transfer clients last; see `conns`).
+//! - PROXY protocol v2 (`[server] proxy_allow`, see `proxy`): from a proxy,
+//!   a header before each UDP datagram and at the start of each TCP
+//!   connection; the client it names is the peer address from then on.
 //!
 //! Reload: the server answers with the dispatcher held by a [`DispatcherHandle`];
 //! [`DispatcherHandle::store`] swaps in a new one (built off the query path, see
@@ -35,6 +38,7 @@
 pub mod build;
 mod conns;
 pub mod limits;
+mod proxy;
 pub mod reload;
 mod tcp;
 mod udp;
@@ -52,6 +56,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::acl::Cidr;
 use crate::config::Config;
 use crate::dispatch::{Dispatcher, Reply};
 use crate::query::Transport;
@@ -127,6 +132,10 @@ pub struct ServerSettings {
     /// UDP workers per address, each with its own `SO_REUSEPORT` socket and
     /// thread; at least 1 (0 is taken as 1).
     pub udp_workers: usize,
+    /// Sources (proxies) whose UDP datagrams and TCP connections must start
+    /// with a PROXY protocol v2 header naming the client (see `proxy`);
+    /// empty: PROXY is off and costs one branch per datagram.
+    pub proxy_allow: Vec<Cidr>,
 }
 
 impl Default for ServerSettings {
@@ -142,13 +151,14 @@ impl Default for ServerSettings {
             tcp_first_query_timeout: Duration::from_secs(3),
             client_prefixes: (24, 56),
             udp_workers: default_udp_workers(),
+            proxy_allow: Vec::new(),
         }
     }
 }
 
 impl From<&Config> for ServerSettings {
     /// The socket-level settings of `config`: its listen addresses, `[tcp]`
-    /// limits and `[server]` UDP workers (what a reload cannot change).
+    /// limits, `[server]` UDP workers and proxies (what a reload cannot change).
     fn from(config: &Config) -> ServerSettings {
         ServerSettings {
             listen: config.listen.clone(),
@@ -161,6 +171,7 @@ impl From<&Config> for ServerSettings {
                 config.rrl.settings.ipv6_prefix,
             ),
             udp_workers: config.server.udp_workers,
+            proxy_allow: config.server.proxy_allow.clone(),
         }
     }
 }
@@ -277,12 +288,18 @@ impl Server {
                 .tcp_first_query_timeout
                 .min(self.settings.tcp_idle_timeout),
         };
+        let proxy = Arc::new(proxy::ProxyPolicy::new(self.settings.proxy_allow.clone()));
         let mut workers: Vec<udp::UdpWorker> = Vec::new();
         for ep in self.endpoints {
             for sock in ep.udp {
                 // On an error the workers already started stop when dropped.
-                let (worker, done) =
-                    udp::UdpWorker::spawn(sock, ep.addr, workers.len(), dispatcher.clone())?;
+                let (worker, done) = udp::UdpWorker::spawn(
+                    sock,
+                    ep.addr,
+                    workers.len(),
+                    dispatcher.clone(),
+                    Arc::clone(&proxy),
+                )?;
                 tasks.spawn(udp::finished(done, ep.addr));
                 workers.push(worker);
             }
@@ -291,6 +308,7 @@ impl Server {
                 ep.addr,
                 dispatcher.clone(),
                 Arc::clone(&conns),
+                Arc::clone(&proxy),
                 tcp_settings.clone(),
                 stop_rx.clone(),
             ));

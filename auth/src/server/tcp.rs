@@ -1,6 +1,13 @@
 //! TCP serving (RFC 1035 §4.2.2, RFC 7766): two-byte length framing, several
 //! queries per connection answered in order, a first-query deadline, an idle
 //! timeout, and the connection table's limits ([`super::conns`]).
+//!
+//! PROXY protocol (`[server] proxy_allow`, [`super::proxy`]): a connection
+//! from a proxy must start with a header, read before the connection takes
+//! its place in the table (so the per-client limit counts the client it
+//! names) and within the first-query deadline, which the header and the
+//! first query share; from then on the client is the connection's peer. A
+//! connection from another source that starts with a header is closed.
 
 use std::io;
 use std::net::SocketAddr;
@@ -13,10 +20,11 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::conns::{ConnTable, Refused, Slot};
+use super::proxy::{self, Malformed, ProxyPolicy};
 use super::{DispatcherHandle, MAX_TCP_MESSAGE, SHUTDOWN_GRACE, ServerError, handle_guarded};
 use crate::dispatch::Reply;
 use crate::log_limit::LogLimit;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ProxyRejected};
 use crate::query::Transport;
 
 /// Per-connection settings.
@@ -63,6 +71,7 @@ pub(super) async fn serve(
     local: SocketAddr,
     dispatcher: DispatcherHandle,
     conns: Arc<ConnTable>,
+    proxy: Arc<ProxyPolicy>,
     settings: TcpSettings,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), ServerError> {
@@ -83,41 +92,30 @@ pub(super) async fn serve(
                 continue;
             }
         };
-        let (transfer_client, metrics) = {
-            let d = dispatcher.load();
-            (
-                d.transfer_policy().names_address(peer.ip()),
-                d.metrics().cloned(),
-            )
+        let metrics = dispatcher.load().metrics().cloned();
+        let conn = Connection {
+            dispatcher: dispatcher.clone(),
+            settings: settings.clone(),
+            stop: stop.clone(),
         };
-        let slot = match conns.admit(peer.ip(), transfer_client) {
-            Ok(slot) => slot,
-            Err(why) => {
-                if let Some(m) = &metrics {
-                    let i = usize::from(why == Refused::Full);
-                    m.tcp_closed[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-                if let Some(suppressed) = LIMIT_LOG.allow() {
-                    let why = match why {
-                        Refused::PerClient => {
-                            "its client prefix holds the most connections allowed"
-                        }
-                        Refused::Full => "every connection is busy",
-                    };
-                    tracing::info!(suppressed, "TCP connection from {peer} closed: {why}");
-                }
-                drop(stream);
-                continue;
-            }
+        if !proxy.is_off() && proxy.is_proxy(peer.ip()) {
+            let conns = Arc::clone(&conns);
+            tasks.spawn(async move {
+                let _open = metrics.as_ref().map(OpenConnection::new);
+                conn.proxied(stream, peer, &conns, metrics.as_deref()).await;
+            });
+            continue;
+        }
+        let Some(slot) = admit(&conns, &dispatcher, peer.ip(), metrics.as_deref()) else {
+            drop(stream);
+            continue;
         };
-        let dispatcher = dispatcher.clone();
-        let stop = stop.clone();
-        let settings = settings.clone();
+        let refuse_header = !proxy.is_off();
         tasks.spawn(async move {
             let _open = metrics.as_ref().map(OpenConnection::new);
-            if let Err(e) = connection(stream, peer, &dispatcher, settings, &slot, stop).await {
-                tracing::debug!("TCP connection from {peer}: {e}");
-            }
+            let local = stream.local_addr().ok();
+            conn.serve(stream, (peer, local), &slot, refuse_header)
+                .await;
             drop(slot);
         });
     }
@@ -131,6 +129,157 @@ pub(super) async fn serve(
         tasks.abort_all();
     }
     Ok(())
+}
+
+/// A place in the table for a connection from `client`, or `None` when the
+/// limits refuse it (counted and logged).
+fn admit(
+    conns: &Arc<ConnTable>,
+    dispatcher: &DispatcherHandle,
+    client: std::net::IpAddr,
+    metrics: Option<&Metrics>,
+) -> Option<Slot> {
+    let transfer_client = dispatcher.load().transfer_policy().names_address(client);
+    let why = match conns.admit(client, transfer_client) {
+        Ok(slot) => return Some(slot),
+        Err(why) => why,
+    };
+    if let Some(m) = metrics {
+        let i = usize::from(why == Refused::Full);
+        m.tcp_closed[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    if let Some(suppressed) = LIMIT_LOG.allow() {
+        let why = match why {
+            Refused::PerClient => "its client prefix holds the most connections allowed",
+            Refused::Full => "every connection is busy",
+        };
+        tracing::info!(suppressed, "TCP connection from {client} closed: {why}");
+    }
+    None
+}
+
+/// What serving one connection needs.
+struct Connection {
+    dispatcher: DispatcherHandle,
+    settings: TcpSettings,
+    stop: watch::Receiver<bool>,
+}
+
+/// Why no PROXY header was read.
+enum HeaderError {
+    /// The connection closed before its first byte.
+    Closed,
+    /// Not a header this server takes (a close inside it: cut short).
+    Malformed(Malformed),
+    /// Another I/O error.
+    Io(io::Error),
+}
+
+impl From<io::Error> for HeaderError {
+    fn from(e: io::Error) -> HeaderError {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            HeaderError::Malformed(Malformed::Truncated)
+        } else {
+            HeaderError::Io(e)
+        }
+    }
+}
+
+/// Reads the PROXY header a connection starts with into `buf`.
+async fn read_proxy_header(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+) -> Result<proxy::Header, HeaderError> {
+    buf.resize(proxy::FIXED_LEN, 0);
+    if !read_full(stream, buf, true).await? {
+        return Err(HeaderError::Closed);
+    }
+    let len = proxy::header_len(buf).map_err(HeaderError::Malformed)?;
+    buf.resize(len, 0);
+    if let Some(rest) = buf.get_mut(proxy::FIXED_LEN..) {
+        read_full(stream, rest, false).await?;
+    }
+    proxy::parse(buf, Transport::Tcp).map_err(HeaderError::Malformed)
+}
+
+impl Connection {
+    /// Serves a connection from proxy `peer`: its PROXY header first (within
+    /// the first-query deadline), then a place in the table for the client
+    /// it names, then the client's queries.
+    async fn proxied(
+        mut self,
+        mut stream: TcpStream,
+        peer: SocketAddr,
+        conns: &Arc<ConnTable>,
+        metrics: Option<&Metrics>,
+    ) {
+        let started = tokio::time::Instant::now();
+        let mut buf = Vec::with_capacity(proxy::FIXED_LEN + 36);
+        let read = tokio::select! {
+            biased;
+            _ = self.stop.changed() => return,
+            r = tokio::time::timeout(
+                self.settings.first_query_timeout,
+                read_proxy_header(&mut stream, &mut buf),
+            ) => r,
+        };
+        let header = match read {
+            Ok(Ok(header)) => header,
+            Err(_) => {
+                return proxy::rejected(
+                    metrics,
+                    Transport::Tcp,
+                    peer,
+                    ProxyRejected::Timeout,
+                    None,
+                );
+            }
+            Ok(Err(HeaderError::Closed)) => return,
+            Ok(Err(HeaderError::Io(e))) => {
+                return tracing::debug!("TCP connection from {peer}: {e}");
+            }
+            Ok(Err(HeaderError::Malformed(m))) => {
+                return proxy::rejected(metrics, Transport::Tcp, peer, proxy::reason(m), Some(m));
+            }
+        };
+        let (client, local) = match header.addrs {
+            Some((client, local)) => (client, Some(local)),
+            None => (peer, stream.local_addr().ok()),
+        };
+        let Some(slot) = admit(conns, &self.dispatcher, client.ip(), metrics) else {
+            return;
+        };
+        // The header and the first query share the first-query deadline.
+        self.settings.first_query_timeout = self
+            .settings
+            .first_query_timeout
+            .saturating_sub(started.elapsed());
+        self.serve(stream, (client, local), &slot, false).await;
+    }
+
+    /// Serves the queries of a connection from `client` to `local` (see
+    /// [`connection`]); `refuse_header`: one that starts with a PROXY
+    /// header is closed.
+    async fn serve(
+        self,
+        stream: TcpStream,
+        (client, local): (SocketAddr, Option<SocketAddr>),
+        slot: &Slot,
+        refuse_header: bool,
+    ) {
+        let ends = connection(
+            stream,
+            (client, local),
+            &self.dispatcher,
+            self.settings,
+            slot,
+            self.stop,
+            refuse_header,
+        );
+        if let Err(e) = ends.await {
+            tracing::debug!("TCP connection from {client}: {e}");
+        }
+    }
 }
 
 /// Reads exactly `buf.len()` bytes, or returns `Ok(false)` on a clean EOF
@@ -153,20 +302,32 @@ async fn read_full(stream: &mut TcpStream, buf: &mut [u8], eof_ok: bool) -> io::
     Ok(true)
 }
 
-/// Serves one connection: messages are handled one after the other, so replies
-/// go out in query order. Ends on EOF, a timeout (the first query within
-/// `first_query_timeout`, each later one within `idle_timeout` of the
-/// previous), an I/O error, stop, or the connection table taking its place.
+/// What a connection's next bytes were.
+enum Frame {
+    /// A message, in the buffer.
+    Message,
+    /// The connection closed (between messages).
+    Closed,
+    /// A PROXY header, refused.
+    ProxyHeader,
+}
+
+/// Serves one connection from `peer` (the client) to `local`: messages are
+/// handled one after the other, so replies go out in query order. Ends on
+/// EOF, a timeout (the first query within `first_query_timeout`, each later
+/// one within `idle_timeout` of the previous), an I/O error, stop, the
+/// connection table taking its place, or (`refuse_header`) a PROXY header
+/// where the first message should be.
 async fn connection(
     mut stream: TcpStream,
-    peer: SocketAddr,
+    (peer, local): (SocketAddr, Option<SocketAddr>),
     dispatcher: &DispatcherHandle,
     settings: TcpSettings,
     slot: &Slot,
     mut stop: watch::Receiver<bool>,
+    mut refuse_header: bool,
 ) -> io::Result<()> {
     let _ = stream.set_nodelay(true);
-    let local = stream.local_addr().ok();
     let mut msg = Vec::with_capacity(512);
     let mut out = Vec::with_capacity(4096);
     let mut frame = Vec::with_capacity(4096);
@@ -177,14 +338,25 @@ async fn connection(
         let read = async {
             let mut len = [0u8; 2];
             if !read_full(&mut stream, &mut len, true).await? {
-                return Ok(false);
+                return Ok(Frame::Closed);
             }
-            let len = usize::from(u16::from_be_bytes(len));
-            msg.resize(len, 0);
-            read_full(&mut stream, &mut msg, false).await?;
-            Ok::<bool, io::Error>(true)
+            msg.resize(usize::from(u16::from_be_bytes(len)), 0);
+            let mut rest = &mut msg[..];
+            // A header's first two bytes make a length of 3338: its next
+            // ten are read first, and compared.
+            let signature = proxy::SIGNATURE.split_at(2);
+            if refuse_header && len == signature.0 {
+                let (head, tail) = rest.split_at_mut(signature.1.len());
+                read_full(&mut stream, head, false).await?;
+                if head == signature.1 {
+                    return Ok(Frame::ProxyHeader);
+                }
+                rest = tail;
+            }
+            read_full(&mut stream, rest, false).await?;
+            Ok::<Frame, io::Error>(Frame::Message)
         };
-        let more = tokio::select! {
+        let next = tokio::select! {
             biased;
             _ = stop.changed() => return Ok(()),
             () = slot.close.notified() => {
@@ -204,9 +376,17 @@ async fn connection(
                 Ok(r) => r?,
             },
         };
-        if !more {
-            return Ok(());
+        match next {
+            Frame::Message => {}
+            Frame::Closed => return Ok(()),
+            Frame::ProxyHeader => {
+                let metrics = dispatcher.load().metrics().cloned();
+                let why = ProxyRejected::NotAllowed;
+                proxy::rejected(metrics.as_deref(), Transport::Tcp, peer, why, None);
+                return Ok(());
+            }
         }
+        refuse_header = false;
         wait = settings.idle_timeout;
         // Busy only while the message is handled: a connection whose replies
         // wait on a client that does not read is idle, and gives way when

@@ -16,6 +16,11 @@
 //! retries), which answers it through the same socket, so a write waiting
 //! for a lock delays no query.
 //!
+//! PROXY protocol (`[server] proxy_allow`, [`super::proxy`]): one header per
+//! datagram from a proxy, taken off before the message is handled; the
+//! client it names is the peer the dispatcher sees, and the reply goes back
+//! to the proxy (without a header). A refused datagram is dropped.
+//!
 //! Stopping: [`UdpWorker::stop`] sets the stop flag and shuts the socket down
 //! for reading, which wakes a blocked receive at once; the receive timeout
 //! ([`RECV_TIMEOUT`]) is a fallback should that wake-up not happen. The
@@ -29,6 +34,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use super::proxy::{self, ProxyPolicy};
 use super::{DispatcherHandle, MAX_UDP_MESSAGE, ServerError, handle_guarded};
 use crate::dispatch::Reply;
 use crate::log_limit::LogLimit;
@@ -40,14 +46,21 @@ pub const WRITE_QUEUE: usize = 64;
 /// Log lines for writes dropped with the queue full (a client can send many).
 static DROP_LOG: LogLimit = LogLimit::new();
 
-/// A message for the writer thread: its bytes and sender.
-type Write = (Vec<u8>, SocketAddr);
+/// A message for the writer thread.
+struct Write {
+    msg: Vec<u8>,
+    /// The client (named by a PROXY header, else the sender).
+    client: SocketAddr,
+    /// Where the reply goes: the sender.
+    reply_to: SocketAddr,
+    /// The server address the client sent it to.
+    local: SocketAddr,
+}
 
 /// Starts worker `index`'s writer thread, answering each message queued on
 /// `sock`.
 fn spawn_writer(
     sock: Arc<UdpSocket>,
-    local: SocketAddr,
     index: usize,
     dispatcher: DispatcherHandle,
 ) -> io::Result<(
@@ -59,34 +72,44 @@ fn spawn_writer(
         .name(format!("authd-udp-write-{index}"))
         .spawn(move || {
             let mut out = Vec::with_capacity(512);
-            while let Ok((msg, peer)) = rx.recv() {
+            while let Ok(w) = rx.recv() {
                 let reply = handle_guarded(
                     &dispatcher.load(),
-                    &msg,
+                    &w.msg,
                     Transport::Udp,
-                    peer,
-                    Some(local),
+                    w.client,
+                    Some(w.local),
                     &mut out,
                 );
                 if reply == Reply::Message
-                    && let Err(e) = sock.send_to(&out, peer)
+                    && let Err(e) = sock.send_to(&out, w.reply_to)
                 {
-                    tracing::debug!("UDP send from {local} to {peer}: {e}");
+                    tracing::debug!("UDP send to {}: {e}", w.reply_to);
                 }
             }
         })?;
     Ok((tx, thread))
 }
 
-/// Queues `msg` from `peer` for the writer thread, or drops it (logged) when
-/// the queue is full.
-fn queue_write(writes: &std::sync::mpsc::SyncSender<Write>, msg: &[u8], peer: SocketAddr) {
-    if writes.try_send((msg.to_vec(), peer)).is_err()
+/// Queues `msg` from `client` (sent by `reply_to` to `local`) for the writer
+/// thread, or drops it (logged) when the queue is full.
+fn queue_write(
+    writes: &std::sync::mpsc::SyncSender<Write>,
+    msg: &[u8],
+    (client, reply_to, local): (SocketAddr, SocketAddr, SocketAddr),
+) {
+    let write = Write {
+        msg: msg.to_vec(),
+        client,
+        reply_to,
+        local,
+    };
+    if writes.try_send(write).is_err()
         && let Some(suppressed) = DROP_LOG.allow()
     {
         tracing::info!(
             suppressed,
-            "UDP write from {peer} dropped: {WRITE_QUEUE} writes already waiting"
+            "UDP write from {client} dropped: {WRITE_QUEUE} writes already waiting"
         );
     }
 }
@@ -115,7 +138,7 @@ pub(super) async fn finished(
 
 impl UdpWorker {
     /// Starts worker `index` serving `sock` (a blocking socket) on its own
-    /// thread. The receiver gets a message when the thread ends normally (it
+    /// thread, taking PROXY headers off as `proxy` says. The receiver gets a message when the thread ends normally (it
     /// is dropped unsent if the thread dies): pass it to [`finished`].
     ///
     /// Errors: the socket could not be set up or the thread created.
@@ -124,6 +147,7 @@ impl UdpWorker {
         local: SocketAddr,
         index: usize,
         dispatcher: DispatcherHandle,
+        proxy: Arc<ProxyPolicy>,
     ) -> Result<(UdpWorker, oneshot::Receiver<()>), ServerError> {
         let io_error = |what, e: &io::Error| ServerError::Io {
             what,
@@ -138,12 +162,19 @@ impl UdpWorker {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, done) = oneshot::channel();
         let (thread_sock, thread_stop) = (Arc::clone(&sock), Arc::clone(&stop));
-        let (writes, writer) = spawn_writer(Arc::clone(&sock), local, index, dispatcher.clone())
+        let (writes, writer) = spawn_writer(Arc::clone(&sock), index, dispatcher.clone())
             .map_err(|e| io_error("UDP writer thread start", &e))?;
         std::thread::Builder::new()
             .name(format!("authd-udp-{index}"))
             .spawn(move || {
-                serve(&thread_sock, local, &dispatcher, &thread_stop, &writes);
+                let serving = Serving {
+                    local,
+                    dispatcher: &dispatcher,
+                    proxy: &proxy,
+                    stop: &thread_stop,
+                    writes: &writes,
+                };
+                serve(&thread_sock, &serving);
                 // The writer thread holds the socket too: the worker ends
                 // (and the port is free) only once it has finished its queue.
                 drop(writes);
@@ -171,6 +202,72 @@ impl Drop for UdpWorker {
     }
 }
 
+/// What a worker's receive loop serves with.
+struct Serving<'a> {
+    /// The socket's address.
+    local: SocketAddr,
+    dispatcher: &'a DispatcherHandle,
+    proxy: &'a ProxyPolicy,
+    /// Set when the worker is to end.
+    stop: &'a AtomicBool,
+    /// The writer thread's queue.
+    writes: &'a std::sync::mpsc::SyncSender<Write>,
+}
+
+impl Serving<'_> {
+    /// Handles datagram `msg` from `peer`: its PROXY header taken off (or
+    /// the datagram dropped), a message that may write handed to the writer
+    /// thread, any other answered into `out`. Over UDP the dispatcher
+    /// answers with one message or nothing: true when `out` holds a reply,
+    /// which goes to `peer` (a proxy takes it back as it is).
+    #[inline]
+    fn handle(
+        &self,
+        dispatcher: &crate::dispatch::Dispatcher,
+        msg: &[u8],
+        peer: SocketAddr,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let Some((msg, client, local)) = self.unwrap(dispatcher, msg, peer) else {
+            return false;
+        };
+        if crate::dispatch::may_block(msg) {
+            queue_write(self.writes, msg, (client, peer, local));
+            return false;
+        }
+        let reply = handle_guarded(dispatcher, msg, Transport::Udp, client, Some(local), out);
+        reply == Reply::Message
+    }
+
+    /// The DNS message of datagram `msg` from `peer`, its client and the
+    /// server address it was sent to; `None` when it is dropped (a PROXY
+    /// header refused, counted and logged). With PROXY off, one branch.
+    #[inline]
+    fn unwrap<'m>(
+        &self,
+        dispatcher: &crate::dispatch::Dispatcher,
+        msg: &'m [u8],
+        peer: SocketAddr,
+    ) -> Option<proxy::Unwrapped<'m>> {
+        if self.proxy.is_off() {
+            return Some((msg, peer, self.local));
+        }
+        match self.proxy.datagram(msg, peer, self.local) {
+            Ok(unwrapped) => Some(unwrapped),
+            Err((why, fault)) => {
+                proxy::rejected(
+                    dispatcher.metrics().map(|m| &**m),
+                    Transport::Udp,
+                    peer,
+                    why,
+                    fault,
+                );
+                None
+            }
+        }
+    }
+}
+
 /// Datagrams taken per `recvmmsg` and answered per `sendmmsg`. Under load a
 /// batch fills and the per-call kernel cost is shared; at low rates
 /// `MSG_WAITFORONE` returns with whatever one wake-up found, so no query waits
@@ -182,13 +279,7 @@ pub const BATCH: usize = 32;
 /// send failures (e.g. an ICMP error reported for an earlier send) are logged
 /// at debug level and the loop goes on. Allocates only at start-up.
 #[cfg(target_os = "linux")]
-fn serve(
-    sock: &UdpSocket,
-    local: SocketAddr,
-    dispatcher: &DispatcherHandle,
-    stop: &AtomicBool,
-    writes: &std::sync::mpsc::SyncSender<Write>,
-) {
+fn serve(sock: &UdpSocket, serving: &Serving<'_>) {
     use nix::errno::Errno;
     use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg};
     use std::io::IoSliceMut;
@@ -227,9 +318,10 @@ fn serve(
                 n
             })
         };
-        if stop.load(Ordering::Acquire) {
+        if serving.stop.load(Ordering::Acquire) {
             return;
         }
+        let local = serving.local;
         let n = match batch {
             Ok(n) => n,
             Err(Errno::EAGAIN | Errno::EINTR | Errno::ETIMEDOUT) => continue,
@@ -239,7 +331,7 @@ fn serve(
             }
         };
         // One dispatcher per batch (a reload may swap it in between batches).
-        let dispatcher = dispatcher.load();
+        let dispatcher = serving.dispatcher.load();
         // One batch for the data sources too: sqlite3 answers it from one read
         // transaction, ended before the replies go out.
         let batch = dispatcher.sources().batch();
@@ -255,13 +347,7 @@ fn serve(
             let (Some(out), Some(to)) = (outs.get_mut(replies), reply_to.get_mut(replies)) else {
                 break;
             };
-            if crate::dispatch::may_block(msg) {
-                queue_write(writes, msg, peer);
-                continue;
-            }
-            // Over UDP the dispatcher answers with one message or nothing.
-            let reply = handle_guarded(&dispatcher, msg, Transport::Udp, peer, Some(local), out);
-            if reply == Reply::Message {
+            if serving.handle(&dispatcher, msg, peer, out) {
                 *to = Some(addr);
                 replies += 1;
             }
@@ -338,18 +424,13 @@ fn socket_addr(addr: &nix::sys::socket::SockaddrStorage) -> Option<SocketAddr> {
 /// failures (e.g. an ICMP error reported for an earlier send) are logged at
 /// debug level and the loop goes on.
 #[cfg(not(target_os = "linux"))]
-fn serve(
-    sock: &UdpSocket,
-    local: SocketAddr,
-    dispatcher: &DispatcherHandle,
-    stop: &AtomicBool,
-    writes: &std::sync::mpsc::SyncSender<Write>,
-) {
+fn serve(sock: &UdpSocket, serving: &Serving<'_>) {
+    let local = serving.local;
     let mut buf = vec![0u8; MAX_UDP_MESSAGE];
     let mut out = Vec::with_capacity(4096);
     loop {
         let received = sock.recv_from(&mut buf);
-        if stop.load(Ordering::Acquire) {
+        if serving.stop.load(Ordering::Acquire) {
             return;
         }
         let (len, peer) = match received {
@@ -369,20 +450,9 @@ fn serve(
         let Some(msg) = buf.get(..len) else {
             continue;
         };
-        if crate::dispatch::may_block(msg) {
-            queue_write(writes, msg, peer);
-            continue;
-        }
         // One dispatcher per query (a reload may swap it in between queries).
-        let reply = handle_guarded(
-            &dispatcher.load(),
-            msg,
-            Transport::Udp,
-            peer,
-            Some(local),
-            &mut out,
-        );
-        if reply != Reply::Message {
+        let dispatcher = serving.dispatcher.load();
+        if !serving.handle(&dispatcher, msg, peer, &mut out) {
             continue;
         }
         if let Err(e) = sock.send_to(&out, peer) {
