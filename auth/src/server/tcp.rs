@@ -106,7 +106,7 @@ pub(super) async fn serve(
             });
             continue;
         }
-        let Some(slot) = admit(&conns, &dispatcher, peer.ip(), metrics.as_deref()) else {
+        let Some(slot) = admit(&conns, &dispatcher, peer, metrics.as_deref()) else {
             drop(stream);
             continue;
         };
@@ -136,11 +136,12 @@ pub(super) async fn serve(
 fn admit(
     conns: &Arc<ConnTable>,
     dispatcher: &DispatcherHandle,
-    client: std::net::IpAddr,
+    client: SocketAddr,
     metrics: Option<&Metrics>,
 ) -> Option<Slot> {
-    let transfer_client = dispatcher.load().transfer_policy().names_address(client);
-    let why = match conns.admit(client, transfer_client) {
+    let ip = client.ip();
+    let transfer_client = dispatcher.load().transfer_policy().names_address(ip);
+    let why = match conns.admit(ip, transfer_client) {
         Ok(slot) => return Some(slot),
         Err(why) => why,
     };
@@ -246,7 +247,7 @@ impl Connection {
             Some((client, local)) => (client, Some(local)),
             None => (peer, stream.local_addr().ok()),
         };
-        let Some(slot) = admit(conns, &self.dispatcher, client.ip(), metrics) else {
+        let Some(slot) = admit(conns, &self.dispatcher, client, metrics) else {
             return;
         };
         // The header and the first query share the first-query deadline.
