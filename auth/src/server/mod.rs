@@ -288,7 +288,7 @@ impl Server {
                 .tcp_first_query_timeout
                 .min(self.settings.tcp_idle_timeout),
         };
-        let proxy = Arc::new(proxy::ProxyPolicy::new(self.settings.proxy_allow.clone()));
+        let proxy = Arc::new(proxy::ProxyPolicy::new(&self.settings.proxy_allow));
         let mut workers: Vec<udp::UdpWorker> = Vec::new();
         for ep in self.endpoints {
             for sock in ep.udp {

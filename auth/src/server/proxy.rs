@@ -186,32 +186,74 @@ fn check_tlvs(mut tlvs: &[u8]) -> Result<(), Malformed> {
     }
 }
 
-/// Which sources must send a header (`[server] proxy_allow`).
+/// Which sources must send a header (`[server] proxy_allow`), as masks
+/// ready for the query path: a source that is not a proxy costs a masked
+/// compare per block and a look at its first bytes.
 #[derive(Debug, Default)]
 pub(super) struct ProxyPolicy {
-    allow: Vec<Cidr>,
+    /// No block: PROXY is off.
+    off: bool,
+    /// IPv4 blocks, (network, mask); IPv4-mapped IPv6 sources are looked
+    /// up here too.
+    v4: Vec<(u32, u32)>,
+    /// IPv6 blocks, (network, mask).
+    v6: Vec<(u128, u128)>,
 }
 
 /// A message taken from a datagram: its DNS bytes, the client and the
 /// server address it was sent to.
 pub(super) type Unwrapped<'a> = (&'a [u8], SocketAddr, SocketAddr);
 
+/// Why a datagram is dropped, with the header's fault (for the log).
+pub(super) type Dropped = (ProxyRejected, Option<Malformed>);
+
 impl ProxyPolicy {
     /// A policy requiring a header from the sources in `allow`.
-    pub(super) fn new(allow: Vec<Cidr>) -> ProxyPolicy {
-        ProxyPolicy { allow }
+    pub(super) fn new(allow: &[Cidr]) -> ProxyPolicy {
+        let mut policy = ProxyPolicy {
+            off: allow.is_empty(),
+            ..ProxyPolicy::default()
+        };
+        for c in allow {
+            let bits = u32::from(c.prefix);
+            match c.addr {
+                IpAddr::V4(a) => {
+                    let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+                    policy.v4.push((u32::from(a) & mask, mask));
+                }
+                IpAddr::V6(a) => {
+                    let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+                    policy.v6.push((u128::from(a) & mask, mask));
+                }
+            }
+        }
+        policy
     }
 
     /// No source may send a header: nothing to look at (the query path's
     /// one branch when PROXY is not configured).
     #[inline]
     pub(super) fn is_off(&self) -> bool {
-        self.allow.is_empty()
+        self.off
     }
 
     /// Whether `ip` is a proxy, which must send a header.
+    #[inline]
     pub(super) fn is_proxy(&self, ip: IpAddr) -> bool {
-        self.allow.iter().any(|c| c.contains(ip))
+        let v4 = |a: Ipv4Addr| {
+            let a = u32::from(a);
+            self.v4.iter().any(|&(net, mask)| a & mask == net)
+        };
+        match ip {
+            IpAddr::V4(a) => v4(a),
+            IpAddr::V6(a) => match a.to_ipv4_mapped() {
+                Some(m) => v4(m),
+                None => {
+                    let a = u128::from(a);
+                    self.v6.iter().any(|&(net, mask)| a & mask == net)
+                }
+            },
+        }
     }
 
     /// The DNS message of a UDP datagram `msg` from `peer` to `local`, with
@@ -219,24 +261,37 @@ impl ProxyPolicy {
     /// proxy's datagram loses its header (LOCAL: `peer` and `local` stay);
     /// another source's is taken as it is.
     ///
-    /// Errors: why it is dropped, with the header's fault (for the log).
-    #[inline(never)]
+    /// Errors: why it is dropped.
+    #[inline]
     pub(super) fn datagram<'a>(
         &self,
         msg: &'a [u8],
         peer: SocketAddr,
         local: SocketAddr,
-    ) -> Result<Unwrapped<'a>, (ProxyRejected, Option<Malformed>)> {
-        if !self.is_proxy(peer.ip()) {
-            if msg.starts_with(&SIGNATURE) {
-                return Err((ProxyRejected::NotAllowed, None));
-            }
+    ) -> Result<Unwrapped<'a>, Dropped> {
+        let proxy = self.is_proxy(peer.ip());
+        if !proxy && !msg.starts_with(&SIGNATURE) {
             return Ok((msg, peer, local));
         }
-        let header = parse(msg, Transport::Udp).map_err(|m| (reason(m), Some(m)))?;
-        let (client, to) = header.addrs.unwrap_or((peer, local));
-        Ok((msg.get(header.len..).unwrap_or_default(), client, to))
+        unwrap_header(proxy, msg, peer, local)
     }
+}
+
+/// [`ProxyPolicy::datagram`] for a datagram from a proxy (`proxy`) or one
+/// that starts with a header.
+#[inline(never)]
+fn unwrap_header(
+    proxy: bool,
+    msg: &[u8],
+    peer: SocketAddr,
+    local: SocketAddr,
+) -> Result<Unwrapped<'_>, Dropped> {
+    if !proxy {
+        return Err((ProxyRejected::NotAllowed, None));
+    }
+    let header = parse(msg, Transport::Udp).map_err(|m| (reason(m), Some(m)))?;
+    let (client, to) = header.addrs.unwrap_or((peer, local));
+    Ok((msg.get(header.len..).unwrap_or_default(), client, to))
 }
 
 /// How a proxy's bytes that are not a header it may send are counted: no
@@ -405,11 +460,42 @@ mod tests {
         );
     }
 
+    /// Blocks of both families; IPv4-mapped sources match IPv4 blocks.
+    #[test]
+    fn proxy_sources() {
+        let allow: Vec<Cidr> = ["10.0.0.0/8", "192.0.2.1", "2001:db8::/32", "::/0"]
+            .iter()
+            .map(|a| a.parse().expect("cidr"))
+            .collect();
+        let policy = ProxyPolicy::new(&allow[..3]);
+        assert!(!policy.is_off());
+        for (ip, want) in [
+            ("10.255.0.1", true),
+            ("11.0.0.1", false),
+            ("192.0.2.1", true),
+            ("192.0.2.2", false),
+            ("::ffff:10.1.2.3", true),
+            ("::ffff:192.0.2.2", false),
+            ("2001:db8:1::1", true),
+            ("2001:db9::1", false),
+        ] {
+            let ip: IpAddr = ip.parse().expect("ip");
+            assert_eq!(policy.is_proxy(ip), want, "{ip}");
+            let cidrs = allow[..3].iter().any(|c| c.contains(ip));
+            assert_eq!(cidrs, want, "{ip}: as Cidr::contains");
+        }
+        let any6 = ProxyPolicy::new(&allow[3..]);
+        assert!(any6.is_proxy("::1".parse().expect("ip")));
+        assert!(!any6.is_proxy("127.0.0.1".parse().expect("ip")));
+        assert!(ProxyPolicy::new(&[]).is_off());
+    }
+
     /// A proxy's datagram loses its header; a header from elsewhere, or
     /// none from a proxy, is refused; other sources' DNS passes as it is.
     #[test]
     fn datagram_policy() {
-        let policy = ProxyPolicy::new(vec!["127.0.0.1".parse().expect("cidr")]);
+        let allow = ["127.0.0.1".parse().expect("cidr")];
+        let policy = ProxyPolicy::new(&allow);
         let proxy: SocketAddr = "127.0.0.1:9999".parse().expect("addr");
         let other: SocketAddr = "127.0.0.2:9999".parse().expect("addr");
         let local: SocketAddr = "127.0.0.1:53".parse().expect("addr");
