@@ -413,7 +413,8 @@ fn spoofed_header_from_a_source_not_allowed_is_refused() {
 /// From the proxy: plain DNS (no header), a bad signature, version 1, a
 /// length past the end of the datagram and a datagram shorter than the
 /// fixed part are each dropped; over TCP a malformed header (the wrong
-/// transport) closes the connection at once. Counted: `missing` 2, `malformed` 4.
+/// transport) or none (a plain query) closes the connection at once.
+/// Counted: `missing` 3, `malformed` 4.
 #[test]
 fn missing_and_malformed_headers_are_dropped() {
     let dir = tempdir();
@@ -432,14 +433,18 @@ fn missing_and_malformed_headers_are_dropped() {
         assert_eq!(exchange(&proxy, addr, &[bad, soa_query(2)].concat()), None);
     }
     assert_eq!(exchange(&proxy, addr, &good[..14]), None, "truncated");
-    // Over TCP, a DGRAM header.
-    let mut tcp = tcp_from(PROXY, addr);
-    tcp.write_all(&header(0x21, 0x12, SocketAddrV4::new(CLIENT, 1), v4(addr)))
+    // Over TCP, a DGRAM header, and plain DNS.
+    let mut dgram = tcp_from(PROXY, addr);
+    dgram
+        .write_all(&header(0x21, 0x12, SocketAddrV4::new(CLIENT, 1), v4(addr)))
         .expect("header");
+    let mut plain = tcp_from(PROXY, addr);
+    tcp_send(&mut plain, &soa_query(3));
     let started = Instant::now();
-    assert!(tcp_closed_within(&mut tcp, Duration::from_secs(1)));
+    assert!(tcp_closed_within(&mut dgram, Duration::from_secs(1)));
+    assert!(tcp_closed_within(&mut plain, Duration::from_secs(1)));
     assert!(started.elapsed() < Duration::from_secs(1));
-    assert_eq!(rejected(metrics, "missing", 2), 2);
+    assert_eq!(rejected(metrics, "missing", 3), 3);
     assert_eq!(rejected(metrics, "malformed", 4), 4);
     // The proxy still gets answers with a good header.
     assert_eq!(
