@@ -256,42 +256,38 @@ impl ProxyPolicy {
         }
     }
 
+    /// Whether a UDP datagram `msg` from `ip` is [`Self::datagram`]'s
+    /// business (policy on): it comes from a proxy or starts like a header.
+    /// Else it is plain DNS from a client, taken as it is.
+    #[inline]
+    pub(super) fn is_framed(&self, msg: &[u8], ip: IpAddr) -> bool {
+        self.is_proxy(ip) || msg.starts_with(&SIGNATURE)
+    }
+
     /// The DNS message of a UDP datagram `msg` from `peer` to `local`, with
     /// its client and server address (policy on: not [`Self::is_off`]). A
     /// proxy's datagram loses its header (LOCAL: `peer` and `local` stay);
-    /// another source's is taken as it is.
+    /// another source's is taken as it is. Out of line: the query path
+    /// asks [`Self::is_framed`] first.
     ///
     /// Errors: why it is dropped.
-    #[inline]
+    #[inline(never)]
     pub(super) fn datagram<'a>(
         &self,
         msg: &'a [u8],
         peer: SocketAddr,
         local: SocketAddr,
     ) -> Result<Unwrapped<'a>, Dropped> {
-        let proxy = self.is_proxy(peer.ip());
-        if !proxy && !msg.starts_with(&SIGNATURE) {
+        if !self.is_proxy(peer.ip()) {
+            if msg.starts_with(&SIGNATURE) {
+                return Err((ProxyRejected::NotAllowed, None));
+            }
             return Ok((msg, peer, local));
         }
-        unwrap_header(proxy, msg, peer, local)
+        let header = parse(msg, Transport::Udp).map_err(|m| (reason(m), Some(m)))?;
+        let (client, to) = header.addrs.unwrap_or((peer, local));
+        Ok((msg.get(header.len..).unwrap_or_default(), client, to))
     }
-}
-
-/// [`ProxyPolicy::datagram`] for a datagram from a proxy (`proxy`) or one
-/// that starts with a header.
-#[inline(never)]
-fn unwrap_header(
-    proxy: bool,
-    msg: &[u8],
-    peer: SocketAddr,
-    local: SocketAddr,
-) -> Result<Unwrapped<'_>, Dropped> {
-    if !proxy {
-        return Err((ProxyRejected::NotAllowed, None));
-    }
-    let header = parse(msg, Transport::Udp).map_err(|m| (reason(m), Some(m)))?;
-    let (client, to) = header.addrs.unwrap_or((peer, local));
-    Ok((msg.get(header.len..).unwrap_or_default(), client, to))
 }
 
 /// How a proxy's bytes that are not a header it may send are counted: no

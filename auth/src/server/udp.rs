@@ -228,43 +228,25 @@ impl Serving<'_> {
         peer: SocketAddr,
         out: &mut Vec<u8>,
     ) -> bool {
-        let Some((msg, client, local)) = self.unwrap(dispatcher, msg, peer) else {
-            return false;
-        };
+        let (mut msg, mut client, mut local) = (msg, peer, self.local);
+        // With PROXY off, one branch; on, a look at the source and the
+        // first bytes before a client's plain DNS goes on as it is.
+        if !self.proxy.is_off() && self.proxy.is_framed(msg, peer.ip()) {
+            match self.proxy.datagram(msg, peer, local) {
+                Ok(unwrapped) => (msg, client, local) = unwrapped,
+                Err((why, fault)) => {
+                    let metrics = dispatcher.metrics().map(|m| &**m);
+                    proxy::rejected(metrics, Transport::Udp, peer, why, fault);
+                    return false;
+                }
+            }
+        }
         if crate::dispatch::may_block(msg) {
             queue_write(self.writes, msg, (client, peer, local));
             return false;
         }
         let reply = handle_guarded(dispatcher, msg, Transport::Udp, client, Some(local), out);
         reply == Reply::Message
-    }
-
-    /// The DNS message of datagram `msg` from `peer`, its client and the
-    /// server address it was sent to; `None` when it is dropped (a PROXY
-    /// header refused, counted and logged). With PROXY off, one branch.
-    #[inline]
-    fn unwrap<'m>(
-        &self,
-        dispatcher: &crate::dispatch::Dispatcher,
-        msg: &'m [u8],
-        peer: SocketAddr,
-    ) -> Option<proxy::Unwrapped<'m>> {
-        if self.proxy.is_off() {
-            return Some((msg, peer, self.local));
-        }
-        match self.proxy.datagram(msg, peer, self.local) {
-            Ok(unwrapped) => Some(unwrapped),
-            Err((why, fault)) => {
-                proxy::rejected(
-                    dispatcher.metrics().map(|m| &**m),
-                    Transport::Udp,
-                    peer,
-                    why,
-                    fault,
-                );
-                None
-            }
-        }
     }
 }
 
