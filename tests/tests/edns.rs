@@ -296,6 +296,58 @@ fn tcp_keepalive_tells_the_idle_timeout() {
     assert!(reply.ends_with(&PLAIN_OPT), "{reply:02x?}");
 }
 
+/// The same options as Knot's client reads them: `kdig +nsid` shows the
+/// NSID and the EDE of a refused name; the keepalive option (`+ednsopt=11`)
+/// is answered with the idle timeout over TCP (70 units of 100 ms) and not
+/// over UDP.
+#[test]
+fn kdig_reads_nsid_ede_and_keepalive() {
+    require_tool("kdig", "-V", "knot-dnsutils");
+    let dir = tempdir();
+    let authd = start(
+        dir.path(),
+        "[server]\nnsid = \"ns1.example\"\n[tcp]\nidle_timeout = 7\n",
+    );
+    let kdig = |args: &[&str]| -> String {
+        let out = run_with_timeout(
+            Command::new("kdig")
+                .args([
+                    "@127.0.0.1",
+                    "-p",
+                    &port(&authd).to_string(),
+                    "+norec",
+                    "+retry=1",
+                    "+time=3",
+                ])
+                .args(args),
+            Duration::from_secs(20),
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = kdig(&["+nsid", "nowhere.example.org", "A"]);
+    assert!(out.contains("status: REFUSED"), "{out}");
+    assert_eq!(
+        lines(&out, ";; EDE:"),
+        [";; EDE: 20 (Not Authoritative)"],
+        "{out}"
+    );
+    assert_eq!(
+        lines(&out, ";; NSID:"),
+        [";; NSID: 6E73312E6578616D706C65 \"ns1.example\""],
+        "{out}"
+    );
+    let out = kdig(&["+tcp", "+ednsopt=11", "example.com", "SOA"]);
+    assert!(out.contains("status: NOERROR"), "{out}");
+    assert_eq!(
+        lines(&out, ";; Option (11):"),
+        [";; Option (11): 0046"],
+        "{out}"
+    );
+    let out = kdig(&["+notcp", "+ednsopt=11", "example.com", "SOA"]);
+    assert!(out.contains("status: NOERROR"), "{out}");
+    assert!(lines(&out, ";; Option (11)").is_empty(), "UDP:\n{out}");
+}
+
 /// FORMERR for a malformed COOKIE (`dig +cookie=0102`: 2 bytes) or Client
 /// Subnet option carries an OPT record (RFC 6891 §7), as BIND 9's does.
 #[test]
