@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -37,14 +38,24 @@ pub(super) struct ConnLimits {
 
 struct Entry {
     prefix: Cidr,
-    /// When its last complete query arrived (or it was accepted).
-    last_query: Instant,
-    /// Handling a message or writing its replies: never taken away.
-    busy: bool,
+    /// What the connection's task moves per message, without the lock.
+    state: Arc<ConnState>,
     /// A client the transfer ACL allows.
     transfer_client: bool,
     /// Wakes the connection's task to close it.
     close: Arc<Notify>,
+}
+
+/// The per-message state of one connection: written by its task with plain
+/// atomic stores (no lock per message), read under the table's lock when a
+/// full table picks the connection to close.
+#[derive(Default)]
+struct ConnState {
+    /// When its last complete query arrived (or it was accepted):
+    /// nanoseconds since the table's `epoch`.
+    last_query: AtomicU64,
+    /// Handling a message or writing its replies: never taken away.
+    busy: AtomicBool,
 }
 
 /// Why a new connection is not taken.
@@ -59,6 +70,8 @@ pub(super) enum Refused {
 /// The table, shared by every listener of the server.
 pub(super) struct ConnTable {
     limits: ConnLimits,
+    /// The zero of [`ConnState::last_query`].
+    epoch: Instant,
     inner: Mutex<Inner>,
 }
 
@@ -73,6 +86,7 @@ struct Inner {
 pub(super) struct Slot {
     table: Arc<ConnTable>,
     id: u64,
+    state: Arc<ConnState>,
     /// Notified when the table takes the connection away.
     pub close: Arc<Notify>,
 }
@@ -81,8 +95,14 @@ impl ConnTable {
     pub(super) fn new(limits: ConnLimits) -> Arc<ConnTable> {
         Arc::new(ConnTable {
             limits,
+            epoch: Instant::now(),
             inner: Mutex::new(Inner::default()),
         })
+    }
+
+    /// Now, as a [`ConnState::last_query`] value.
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
     fn prefix(&self, ip: IpAddr) -> Cidr {
@@ -110,8 +130,15 @@ impl ConnTable {
             let victim = inner
                 .entries
                 .iter()
-                .filter(|(_, e)| !e.busy && (transfer_client || !e.transfer_client))
-                .min_by_key(|(_, e)| (e.transfer_client, e.last_query))
+                .filter(|(_, e)| {
+                    !e.state.busy.load(Ordering::Relaxed) && (transfer_client || !e.transfer_client)
+                })
+                .min_by_key(|(_, e)| {
+                    (
+                        e.transfer_client,
+                        e.state.last_query.load(Ordering::Relaxed),
+                    )
+                })
                 .map(|(id, _)| *id);
             let Some(victim) = victim else {
                 return Err(Refused::Full);
@@ -123,12 +150,15 @@ impl ConnTable {
         inner.next_id += 1;
         let id = inner.next_id;
         let close = Arc::new(Notify::new());
+        let state = Arc::new(ConnState {
+            last_query: AtomicU64::new(self.now()),
+            busy: AtomicBool::new(false),
+        });
         inner.entries.insert(
             id,
             Entry {
                 prefix,
-                last_query: Instant::now(),
-                busy: false,
+                state: Arc::clone(&state),
                 transfer_client,
                 close: Arc::clone(&close),
             },
@@ -137,15 +167,9 @@ impl ConnTable {
         Ok(Slot {
             table: Arc::clone(self),
             id,
+            state,
             close,
         })
-    }
-
-    fn update(&self, id: u64, f: impl FnOnce(&mut Entry)) {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(e) = inner.entries.get_mut(&id) {
-            f(e);
-        }
     }
 
     /// Connections open now.
@@ -171,16 +195,17 @@ impl Inner {
 impl Slot {
     /// A complete query arrived: the connection is busy until [`Self::idle`],
     /// and its idle time counts from now.
+    /// Two atomic stores, no lock: per message, the table is not touched.
     pub(super) fn busy(&self) {
-        self.table.update(self.id, |e| {
-            e.last_query = Instant::now();
-            e.busy = true;
-        });
+        self.state
+            .last_query
+            .store(self.table.now(), Ordering::Relaxed);
+        self.state.busy.store(true, Ordering::Relaxed);
     }
 
     /// The replies are written: the connection may be taken away again.
     pub(super) fn idle(&self) {
-        self.table.update(self.id, |e| e.busy = false);
+        self.state.busy.store(false, Ordering::Relaxed);
     }
 }
 
