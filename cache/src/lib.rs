@@ -1162,7 +1162,12 @@ impl DataSource for HotSpotCache {
         let (generation, zones_epoch) = (state.generation, state.zones_epoch);
         drop(state);
         self.miss();
-        let zones = Arc::new(self.inner.zones()?);
+        let zones = match self.inner.zones() {
+            Ok(zones) => Arc::new(zones),
+            // The zone table cannot be read: the source says which qnames
+            // are still its own (an sqlite3 DB fails only its zones).
+            Err(_) => return self.inner.find_zone(qname),
+        };
         let found = best(&zones);
         if let Some(mut state) = self.state.as_ref().and_then(|l| l.write().ok())
             && state.generation == generation

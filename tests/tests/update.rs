@@ -992,6 +992,27 @@ fn a_db_truncated_while_served_takes_no_update() {
         "{}",
         s.authd.stderr()
     );
+    // Down to two pages (the zone table unreadable): the broken DB fails its
+    // own zone only; the memory zone beside it is answered, a name in no
+    // zone is REFUSED as before (not SERVFAIL for every query).
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&s.db)
+        .and_then(|f| f.set_len(8192))
+        .expect("truncate");
+    std::thread::sleep(Duration::from_millis(1200));
+    let ask = |name: &str| {
+        let q = QueryBuilder::new(name, "A").wire();
+        parse_reply(&query_udp(a, &q)).metadata.response_code
+    };
+    assert_eq!(
+        ask("ns.mem.test."),
+        ResponseCode::NoError,
+        "{}",
+        s.authd.stderr()
+    );
+    assert_eq!(ask("www.example.net."), ResponseCode::Refused);
+    assert_eq!(ask("host7.example.com."), ResponseCode::ServFail);
 }
 
 /// An `LD_PRELOAD` shim: `fsync` and `fdatasync` of a file under

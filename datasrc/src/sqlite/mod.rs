@@ -80,6 +80,11 @@ pub struct SqliteSource {
     file_id: (u64, u64),
     /// Opened immutable ([`SqliteSource::is_immutable`]).
     immutable: bool,
+    /// The zone apexes the last successful [`DataSource::zones`] listed
+    /// (`None` before one): when the DB cannot be read, a qname under none
+    /// of them is not this DB's to answer, so a broken DB fails only its own
+    /// zones, not every query of the server.
+    known_zones: std::sync::Mutex<Option<Arc<[Name]>>>,
 }
 
 /// A batch of queries answered back to back by one thread (a UDP worker's
@@ -206,21 +211,11 @@ fn storage(path: &Path, e: impl std::fmt::Display) -> DataSourceError {
     DataSourceError::Storage(format!("zone DB {}: {text}", path.display()))
 }
 
-impl DataSource for SqliteSource {
-    fn cache_stats(&self) -> Option<crate::source::CacheStats> {
-        // Every lookup is SQL; SQLite's page cache is not counted here.
-        None
-    }
-
-    fn flush_cache(&self) {
-        // Nothing of ours is cached; SQLite's page cache follows the file.
-    }
-
-    fn describe(&self) -> String {
-        format!("sqlite3:{}", self.path.display())
-    }
-
-    fn find_zone(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError> {
+impl SqliteSource {
+    /// [`DataSource::find_zone`] by SQL: the longest match among the DB's zones.
+    ///
+    /// Errors: the DB cannot be read.
+    fn find_zone_sql(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError> {
         // BIND 10 asked for each suffix of qname in turn, one statement per label;
         // here one statement asks for up to ZONE_CANDIDATES suffixes at once,
         // longest first; the first found is the longest match (RFC 1034 §4.3.2 step 2).
@@ -264,6 +259,32 @@ impl DataSource for SqliteSource {
                 return Ok(Some(ZoneRef { origin, id }));
             }
             Ok(None)
+        })
+    }
+}
+
+impl DataSource for SqliteSource {
+    fn cache_stats(&self) -> Option<crate::source::CacheStats> {
+        // Every lookup is SQL; SQLite's page cache is not counted here.
+        None
+    }
+
+    fn flush_cache(&self) {
+        // Nothing of ours is cached; SQLite's page cache follows the file.
+    }
+
+    fn describe(&self) -> String {
+        format!("sqlite3:{}", self.path.display())
+    }
+
+    fn find_zone(&self, qname: &Name) -> Result<Option<ZoneRef>, DataSourceError> {
+        self.find_zone_sql(qname).or_else(|e| {
+            // Only a failed read comes here, out of the query path.
+            let known = self.known_zones.lock().ok().and_then(|k| k.clone());
+            match known {
+                Some(zones) if !zones.iter().any(|z| qname.is_subdomain_of(z)) => Ok(None),
+                _ => Err(e),
+            }
         })
     }
 
@@ -361,6 +382,9 @@ impl DataSource for SqliteSource {
             // Stable: a name with several rows keeps its lowest id first, the
             // row `find_zone` (and BIND 10) serves; the others are left out.
             zones.sort_by(|a, b| a.origin.cmp(&b.origin));
+            if let Ok(mut known) = self.known_zones.lock() {
+                *known = Some(zones.iter().map(|z| z.origin.clone()).collect());
+            }
             let before = zones.len();
             zones.dedup_by(|later, first| later.origin == first.origin);
             if zones.len() != before {

@@ -93,6 +93,7 @@ impl SqliteSource {
             writer,
             file_id,
             immutable,
+            known_zones: std::sync::Mutex::new(None),
         })
     }
 
