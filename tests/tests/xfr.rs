@@ -754,6 +754,13 @@ fn memory_zone_reloaded_with_a_greater_serial_gives_ixfr() {
         &zone(5, "www A 192.0.2.9\n"),
     );
     hup_and_wait(&authd, 3);
+    assert!(
+        authd.stderr().contains(
+            "zone example.net.: the serial went back from 9 to 5; secondaries will not notice"
+        ),
+        "{}",
+        authd.stderr()
+    );
     assert_eq!(ixfr(4).len(), 5, "SOA, NS, ns1 A, www A, SOA");
 }
 

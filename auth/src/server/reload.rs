@@ -647,14 +647,7 @@ fn with_history(zone: MemoryZone, prev: Option<&ZoneState>) -> MemoryZone {
         return zone;
     };
     let mut history = prev.zone.history().to_vec();
-    tracing::info!(
-        "zone {}: serial {} -> {}: {} RRs deleted, {} added, kept for IXFR",
-        zone.origin(),
-        prev.zone.serial(),
-        zone.serial(),
-        diff.deleted.len(),
-        diff.added.len()
-    );
+    let (deleted, added) = (diff.deleted.len(), diff.added.len());
     history.push(diff);
     let limit = now.len().max(HISTORY_MIN_RRS);
     let mut rows: usize = history.iter().map(Difference::len).sum();
@@ -664,9 +657,19 @@ fn with_history(zone: MemoryZone, prev: Option<&ZoneState>) -> MemoryZone {
         drop += 1;
     }
     history.drain(..drop);
+    let (origin, from, to) = (zone.origin(), prev.zone.serial(), zone.serial());
     if rows > limit {
         // One difference larger than the zone: a full transfer is smaller.
         history.clear();
+        tracing::info!(
+            "zone {origin}: serial {from} -> {to}: {deleted} RRs deleted, {added} added, more \
+             than the zone holds: not kept (secondaries transfer the whole zone)"
+        );
+    } else {
+        tracing::info!(
+            "zone {origin}: serial {from} -> {to}: {deleted} RRs deleted, {added} added, kept \
+             for IXFR"
+        );
     }
     zone.with_history(history)
 }
@@ -676,12 +679,19 @@ fn soa_serial(soa: &RRset) -> Option<u32> {
 }
 
 fn warn_same_serial(origin: &Name, prev: Option<&ZoneState>, zone: &MemoryZone) {
-    if let Some(p) = prev
-        && p.zone.serial() == zone.serial()
-    {
+    let Some(p) = prev else {
+        return;
+    };
+    let (old, new) = (p.zone.serial(), zone.serial());
+    if old == new {
         tracing::warn!(
-            "zone {origin}: content changed but the serial ({}) did not; secondaries will not notice",
-            zone.serial()
+            "zone {origin}: content changed but the serial ({new}) did not; secondaries will not notice"
+        );
+    } else if !authd_datasrc::write::serial_gt(new, old) {
+        // RFC 1982: a secondary at `old` sees `new` as older and keeps its copy.
+        tracing::warn!(
+            "zone {origin}: the serial went back from {old} to {new}; secondaries will not \
+             notice (they keep serial {old}), and the differences kept for IXFR are gone"
         );
     }
 }
