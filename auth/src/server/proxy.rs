@@ -71,6 +71,8 @@ pub(super) enum Malformed {
     ShortAddresses,
     /// A TLV running past the end of the header.
     Tlv,
+    /// A UDP datagram holding the header and no DNS message after it.
+    NoMessage,
 }
 
 impl fmt::Display for Malformed {
@@ -86,6 +88,7 @@ impl fmt::Display for Malformed {
             }
             Malformed::ShortAddresses => write!(f, "PROXY length too short for its addresses"),
             Malformed::Tlv => write!(f, "a PROXY TLV runs past the header"),
+            Malformed::NoMessage => write!(f, "no DNS message after the PROXY header"),
         }
     }
 }
@@ -97,6 +100,11 @@ impl fmt::Display for Malformed {
 /// [`FIXED_LEN`] bytes), [`Malformed::Version`], [`Malformed::Command`].
 pub(super) fn header_len(buf: &[u8]) -> Result<usize, Malformed> {
     if !buf.starts_with(&SIGNATURE) {
+        // Version 1's text form ("PROXY TCP4 …"): a header, of a version
+        // not taken here, rather than a missing one.
+        if buf.starts_with(b"PROXY ") {
+            return Err(Malformed::Version(1));
+        }
         return Err(Malformed::NoSignature);
     }
     let Some(&[ver_cmd, _, hi, lo]) = buf.get(12..FIXED_LEN) else {
@@ -286,7 +294,10 @@ impl ProxyPolicy {
         }
         let header = parse(msg, Transport::Udp).map_err(|m| (reason(m), Some(m)))?;
         let (client, to) = header.addrs.unwrap_or((peer, local));
-        Ok((msg.get(header.len..).unwrap_or_default(), client, to))
+        match msg.get(header.len..) {
+            Some(dns) if !dns.is_empty() => Ok((dns, client, to)),
+            _ => Err((ProxyRejected::Malformed, Some(Malformed::NoMessage))),
+        }
     }
 }
 
@@ -432,6 +443,10 @@ mod tests {
         let mut v1 = good.clone();
         v1[12] = 0x11;
         assert_eq!(parse(&v1, Transport::Udp), Err(Malformed::Version(1)));
+        // Version 1's text form is a header of another version, not none.
+        let text = b"PROXY TCP4 192.0.2.1 192.0.2.2 56324 53\r\n";
+        assert_eq!(parse(text, Transport::Tcp), Err(Malformed::Version(1)));
+        assert_eq!(reason(Malformed::Version(1)), ProxyRejected::Malformed);
         let mut cmd = good.clone();
         cmd[12] = 0x22;
         assert_eq!(parse(&cmd, Transport::Udp), Err(Malformed::Command(2)));
@@ -518,6 +533,11 @@ mod tests {
         assert_eq!(
             policy.datagram(&l, proxy, local),
             Ok((&b"dns"[..], proxy, local))
+        );
+        // A header and nothing after it: dropped and counted malformed.
+        assert_eq!(
+            policy.datagram(&header(1, 0x12, &v4_body()), proxy, local),
+            Err((ProxyRejected::Malformed, Some(Malformed::NoMessage)))
         );
     }
 }
