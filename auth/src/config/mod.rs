@@ -284,9 +284,11 @@ fn blame_variable(e: ConfigError, vars: &[(String, String)]) -> ConfigError {
         },
         // A type error names its key at the end: "... for key tcp.idle_timeout".
         ConfigError::Parse { origin, reason } => {
+            // The key is quoted (`rrl.enabled`) and may be followed by
+            // "in the environment".
             let key = reason
                 .rsplit_once("for key ")
-                .map(|(_, k)| k.trim().trim_matches('`'));
+                .and_then(|(_, k)| k.trim().trim_start_matches('`').split(['`', ' ']).next());
             ConfigError::Parse {
                 origin: key.and_then(var_of).unwrap_or(origin),
                 reason,

@@ -855,6 +855,12 @@ fn bad_environment_values_name_the_variable() {
             "localhost:53",
             "config environment variable AUTHD_LISTEN: listen[0]: \"localhost:53\" is not ADDR:PORT",
         ),
+        // A type error from the environment names the variable, not the file.
+        (
+            "AUTHD_RRL__ENABLED",
+            "maybe",
+            "config environment variable AUTHD_RRL__ENABLED: ",
+        ),
     ] {
         let e = Config::from_parts(file, env(&[(var, value)]))
             .expect_err("bad value")
