@@ -152,7 +152,8 @@ pub(crate) fn load_zone_with(
     mut progress: impl FnMut(usize, usize),
 ) -> Result<LoadReport, LoadError> {
     check_zone(origin, records)?;
-    let sql = sql_error(conn);
+    let err = SqlError::of(conn);
+    let sql = |action| err.at(action);
     // Dropping `tx` without commit (any `?` below) rolls back.
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -163,22 +164,27 @@ pub(crate) fn load_zone_with(
     Ok(report)
 }
 
-/// The error maker of SQL failures on `conn`: `sql_error(conn)("action")`
-/// maps a rusqlite error to [`LoadError::Sqlite`] naming the DB file.
-pub(crate) fn sql_error(
-    conn: &Connection,
-) -> impl Fn(&'static str) -> Box<dyn Fn(rusqlite::Error) -> LoadError> + use<> {
-    let path = PathBuf::from(match conn.path() {
-        Some(p) if !p.is_empty() => p,
-        _ => ":memory:",
-    });
-    move |action| {
-        let path = path.clone();
-        Box::new(move |source| LoadError::Sqlite {
-            path: path.clone(),
+/// Names the DB of SQL failures on a connection: `sql.at("action")` maps a
+/// rusqlite error to [`LoadError::Sqlite`] naming the file (the path is
+/// copied only when an error is made, not per statement).
+pub(crate) struct SqlError(PathBuf);
+
+impl SqlError {
+    /// For the DB behind `conn` (`:memory:` when it has no file).
+    pub(crate) fn of(conn: &Connection) -> SqlError {
+        SqlError(PathBuf::from(match conn.path() {
+            Some(p) if !p.is_empty() => p,
+            _ => ":memory:",
+        }))
+    }
+
+    /// The mapping of a failure while doing `action`.
+    pub(crate) fn at(&self, action: &'static str) -> impl Fn(rusqlite::Error) -> LoadError + '_ {
+        move |source| LoadError::Sqlite {
+            path: self.0.clone(),
             action,
             source,
-        })
+        }
     }
 }
 
@@ -194,7 +200,8 @@ pub(crate) fn load_zone_in(
     clear_journal: bool,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<LoadReport, LoadError> {
-    let sql = sql_error(tx);
+    let err = SqlError::of(tx);
+    let sql = |action| err.at(action);
     let origin_text = origin.to_string();
     let existing: Option<i64> = {
         let mut stmt = tx
