@@ -367,16 +367,7 @@ fn a_replacement_journals_its_difference() {
         let conn = Connection::open(d.join("z.db")).expect("open");
         conn.prepare("SELECT version, operation, name, rrtype, ttl, rdata FROM diffs ORDER BY id")
             .expect("prepare")
-            .query_map([], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            })
+            .query_map([], |r| r.try_into())
             .expect("query")
             .collect::<Result<_, _>>()
             .expect("rows")
