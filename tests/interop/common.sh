@@ -106,6 +106,30 @@ template:
 KNOT
 }
 
+# knot_secondary_of_authd ZONE...: the remote, ACL and zones of a Knot
+# configuration following authd (AUTHD_PORT) for each ZONE, NOTIFY taken
+# from 127.0.0.1; appended after knot_conf_head.
+knot_secondary_of_authd() {
+  local zone
+  cat <<KNOT
+remote:
+  - id: authd
+    address: 127.0.0.1@$AUTHD_PORT
+acl:
+  - id: notify_from_authd
+    address: 127.0.0.1
+    action: notify
+zone:
+KNOT
+  for zone in "$@"; do
+    cat <<KNOT
+  - domain: $zone
+    master: authd
+    acl: notify_from_authd
+KNOT
+  done
+}
+
 # named_conf_head PORT CATEGORY...: the options, controls and logging of a BIND 9
 # configuration listening on PORT, its files under TMP/named (created), logging
 # the default, notify and the given categories to TMP/named.log; NOTIFY is off

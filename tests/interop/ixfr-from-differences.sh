@@ -62,22 +62,7 @@ start_authd
 AUTHD_PID="${PIDS[-1]}"
 
 knot_conf_head "$KNOT_PORT" > "$TMP/knot.conf"
-cat >> "$TMP/knot.conf" <<EOF
-remote:
-  - id: authd
-    address: 127.0.0.1@$AUTHD_PORT
-acl:
-  - id: notify_from_authd
-    address: 127.0.0.1
-    action: notify
-zone:
-  - domain: example.org
-    master: authd
-    acl: notify_from_authd
-  - domain: example.net
-    master: authd
-    acl: notify_from_authd
-EOF
+knot_secondary_of_authd example.org example.net >> "$TMP/knot.conf"
 knotd -c "$TMP/knot.conf" >"$TMP/knotd.out" 2>&1 &
 PIDS+=($!)
 

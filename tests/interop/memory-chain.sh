@@ -84,19 +84,7 @@ grep -q "$ZONE.: AXFR from 127.0.0.1:$KNOT_PORT" "$TMP/authd.log" || fail "authd
 sed -e "s|$TMP/knot/|$TMP/knot-b/|g; s|$TMP/knot.log|$TMP/knot-b.log|; s|@$KNOT_PORT|@$KNOT_B_PORT|" \
   <(knot_conf_head "$KNOT_B_PORT") > "$TMP/knot-b.conf"
 mkdir -p "$TMP/knot-b/run" "$TMP/knot-b/db" "$TMP/knot-b/zones"
-cat >> "$TMP/knot-b.conf" <<EOF
-remote:
-  - id: authd
-    address: 127.0.0.1@$AUTHD_PORT
-acl:
-  - id: notify_from_authd
-    address: 127.0.0.1
-    action: notify
-zone:
-  - domain: $ZONE
-    master: authd
-    acl: notify_from_authd
-EOF
+knot_secondary_of_authd "$ZONE" >> "$TMP/knot-b.conf"
 knotd -c "$TMP/knot-b.conf" >"$TMP/knotd-b.out" 2>&1 &
 PIDS+=($!)
 wait_for 30 "Knot B transferred serial 1 from authd" has_serial "$KNOT_B_PORT" "$ZONE" 1

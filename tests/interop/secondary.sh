@@ -46,19 +46,7 @@ start_authd
 
 # 2. Knot as secondary.
 knot_conf_head "$KNOT_PORT" > "$TMP/knot.conf"
-cat >> "$TMP/knot.conf" <<EOF
-remote:
-  - id: authd
-    address: 127.0.0.1@$AUTHD_PORT
-acl:
-  - id: notify_from_authd
-    address: 127.0.0.1
-    action: notify
-zone:
-  - domain: $ZONE
-    master: authd
-    acl: notify_from_authd
-EOF
+knot_secondary_of_authd "$ZONE" >> "$TMP/knot.conf"
 knotd -c "$TMP/knot.conf" >"$TMP/knotd.out" 2>&1 &
 PIDS+=($!)
 wait_for 30 "Knot transferred serial 2 by AXFR" has_serial "$KNOT_PORT" "$ZONE" 2
