@@ -302,22 +302,17 @@ impl DataSource for SqliteSource {
         &self,
         f: &mut dyn FnMut(&dyn DataSource) -> Result<(), DataSourceError>,
     ) -> Option<Result<(), DataSourceError>> {
-        // One read transaction for the whole query, or the whole batch (see `lease`).
-        let conn = match self.lease() {
-            Ok(c) => c,
-            Err(e) => return Some(Err(e)),
-        };
+        // One read transaction for the whole query, or the whole batch (see
+        // `lease`), leased at the first read: a query a cache above answers
+        // whole leases nothing.
         let scope = QueryScope {
             source: self,
-            state: Mutex::new(ScopeState {
-                conn,
-                memo: Memo::default(),
-            }),
+            state: Mutex::new(None),
         };
         let result = f(&scope);
         // A poisoned lock (a panic inside `f` that was caught there) leaves the
         // connection in an unknown state: it is dropped, not pooled.
-        if let Ok(state) = scope.state.into_inner() {
+        if let Ok(Some(state)) = scope.state.into_inner() {
             self.release(state.conn, result.is_ok());
         }
         Some(result)
@@ -489,7 +484,33 @@ impl DataSource for SqliteSource {
 /// query.
 struct QueryScope<'a> {
     source: &'a SqliteSource,
-    state: Mutex<ScopeState>,
+    /// Leased at the first read ([`QueryScope::state`]).
+    state: Mutex<Option<ScopeState>>,
+}
+
+impl QueryScope<'_> {
+    /// Runs `f` over the scope's connection and memo, leased now if this is
+    /// the scope's first read.
+    ///
+    /// Errors: the lease fails (see [`SqliteSource::lease`]), a panic
+    /// poisoned the scope, or whatever `f` returns.
+    fn with_state<T>(
+        &self,
+        f: impl FnOnce(&ScopeState) -> Result<T, DataSourceError>,
+    ) -> Result<T, DataSourceError> {
+        let mut guard = self
+            .state
+            .lock()
+            .map_err(|_| storage(&self.source.path, "query scope lock poisoned"))?;
+        let state = match guard.take() {
+            Some(state) => state,
+            None => ScopeState {
+                conn: self.source.lease()?,
+                memo: Memo::default(),
+            },
+        };
+        f(guard.insert(state))
+    }
 }
 
 struct ScopeState {
@@ -521,12 +542,10 @@ impl DataSource for QueryScope<'_> {
         qtype: RType,
         opts: LookupOptions,
     ) -> Result<Lookup, DataSourceError> {
-        let state = self
-            .state
-            .lock()
-            .map_err(|_| storage(&self.source.path, "query scope lock poisoned"))?;
-        self.source
-            .find(&state.conn, &state.memo, zone, qname, qtype, opts)
+        self.with_state(|state| {
+            self.source
+                .find(&state.conn, &state.memo, zone, qname, qtype, opts)
+        })
     }
 
     fn zones(&self) -> Result<Vec<ZoneRef>, DataSourceError> {
@@ -579,15 +598,13 @@ impl DataSource for QueryScope<'_> {
         f: &mut dyn FnMut(&dyn NodeStore) -> Result<Lookup, DataSourceError>,
     ) -> Option<Result<Lookup, DataSourceError>> {
         // The scope's connection and memo: nodes read once per query.
-        let state = match self.state.lock() {
-            Ok(s) => s,
-            Err(_) => return Some(Err(storage(&self.source.path, "query scope lock poisoned"))),
-        };
-        Some(f(&ZoneView {
-            conn: &state.conn,
-            zone,
-            path: &self.source.path,
-            memo: &state.memo,
+        Some(self.with_state(|state| {
+            f(&ZoneView {
+                conn: &state.conn,
+                zone,
+                path: &self.source.path,
+                memo: &state.memo,
+            })
         }))
     }
 }
