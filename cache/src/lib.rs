@@ -61,7 +61,7 @@ use std::hash::RandomState;
 use std::num::NonZeroUsize;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard};
 
 use authd_datasrc::finder;
 use authd_datasrc::node::{self, AbsentRange, Node, NodeRef, NodeStore};
@@ -69,7 +69,9 @@ use authd_datasrc::{
     DataSource, DataSourceError, Lookup, LookupOptions, Name, Outcome, RRset, RType, ZoneRef,
 };
 use lru::LruCache;
+use thread_local::ThreadLocal;
 
+mod scope;
 mod sketch;
 mod writer;
 use sketch::Sketch;
@@ -313,6 +315,11 @@ struct Entry {
     /// Its zone's epoch when stored, or when last found valid after a change
     /// ([`State::epoch_of`], [`ZoneLog`]).
     epoch: AtomicU64,
+    /// A node's: the additional-section addresses of its NS RRset, once a
+    /// referral or NS answer asked for them. Kept in the node's slot rather
+    /// than a slot of their own: a delegation takes one slot, not two, and
+    /// the default 65,536 slots hold twice the delegations of a TLD.
+    ns_additional: OnceLock<Option<Arc<[Arc<RRset>]>>>,
 }
 
 /// The last changes written into one zone, for entries stored before them.
@@ -328,36 +335,45 @@ struct ZoneLog {
 impl ZoneLog {
     /// True when the value at `key`, valid at epoch `from`, is still valid at
     /// `to`: every change between is kept and none reached it.
-    fn unaffected(&self, key: KeyRef<'_>, value: &Value, from: u64, to: u64) -> bool {
+    fn unaffected(&self, key: KeyRef<'_>, entry: &Entry, from: u64, to: u64) -> bool {
         from >= self.floor
             && self
                 .changes
                 .iter()
                 .filter(|(e, _)| *e > from && *e <= to)
-                .all(|(_, c)| !reaches(c, key, value))
+                .all(|(_, c)| !reaches(c, key, entry))
     }
 }
 
-/// True when `changed` may have made the entry at `key` (holding `value`)
-/// wrong.
-fn reaches(changed: &Changed, key: KeyRef<'_>, value: &Value) -> bool {
+/// True when `changed` may have made `entry` (at `key`) wrong.
+fn reaches(changed: &Changed, key: KeyRef<'_>, entry: &Entry) -> bool {
     let Changed::Names(c) = changed else {
         return true;
     };
+    // The addresses found for `rrset`'s targets may have changed.
+    let addresses = |rrset: &RRset| {
+        c.additional
+            || rrset.rdatas.iter().any(|r| {
+                r.additional_target(rrset.rtype)
+                    .is_none_or(|t| c.names.contains(&t))
+            })
+    };
     match key {
-        KeyRef::Node(_, name) | KeyRef::Descendants(_, name) => c.names.contains(name),
+        KeyRef::Node(_, name) => {
+            c.names.contains(name)
+                || (entry.ns_additional.get().is_some()
+                    && match &entry.value {
+                        Value::Node(node) => node.get(RType::NS).is_none_or(|ns| addresses(ns)),
+                        _ => true,
+                    })
+        }
+        KeyRef::Descendants(_, name) => c.names.contains(name),
         KeyRef::Nsec(..) => c.nsec,
         KeyRef::Nsec3(..) => c.nsec3,
-        KeyRef::Additional(..) => {
-            c.additional
-                || match value {
-                    Value::Additional { rrset, .. } => rrset.rdatas.iter().any(|r| {
-                        r.additional_target(rrset.rtype)
-                            .is_none_or(|t| c.names.contains(&t))
-                    }),
-                    _ => true,
-                }
-        }
+        KeyRef::Additional(..) => match &entry.value {
+            Value::Additional { rrset, .. } => addresses(rrset),
+            _ => true,
+        },
         // A whole lookup's result may come from anywhere in the zone.
         KeyRef::Lookup(..) => true,
     }
@@ -415,7 +431,7 @@ fn stale(
     stored != now
         && !logs
             .get(key.zone())
-            .is_some_and(|log| log.unaffected(key, &entry.value, stored, now))
+            .is_some_and(|log| log.unaffected(key, entry, stored, now))
 }
 
 impl State {
@@ -492,6 +508,21 @@ impl State {
     /// is a miss (the lookup began before the write that it follows).
     #[inline]
     fn get(&self, key: KeyRef<'_>, epoch: u64) -> Option<&Value> {
+        self.entry(key, epoch).map(|e| &e.value)
+    }
+
+    /// The entry at `key` (as [`Self::get`]) if it is a node holding NS
+    /// RRset `rrset` itself (the same allocation).
+    fn node_holding(&self, key: KeyRef<'_>, epoch: u64, rrset: &Arc<RRset>) -> Option<&Entry> {
+        self.entry(key, epoch).filter(|e| match &e.value {
+            Value::Node(node) => node.get(RType::NS).is_some_and(|s| Arc::ptr_eq(s, rrset)),
+            _ => false,
+        })
+    }
+
+    /// The entry of [`Self::get`].
+    #[inline]
+    fn entry(&self, key: KeyRef<'_>, epoch: u64) -> Option<&Entry> {
         let entry = self.lru.peek(&key as &dyn AsKey)?;
         let stored = entry.epoch.load(Ordering::Relaxed);
         if stored != epoch && !self.still_valid(key, entry, stored, epoch) {
@@ -501,7 +532,7 @@ impl State {
         if !entry.used.load(Ordering::Relaxed) {
             entry.used.store(true, Ordering::Relaxed);
         }
-        Some(&entry.value)
+        Some(entry)
     }
 
     /// True when `entry` at `key`, valid at epoch `stored`, is valid at
@@ -514,7 +545,7 @@ impl State {
             && self
                 .logs
                 .get(key.zone())
-                .is_some_and(|log| log.unaffected(key, &entry.value, stored, epoch));
+                .is_some_and(|log| log.unaffected(key, entry, stored, epoch));
         if valid {
             entry.epoch.fetch_max(epoch, Ordering::Relaxed);
         }
@@ -556,6 +587,21 @@ pub struct HotSpotCache {
     ranges: RangePolicy,
     /// Zones written through [`DataSource::writer`], not yet dropped.
     invalidations: Arc<Invalidations>,
+    /// Each thread's batch of queries ([`DataSource::begin_batch`]).
+    batch: ThreadLocal<Cell<BatchCheck>>,
+}
+
+/// A thread's batch of queries: the wrapped source's generation is read once
+/// per batch (sqlite3's read takes the clock: ~140 instructions, twice per
+/// query). Safe: every query of a batch was received before its first
+/// lookup, so a change that a client could have seen completed before it
+/// sent a query of the batch is counted by that first read.
+#[derive(Clone, Copy, Default)]
+struct BatchCheck {
+    /// Nesting depth of `begin_batch` calls.
+    depth: u32,
+    /// The generation read by the batch's first lookup.
+    generation: Option<u64>,
 }
 
 impl HotSpotCache {
@@ -596,6 +642,7 @@ impl HotSpotCache {
             flushes: AtomicU64::new(0),
             ranges: RangePolicy::default(),
             invalidations: Arc::default(),
+            batch: ThreadLocal::new(),
         }
     }
 
@@ -662,7 +709,7 @@ impl HotSpotCache {
     /// (sqlite3's check reads the clock, too dear per probe).
     fn fresh(&self) -> Option<RwLockReadGuard<'_, State>> {
         let lock = self.state.as_ref()?;
-        let generation = self.inner.generation();
+        let generation = self.batch_generation();
         let written = self.invalidations.stamp();
         let state = lock.read().ok()?;
         if state.generation == generation && state.applied == written {
@@ -689,6 +736,27 @@ impl HotSpotCache {
         }
         drop(state);
         lock.read().ok()
+    }
+
+    /// The wrapped source's generation: read once per batch on this thread
+    /// ([`BatchCheck`]), or once per call outside one.
+    fn batch_generation(&self) -> u64 {
+        let Some(cell) = self.batch.get() else {
+            return self.inner.generation();
+        };
+        let batch = cell.get();
+        if batch.depth == 0 {
+            return self.inner.generation();
+        }
+        if let Some(generation) = batch.generation {
+            return generation;
+        }
+        let generation = self.inner.generation();
+        cell.set(BatchCheck {
+            generation: Some(generation),
+            ..batch
+        });
+        generation
     }
 
     /// The cache state, without the generation check.
@@ -775,6 +843,7 @@ impl HotSpotCache {
             value,
             used: AtomicBool::new(false),
             epoch: AtomicU64::new(epoch),
+            ns_additional: OnceLock::new(),
         };
         state.lru.put(key, entry);
         let Slots::Bounded(n) = self.slots else {
@@ -826,13 +895,22 @@ impl HotSpotCache {
     /// The additional-section addresses of `rrset` through the cache's own
     /// lookups, as the query processor would find them per query; `None` when
     /// a wildcard produced one (the processor synthesizes those per query).
+    /// The targets' nodes are read, not cached: what is kept is the list, in
+    /// the slot of the node holding `rrset` or one of its own; a slot per
+    /// glue name besides took a TLD's 65,536 default slots twice as fast.
     fn resolve_additional(
         &self,
+        inner: &dyn DataSource,
         zone: &ZoneRef,
         rrset: &RRset,
     ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
+        // With their RRSIGs, as cached nodes hold them: the targets' nodes
+        // are read here without being cached, and a source builds a node's
+        // RRSIGs only when asked for DNSSEC (the query's DO decides later
+        // whether they are sent).
         let opts = LookupOptions {
             glue_ok: rrset.rtype == RType::NS,
+            dnssec: true,
             ..LookupOptions::default()
         };
         let mut list: Vec<Arc<RRset>> = Vec::new();
@@ -844,7 +922,7 @@ impl HotSpotCache {
                 continue;
             }
             for rtype in [RType::A, RType::AAAA] {
-                let found = self.lookup(zone, &target, rtype, opts)?;
+                let found = self.lookup_via(inner, zone, &target, rtype, opts, false)?;
                 if let Outcome::Answer(set) = found.outcome {
                     if found.wildcard {
                         return Ok(None);
@@ -859,6 +937,149 @@ impl HotSpotCache {
             }
         }
         Ok(Some(list.into()))
+    }
+
+    /// [`DataSource::lookup`], misses read through `inner`: the wrapped
+    /// source itself, or its view for one query ([`scope::Scoped`]), where
+    /// the lookups of a query share what they read. With `store` false,
+    /// nothing read is cached (see [`Self::resolve_additional`]).
+    fn lookup_via(
+        &self,
+        inner: &dyn DataSource,
+        zone: &ZoneRef,
+        qname: &Name,
+        qtype: RType,
+        opts: LookupOptions,
+        store: bool,
+    ) -> Result<Lookup, DataSourceError> {
+        let Some(state) = self.fresh() else {
+            return inner.lookup(zone, qname, qtype, opts);
+        };
+        let stamp = (state.generation, state.epoch_of(&zone.origin));
+        // First pass: cached entries only. Every repeat ends here, and so do
+        // most unique qnames (under a cached cut, or a cached absent TLD).
+        let view = View::new(self, &zone.origin, stamp, Some(&state), None, store);
+        let found = finder::find(&view, &zone.origin, qname, qtype, opts);
+        if !view.gave_up.get() {
+            self.hit(view.hits.get());
+            return found;
+        }
+        drop(view);
+        drop(state);
+        let mut run = |source: &dyn NodeStore| {
+            let view = View::new(self, &zone.origin, stamp, None, Some(source), store);
+            let found = finder::find(&view, &zone.origin, qname, qtype, opts);
+            self.hit(view.hits.get());
+            found
+        };
+        if let Some(result) = inner.with_node_store(zone, &mut run) {
+            return result;
+        }
+        // A source without a node view: whole results, keyed by qname.
+        let key = KeyRef::Lookup(&zone.origin, qname, qtype, opts);
+        let found = self.held().and_then(|s| match s.get(key, stamp.1) {
+            Some(Value::Lookup(l)) => Some(l.clone()),
+            _ => None,
+        });
+        if let Some(l) = found {
+            self.hit(1);
+            return Ok(l);
+        }
+        self.miss();
+        let lookup = inner.lookup(zone, qname, qtype, opts)?;
+        // Owners synthesized from a wildcard keep the wildcard owner in the
+        // result, so the entry is valid for this qname only: fine, it is keyed by it.
+        if store && self.admit(key, stamp.0) {
+            self.put(key.owned(), Value::Lookup(lookup.clone()), stamp.0, stamp.1);
+        }
+        Ok(lookup)
+    }
+
+    /// The addresses of NS RRset `rrset` kept in the slot of the cached node
+    /// holding it ([`Entry::ns_additional`]), found now if not yet: `None`
+    /// when no cached node holds that very RRset (then it takes an
+    /// [`KeyRef::Additional`] slot of its own, as MX and SRV do).
+    #[allow(clippy::type_complexity)]
+    fn node_additional(
+        &self,
+        inner: &dyn DataSource,
+        zone: &ZoneRef,
+        rrset: &Arc<RRset>,
+    ) -> Result<Option<Option<Arc<[Arc<RRset>]>>>, DataSourceError> {
+        let key = KeyRef::Node(&zone.origin, &rrset.owner);
+        // No generation check: `rrset` comes from a lookup that just made it.
+        let Some(state) = self.held() else {
+            return Ok(None);
+        };
+        let epoch = state.epoch_of(&zone.origin);
+        let Some(entry) = state.node_holding(key, epoch, rrset) else {
+            return Ok(None);
+        };
+        if let Some(ready) = entry.ns_additional.get() {
+            let ready = ready.clone();
+            drop(state);
+            self.hit(1);
+            return Ok(Some(ready));
+        }
+        drop(state);
+        let ready = self.resolve_additional(inner, zone, rrset)?;
+        // Kept only if no write came in between (the epoch moves under the
+        // write lock): what was read may predate it.
+        if let Some(state) = self.held()
+            && state.epoch_of(&zone.origin) == epoch
+            && let Some(entry) = state.node_holding(key, epoch, rrset)
+        {
+            let _ = entry.ns_additional.set(ready.clone());
+        }
+        Ok(Some(ready))
+    }
+
+    /// [`DataSource::additional_addresses`], misses read through `inner`
+    /// (as [`Self::lookup_via`]).
+    fn additional_via(
+        &self,
+        inner: &dyn DataSource,
+        zone: &ZoneRef,
+        rrset: &Arc<RRset>,
+    ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
+        if let Some(ready) = inner.additional_addresses(zone, rrset)? {
+            return Ok(Some(ready));
+        }
+        // Held by the caller alone, the RRset is not in the cache (a node not
+        // admitted): an entry keyed by its address would never be found again.
+        if !matches!(rrset.rtype, RType::NS | RType::MX | RType::SRV)
+            || Arc::strong_count(rrset) == 1
+        {
+            return Ok(None);
+        }
+        if rrset.rtype == RType::NS
+            && let Some(ready) = self.node_additional(inner, zone, rrset)?
+        {
+            return Ok(ready);
+        }
+        // No generation check: `rrset` comes from a lookup that just made it.
+        let Some(state) = self.held() else {
+            return Ok(None);
+        };
+        let key = KeyRef::Additional(&zone.origin, Arc::as_ptr(rrset) as usize);
+        let epoch = state.epoch_of(&zone.origin);
+        if let Some(Value::Additional { ready, .. }) = state.get(key, epoch) {
+            let ready = ready.clone();
+            drop(state);
+            self.hit(1);
+            return Ok(ready);
+        }
+        let generation = state.generation;
+        drop(state);
+        let ready = self.resolve_additional(inner, zone, rrset)?;
+        if self.admit(key, generation) {
+            let value = Value::Additional {
+                rrset: rrset.clone(),
+                ready: ready.clone(),
+            };
+            self.put(key.owned(), value, generation, epoch);
+        }
+        Ok(ready)
     }
 }
 
@@ -885,6 +1106,8 @@ struct View<'a> {
     inner: Option<&'a dyn NodeStore>,
     /// The first pass met an entry not cached.
     gave_up: Cell<bool>,
+    /// What the second pass reads is cached (if admitted).
+    store: bool,
     hits: Cell<u64>,
     /// A name seen with no records at or below it: names below it need no probe.
     empty: RefCell<Option<Name>>,
@@ -900,6 +1123,7 @@ impl<'a> View<'a> {
         (generation, epoch): (u64, u64),
         held: Option<&'a State>,
         inner: Option<&'a dyn NodeStore>,
+        store: bool,
     ) -> Self {
         View {
             cache,
@@ -909,6 +1133,7 @@ impl<'a> View<'a> {
             held,
             inner,
             gave_up: Cell::new(false),
+            store,
             hits: Cell::new(0),
             empty: RefCell::new(None),
             absent: RefCell::new(None),
@@ -966,7 +1191,7 @@ impl<'a> View<'a> {
     /// Caches what `value` builds under `key`, if admitted: a miss not
     /// admitted copies no key and builds no value.
     fn put(&self, key: KeyRef<'_>, value: impl FnOnce() -> Value) {
-        if self.cache.admit(key, self.generation) {
+        if self.store && self.cache.admit(key, self.generation) {
             self.cache
                 .put(key.owned(), value(), self.generation, self.epoch);
         }
@@ -1028,23 +1253,25 @@ impl NodeStore for View<'_> {
                     // the lookups needing that row's type fail. A node not
                     // admitted is served as the source gives it, too: built
                     // only as far as this lookup reads it.
-                    Some(n) if self.cache.admit(key, self.generation) => match n.to_shared() {
-                        Ok(n) => {
-                            self.cache.put(
-                                key.owned(),
-                                Value::Node(n.clone()),
-                                self.generation,
-                                self.epoch,
-                            );
-                            Found::Node(NodeRef::Shared(n))
+                    Some(n) if self.store && self.cache.admit(key, self.generation) => {
+                        match n.to_shared() {
+                            Ok(n) => {
+                                self.cache.put(
+                                    key.owned(),
+                                    Value::Node(n.clone()),
+                                    self.generation,
+                                    self.epoch,
+                                );
+                                Found::Node(NodeRef::Shared(n))
+                            }
+                            Err(_) => Found::Node(n),
                         }
-                        Err(_) => Found::Node(n),
-                    },
+                    }
                     Some(n) => Found::Node(n),
                     None => {
                         let descendants = inner.has_descendants(name)?;
                         // Nothing here or below: remember the whole gap, not the name.
-                        let fetch = !descendants && self.cache.ranges.fetch();
+                        let fetch = self.store && !descendants && self.cache.ranges.fetch();
                         match fetch.then(|| inner.absent_range(name)) {
                             Some(Ok(Some(range))) => {
                                 self.cache
@@ -1130,10 +1357,27 @@ impl NodeStore for View<'_> {
 
 impl DataSource for HotSpotCache {
     fn begin_batch(&self) {
+        let cell = self.batch.get_or_default();
+        let batch = cell.get();
+        cell.set(BatchCheck {
+            depth: batch.depth + 1,
+            generation: if batch.depth == 0 {
+                None
+            } else {
+                batch.generation
+            },
+        });
         self.inner.begin_batch();
     }
 
     fn end_batch(&self) {
+        if let Some(cell) = self.batch.get() {
+            let depth = cell.get().depth.saturating_sub(1);
+            cell.set(BatchCheck {
+                depth,
+                generation: cell.get().generation.filter(|_| depth > 0),
+            });
+        }
         self.inner.end_batch();
     }
 
@@ -1185,47 +1429,7 @@ impl DataSource for HotSpotCache {
         qtype: RType,
         opts: LookupOptions,
     ) -> Result<Lookup, DataSourceError> {
-        let Some(state) = self.fresh() else {
-            return self.inner.lookup(zone, qname, qtype, opts);
-        };
-        let stamp = (state.generation, state.epoch_of(&zone.origin));
-        // First pass: cached entries only. Every repeat ends here, and so do
-        // most unique qnames (under a cached cut, or a cached absent TLD).
-        let view = View::new(self, &zone.origin, stamp, Some(&state), None);
-        let found = finder::find(&view, &zone.origin, qname, qtype, opts);
-        if !view.gave_up.get() {
-            self.hit(view.hits.get());
-            return found;
-        }
-        drop(view);
-        drop(state);
-        let mut run = |store: &dyn NodeStore| {
-            let view = View::new(self, &zone.origin, stamp, None, Some(store));
-            let found = finder::find(&view, &zone.origin, qname, qtype, opts);
-            self.hit(view.hits.get());
-            found
-        };
-        if let Some(result) = self.inner.with_node_store(zone, &mut run) {
-            return result;
-        }
-        // A source without a node view: whole results, keyed by qname.
-        let key = KeyRef::Lookup(&zone.origin, qname, qtype, opts);
-        let found = self.held().and_then(|s| match s.get(key, stamp.1) {
-            Some(Value::Lookup(l)) => Some(l.clone()),
-            _ => None,
-        });
-        if let Some(l) = found {
-            self.hit(1);
-            return Ok(l);
-        }
-        self.miss();
-        let lookup = self.inner.lookup(zone, qname, qtype, opts)?;
-        // Owners synthesized from a wildcard keep the wildcard owner in the
-        // result, so the entry is valid for this qname only: fine, it is keyed by it.
-        if self.admit(key, stamp.0) {
-            self.put(key.owned(), Value::Lookup(lookup.clone()), stamp.0, stamp.1);
-        }
-        Ok(lookup)
+        self.lookup_via(&*self.inner, zone, qname, qtype, opts, true)
     }
 
     fn zones(&self) -> Result<Vec<ZoneRef>, DataSourceError> {
@@ -1244,39 +1448,7 @@ impl DataSource for HotSpotCache {
         zone: &ZoneRef,
         rrset: &Arc<RRset>,
     ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
-        if let Some(ready) = self.inner.additional_addresses(zone, rrset)? {
-            return Ok(Some(ready));
-        }
-        // Held by the caller alone, the RRset is not in the cache (a node not
-        // admitted): an entry keyed by its address would never be found again.
-        if !matches!(rrset.rtype, RType::NS | RType::MX | RType::SRV)
-            || Arc::strong_count(rrset) == 1
-        {
-            return Ok(None);
-        }
-        // No generation check: `rrset` comes from a lookup that just made it.
-        let Some(state) = self.held() else {
-            return Ok(None);
-        };
-        let key = KeyRef::Additional(&zone.origin, Arc::as_ptr(rrset) as usize);
-        let epoch = state.epoch_of(&zone.origin);
-        if let Some(Value::Additional { ready, .. }) = state.get(key, epoch) {
-            let ready = ready.clone();
-            drop(state);
-            self.hit(1);
-            return Ok(ready);
-        }
-        let generation = state.generation;
-        drop(state);
-        let ready = self.resolve_additional(zone, rrset)?;
-        if self.admit(key, generation) {
-            let value = Value::Additional {
-                rrset: rrset.clone(),
-                ready: ready.clone(),
-            };
-            self.put(key.owned(), value, generation, epoch);
-        }
-        Ok(ready)
+        self.additional_via(&*self.inner, zone, rrset)
     }
 
     fn zone_rrsets(&self, zone: &ZoneRef) -> Result<Vec<Arc<RRset>>, DataSourceError> {
@@ -1289,12 +1461,16 @@ impl DataSource for HotSpotCache {
 
     fn with_query_scope(
         &self,
-        _f: &mut dyn FnMut(&dyn DataSource) -> Result<(), DataSourceError>,
+        f: &mut dyn FnMut(&dyn DataSource) -> Result<(), DataSourceError>,
     ) -> Option<Result<(), DataSourceError>> {
-        // Not passed through: the inner source's scope would take the query's
-        // lookups past the cache. A miss reads the inner source through
-        // `with_node_store`, one read per lookup.
-        None
+        if self.state.is_none() {
+            return self.inner.with_query_scope(f);
+        }
+        // The query's lookups go through the cache still; only its misses
+        // read through the inner source's scope, so they share what they
+        // read (a referral's glue lookups pass the cut read by the answer's).
+        let mut run = |inner: &dyn DataSource| f(&scope::Scoped::new(self, inner));
+        self.inner.with_query_scope(&mut run)
     }
 
     fn with_node_store(
