@@ -2,9 +2,9 @@
 # Network throughput of authd against NSD, Knot DNS, BIND 9 and PowerDNS
 # (gsqlite3), driven by dnsperf over loopback UDP.
 #
-# usage: bench/network.sh [--quick] [--workers] [-l SECONDS] [--rounds N] [--edns]
+# usage: bench/network.sh [--quick] [--workers] [-l SECONDS] [--rounds N] [--edns] [--warm]
 #        bench/network.sh --soak [-l SECONDS] [--edns]
-#        bench/network.sh --large [--delegations N] [--sign] [-l SECONDS] [--rounds N] [--edns]
+#        bench/network.sh --large [--delegations N] [--sign] [-l SECONDS] [--rounds N] [--edns] [--warm]
 #   (default)  every server x every mix, SECONDS (default 10) per cell:
 #              root zone (tests/data/root.zone): queries-real, -nxdomain, -soa, -success
 #              small zone (auth/src/default/example.com.zone): success, nxdomain
@@ -29,6 +29,10 @@
 #   --rounds N repeat the whole schedule N times, servers interleaved
 #              (A B C, A B C, ...); the table shows the run with the median qps
 #   --edns     dnsperf -e (EDNS0, 4096-byte buffer) on every query
+#   --warm     before each timed run, one untimed pass over the mix (dnsperf
+#              -n 1), every server alike: caches (authd's hot-spot cache,
+#              PowerDNS's) are measured filled, as after minutes of serving,
+#              not while they fill in the first seconds after a start
 #   --guards   instead: what the internet-facing guards cost. authd (memory,
 #              root zone) with rate limiting and cookies off, then with both
 #              on and a limit no query reaches ([rrl] 1,000,000/s); every
@@ -130,6 +134,7 @@ SIGN=()
 DIG_DO=+nodnssec # the answer check with --large: +dnssec with --sign
 EDNS=()
 RATE=() # dnsperf -Q RATE, set by the soak run
+WARM=0  # --warm
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) MODE=quick ;;
@@ -138,6 +143,7 @@ while [ $# -gt 0 ]; do
     --guards) MODE=guards ;;
     --metrics) MODE=metrics ;;
     --large) MODE=large ;;
+    --warm) WARM=1 ;;
     --delegations)
         DELEGATIONS=${2:?--delegations needs a count}
         shift
@@ -620,6 +626,13 @@ check_answers() {
     fi
 }
 
+# warm_up ZONE MIX PORT: one untimed pass over the mix (--warm).
+warm_up() {
+    timeout 120 taskset -c 0 dnsperf -s 127.0.0.1 -p "$3" -d "$(mixfile "$1" "$2")" -n 1 \
+        -c 1 -q 100 -b 4096 "${EDNS[@]}" >/dev/null 2>&1 ||
+        echo "network.sh: warm-up against $SERVER_NAME failed" >&2
+}
+
 # run ROUND ZONE SERVER MIX PORT: one timed dnsperf run.
 run_dnsperf() {
     local round=$1 z=$2 s=$3 mix=$4 port=$5 out=$WORK/dnsperf.out
@@ -776,6 +789,7 @@ for round in $(seq "$ROUNDS"); do
             for mix in ${MIXES[$z]}; do
                 CHECK=-
                 if [ "$round" = 1 ]; then check_answers "$z" "$mix" "$port"; fi
+                if [ "$WARM" = 1 ]; then warm_up "$z" "$mix" "$port"; fi
                 run_dnsperf "$round" "$z" "$s" "$mix" "$port"
                 echo "  $(tail -1 "$RESULTS" | cut -f2,4,5,6,10,11 | tr '\t' ' ')" >&2
             done

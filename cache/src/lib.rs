@@ -9,11 +9,16 @@
 //! itself over the wrapped source's node view, caching each node (present or
 //! absent, and then whether anything exists below it), each empty-non-terminal
 //! answer, each denial RRset and the additional-section addresses of each NS,
-//! MX and SRV RRset; and it keeps the zone table, so finding the zone of a
-//! unique qname costs no query either. A lookup first walks the cached entries
-//! alone, under one read lock and without copying them; only when one is
-//! missing does it walk again through the source. Sources without a node view
-//! have whole lookup results cached instead.
+//! MX and SRV RRset (an NS RRset's in the slot of the node holding it, so a
+//! delegation and its glue take one slot; the glue names' own nodes are read
+//! to build the list, not cached); and it keeps the zone table, so finding
+//! the zone of a unique qname costs no query either. A lookup first walks the
+//! cached entries alone, under one read lock and without copying them; only
+//! when one is missing does it walk again through the source: inside a query
+//! ([`DataSource::with_query_scope`], module `scope`) through the source's
+//! own view for that query, so the lookups of one query that miss (the
+//! answer, then each glue target) share what they read. Sources without a
+//! node view have whole lookup results cached instead.
 //!
 //! Absent names with nothing below them are also remembered as ranges: the
 //! stored names on either side ([`node::AbsentRange`], from the source's
@@ -42,7 +47,9 @@
 //! the wrapped source's [`DataSource::generation`]: when that changes (a commit
 //! by another process to an sqlite3 file is seen within 200 ms, a reload at
 //! once) the cache is emptied, so no answer from before a change outlives it
-//! by more than the source's polling interval. A write through the cache's own
+//! by more than the source's polling interval. Within a batch of queries (a
+//! UDP worker's `recvmmsg` batch) the generation is read once, at the first
+//! lookup: every query of the batch had arrived by then. A write through the cache's own
 //! write side ([`DataSource::writer`]: UPDATE, a transfer in) drops only what
 //! it changed, before the write returns: each zone has an epoch, moved by
 //! every write, and every entry the epoch of its zone when stored or last

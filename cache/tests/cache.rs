@@ -894,7 +894,10 @@ fn ns_addresses_live_in_the_delegations_slot() {
         v
     };
     let first = glue();
-    assert_eq!(first, ["ns.hosted.a.test. 192.0.2.6", "ns1.a.test. 192.0.2.1"]);
+    assert_eq!(
+        first,
+        ["ns.hosted.a.test. 192.0.2.6", "ns1.a.test. 192.0.2.1"]
+    );
     let held = cached.len();
     let misses = cached.stats().misses;
     assert_eq!(glue(), first);
@@ -921,5 +924,8 @@ fn ns_addresses_live_in_the_delegations_slot() {
         .update(&a, Scope::Zone, SerialPolicy::Increment, 0, &mut plan)
         .expect("update")
         .expect("applied");
-    assert_eq!(glue(), ["ns.hosted.a.test. 192.0.2.6", "ns1.a.test. 192.0.2.9"]);
+    assert_eq!(
+        glue(),
+        ["ns.hosted.a.test. 192.0.2.6", "ns1.a.test. 192.0.2.9"]
+    );
 }
