@@ -35,7 +35,7 @@ INPUTS = {
     "root-other": "network-root-d7d0b98-epyc.txt",  # the same on another machine (ratios only)
     "tld": "network-tld300k-483edd7.csv",           # bench/network.sh --large, per CPU-second
     "tld-2rounds": "network-tld300k-725dc1b.csv",   # the same, authd/NSD/Knot, 2 rounds (ratios)
-    "cache": "cache-curve-42ddd93.csv",             # query-bench --slots on the 300k zone
+    "cache": "cache-curve-ca14ade.csv",             # query-bench --slots on the 300k zone
     "memory-root": "memory-root-d7d0b98-epyc.csv",  # bench/memory.sh, root zone
     "memory-tld": "memory-tld-725dc1b.csv",         # bench/memory.sh, 300k and 1M zones
 }
@@ -236,9 +236,9 @@ def cache_curve(png_dir):
         unlimited = next(r for r in mine if r["slots"] == "")
         xs = [100.0 * s / distinct for s, _ in bounded]
         for which, style in (("after", dict(color="#1f5fa8", marker="o", lw=2,
-                                            label="cache with TinyLFU admission (42ddd93)")),
+                                            label="cache after (ca14ade)")),
                              ("before", dict(color="#999999", marker=".", lw=1, ls=":",
-                                             label="cache before admission (e9c2680)"))):
+                                             label="cache before (e3050b1)"))):
             mean = lambda r: (float(r[which + "_1"]) + float(r[which + "_2"])) / 2  # noqa: E731
             ax.plot(xs, [mean(r) for _, r in bounded], **style)
             ax.plot([unlimited_x], [mean(unlimited)], color=style["color"],
@@ -261,8 +261,8 @@ def cache_curve(png_dir):
     axes[0].set_ylabel("queries per CPU-second (in process)")
     frame(fig, "Hot-spot cache over sqlite3, 300k-delegation TLD zone: "
           "throughput against cache size",
-          "query-bench -n 2 -t sqlite3 --slots 1%,…,200%, commit 42ddd93, 2026-12-01, "
-          "2-core Xeon KVM guest (load average 2.4-3.5); mean of two interleaved rounds",
+          "query-bench -n 2 -t sqlite3 --slots 1%,…,200%, commit ca14ade, 2026-12-02, "
+          "2-core AMD EPYC KVM guest, quiet; mean of two interleaved rounds",
           axes[0].get_legend_handles_labels(), legend_rows=1)
     save(fig, "cache-curve", png_dir)
 
