@@ -309,6 +309,11 @@ impl PartialEq for Key {
 
 impl Eq for Key {}
 
+/// An additional-section address list ([`DataSource::additional_addresses`]):
+/// `None` when a wildcard produced one of the addresses (the query processor
+/// synthesizes those per query).
+type Ready = Option<Arc<[Arc<RRset>]>>;
+
 #[derive(Debug)]
 enum Value {
     Lookup(Lookup),
@@ -325,7 +330,7 @@ enum Value {
     Additional {
         /// Keeps the key's address taken.
         rrset: Arc<RRset>,
-        ready: Option<Arc<[Arc<RRset>]>>,
+        ready: Ready,
     },
 }
 
@@ -341,7 +346,7 @@ struct Entry {
     /// referral or NS answer asked for them. Kept in the node's slot rather
     /// than a slot of their own: a delegation takes one slot, not two, and
     /// the default 65,536 slots hold twice the delegations of a TLD.
-    ns_additional: OnceLock<Option<Arc<[Arc<RRset>]>>>,
+    ns_additional: OnceLock<Ready>,
 }
 
 /// The last changes written into one zone, for entries stored before them.
@@ -917,15 +922,15 @@ impl HotSpotCache {
     /// The additional-section addresses of `rrset` through the cache's own
     /// lookups, as the query processor would find them per query; `None` when
     /// a wildcard produced one (the processor synthesizes those per query).
-    /// The targets' nodes are read, not cached: what is kept is the list, in
-    /// the slot of the node holding `rrset` or one of its own; a slot per
-    /// glue name besides took a TLD's 65,536 default slots twice as fast.
+    /// In-domain glue names are read, not cached: what is kept is the list,
+    /// in the slot of the node holding `rrset` or one of its own; a slot per
+    /// such glue name besides took a TLD's 65,536 default slots twice as fast.
     fn resolve_additional(
         &self,
         inner: &dyn DataSource,
         zone: &ZoneRef,
         rrset: &RRset,
-    ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
+    ) -> Result<Ready, DataSourceError> {
         // With their RRSIGs, as cached nodes hold them: the targets' nodes
         // are read here without being cached, and a source builds a node's
         // RRSIGs only when asked for DNSSEC (the query's DO decides later
@@ -943,8 +948,15 @@ impl HotSpotCache {
             if !target.is_subdomain_of(&zone.origin) {
                 continue;
             }
+            // In-domain glue (below the delegation itself) serves that
+            // delegation alone: read, not cached. A sibling name in the zone
+            // (a host serving many delegations, as at the root) or an MX/SRV
+            // target is cached as any lookup is: not caching those made the
+            // root zone's first referrals 39% dearer, each re-reading hosts
+            // that the lists of hundreds of TLDs share.
+            let store = rrset.rtype != RType::NS || !target.is_subdomain_of(&rrset.owner);
             for rtype in [RType::A, RType::AAAA] {
-                let found = self.lookup_via(inner, zone, &target, rtype, opts, false)?;
+                let found = self.lookup_via(inner, zone, &target, rtype, opts, store)?;
                 if let Outcome::Answer(set) = found.outcome {
                     if found.wildcard {
                         return Ok(None);
@@ -1021,13 +1033,12 @@ impl HotSpotCache {
     /// holding it ([`Entry::ns_additional`]), found now if not yet: `None`
     /// when no cached node holds that very RRset (then it takes an
     /// [`KeyRef::Additional`] slot of its own, as MX and SRV do).
-    #[allow(clippy::type_complexity)]
     fn node_additional(
         &self,
         inner: &dyn DataSource,
         zone: &ZoneRef,
         rrset: &Arc<RRset>,
-    ) -> Result<Option<Option<Arc<[Arc<RRset>]>>>, DataSourceError> {
+    ) -> Result<Option<Ready>, DataSourceError> {
         let key = KeyRef::Node(&zone.origin, &rrset.owner);
         // No generation check: `rrset` comes from a lookup that just made it.
         let Some(state) = self.held() else {
@@ -1063,7 +1074,7 @@ impl HotSpotCache {
         inner: &dyn DataSource,
         zone: &ZoneRef,
         rrset: &Arc<RRset>,
-    ) -> Result<Option<Arc<[Arc<RRset>]>>, DataSourceError> {
+    ) -> Result<Ready, DataSourceError> {
         if let Some(ready) = inner.additional_addresses(zone, rrset)? {
             return Ok(Some(ready));
         }
@@ -1381,23 +1392,21 @@ impl DataSource for HotSpotCache {
     fn begin_batch(&self) {
         let cell = self.batch.get_or_default();
         let batch = cell.get();
+        // A new batch (depth 0) reads the generation afresh.
         cell.set(BatchCheck {
             depth: batch.depth + 1,
-            generation: if batch.depth == 0 {
-                None
-            } else {
-                batch.generation
-            },
+            generation: batch.generation.filter(|_| batch.depth > 0),
         });
         self.inner.begin_batch();
     }
 
     fn end_batch(&self) {
         if let Some(cell) = self.batch.get() {
-            let depth = cell.get().depth.saturating_sub(1);
+            let batch = cell.get();
+            let depth = batch.depth.saturating_sub(1);
             cell.set(BatchCheck {
                 depth,
-                generation: cell.get().generation.filter(|_| depth > 0),
+                generation: batch.generation.filter(|_| depth > 0),
             });
         }
         self.inner.end_batch();
