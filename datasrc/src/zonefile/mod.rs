@@ -392,7 +392,7 @@ fn parse_into(
     // A panic in the third-party scanner on input the checks here do not
     // foresee fails this file only, not the tool or the whole reload.
     let scanned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        scan_into(data, file, origin, depth, line_base, ttls, out)
+        scan_into(data, file, origin, depth, line_base, ttls, out, true)
     }));
     scanned.unwrap_or_else(|panic| {
         let what = panic
@@ -408,6 +408,9 @@ fn parse_into(
     })
 }
 
+/// [`parse_into`] without its guard; `plain`: plain text is read without
+/// the scanner ([`rdata::read_plain`]; tests compare the two paths).
+#[allow(clippy::too_many_arguments)]
 fn scan_into(
     data: &[u8],
     file: &Path,
@@ -416,6 +419,7 @@ fn scan_into(
     line_base: usize,
     ttls: &mut Ttls,
     out: &mut Vec<SourcedRecord>,
+    plain: bool,
 ) -> Result<(), ZoneFileError> {
     let (data, lexed) = expand_ttl_units(data);
     let data = &*data;
@@ -439,6 +443,10 @@ fn scan_into(
     if let Some((line, message)) = bad_origin_directive(data, &lexed, origin) {
         return Err(err(line, message));
     }
+    let file_arc = Arc::new(file.to_path_buf());
+    if plain && rdata::read_plain(data, &lexed, origin, &file_arc, line_base, ttls, out) {
+        return Ok(());
+    }
     // Every RDATA read here, handed to the scanner in RFC 3597 form.
     let rewritten = rdata::rdata_to_generic(data, &lexed, origin, file)?;
     let (data, lexed) = match &rewritten {
@@ -453,7 +461,6 @@ fn scan_into(
     let ttl_words = ttl_words(data, &lexed);
     // The scan needs only where entries start: the words are freed first.
     let starts = lexed.into_entries();
-    let file_arc = Arc::new(file.to_path_buf());
     let mut zf = Zonefile::with_capacity(data.len()).allow_invalid();
     zf.extend_from_slice(data);
     zf.set_origin(to_domain_name(origin).map_err(|e| err(0, e.to_string()))?);
@@ -755,6 +762,143 @@ fn oversized_ttl(data: &[u8], line: usize) -> Option<(Option<String>, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `text` read by the plain reader (`None` when it declines) and by the
+    /// scanner path, each from a fresh TTL state.
+    fn both_paths(
+        text: &[u8],
+        origin: &Name,
+    ) -> (
+        Option<Vec<SourcedRecord>>,
+        Result<Vec<SourcedRecord>, ZoneFileError>,
+    ) {
+        let file = Path::new("z");
+        let (data, lexed) = expand_ttl_units(text);
+        let mut plain = Vec::new();
+        let took = rdata::read_plain(
+            &data,
+            &lexed,
+            origin,
+            &Arc::new(file.to_path_buf()),
+            0,
+            &mut Ttls::default(),
+            &mut plain,
+        );
+        let mut scanned = Vec::new();
+        let res = scan_into(
+            text,
+            file,
+            origin,
+            0,
+            0,
+            &mut Ttls::default(),
+            &mut scanned,
+            false,
+        );
+        (took.then_some(plain), res.map(|()| scanned))
+    }
+
+    fn same_records(a: &[SourcedRecord], b: &[SourcedRecord]) -> Result<(), String> {
+        if a.len() != b.len() {
+            return Err(format!("{} records against {}", a.len(), b.len()));
+        }
+        for (x, y) in a.iter().zip(b) {
+            let (r, s) = (&x.record, &y.record);
+            if !r.owner.eq_case(&s.owner)
+                || (r.rtype, r.class, r.ttl, x.line) != (s.rtype, s.class, s.ttl, y.line)
+                || r.rdata.as_wire() != s.rdata.as_wire()
+            {
+                return Err(format!(
+                    "line {}: {} {} {} {:?} against line {}: {} {} {} {:?}",
+                    x.line,
+                    r.owner,
+                    r.ttl,
+                    r.rtype,
+                    r.rdata.as_wire(),
+                    y.line,
+                    s.owner,
+                    s.ttl,
+                    s.rtype,
+                    s.rdata.as_wire()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The plain reader gives exactly the scanner path's records (owner case,
+    /// TTL, type, class, RDATA, line) on every plain zone file of the
+    /// repository and on text using what master files use: escapes, `@`,
+    /// relative names, `$ORIGIN`, TTL units, the class before or after the
+    /// TTL, blank owners, parentheses across lines, quoted strings with
+    /// spaces and line breaks, RFC 3597 RDATA and `TYPEnnn`.
+    #[test]
+    fn the_plain_reader_reads_what_the_scanner_reads() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data");
+        let files: [(&str, &str); 6] = [
+            ("root.zone", "."),
+            ("rrtypes/every-type.zone", "example."),
+            ("bind10/example.org.nsec3-signed", "example.org."),
+            ("bind10/rfc5155-example.zone.signed", "example."),
+            ("bind10/loadzone/normal/example.com.signed", "example.com."),
+            ("bind10/loadzone/testdata/example.org.zone", "example.org."),
+        ];
+        let synthetic = "$TTL 1h30m\n\
+            @ IN SOA ns.example.org. host\\.master.example.org. ( 2026 1h 15m\n 1w 5m )\n\
+            \t NS ns\n\
+            ns 300 IN A 192.0.2.1\n\
+            \t IN 60 AAAA 2001:db8::1\n\
+            W\\065W.Sub 2d TXT \"two words\" \"a\\\"quote\" (\n \"spans\nlines\" )\n\
+            @ MX 10 mail\n\
+            mail A 192.0.2.2\n\
+            *.wild CNAME @\n\
+            $ORIGIN sub.example.org.\n\
+            x TYPE65280 \\# 2 ABCD\n\
+            y TYPE1 \\# 4 C0000201\n\
+            z 1W SRV 0 5 5060 sip.example.org.\n\
+            $TTL 42\n\
+            last A 192.0.2.3 ; comment\n";
+        let mut cases: Vec<(String, Vec<u8>, Name)> = files
+            .iter()
+            .map(|(f, o)| {
+                let text = std::fs::read(data.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+                (f.to_string(), text, o.parse().expect("origin"))
+            })
+            .collect();
+        cases.push(("synthetic".into(), synthetic.as_bytes().to_vec(), origin()));
+        for (what, text, origin) in &cases {
+            let (plain, scanned) = both_paths(text, origin);
+            let plain = plain.unwrap_or_else(|| panic!("{what}: the plain reader declined"));
+            let scanned = scanned.unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(!plain.is_empty(), "{what}");
+            if let Err(e) = same_records(&plain, &scanned) {
+                panic!("{what}: {e}");
+            }
+        }
+    }
+
+    /// What the plain reader declines, left to the scanner path (which
+    /// reads it, or says what is wrong, and warns where BIND 9 would).
+    #[test]
+    fn the_plain_reader_declines_what_is_not_plain() {
+        let soa = "@ 60 SOA ns hm 1 2 3 4 5\n";
+        for text in [
+            // no $TTL: the SOA's TTL is taken, with a warning
+            format!("{soa}@ NS ns\n"),
+            format!("$TTL 60\n{soa}$INCLUDE other.zone\n"),
+            format!("$TTL 60\n{soa}x CH TXT hi\n"),
+            format!("$TTL 60\n{soa}x 4294967296 A 192.0.2.1\n"),
+            format!("$TTL 60\n{soa}x 2147483648 A 192.0.2.1\n"),
+            format!("$TTL 2147483648\n{soa}"),
+            format!("$TTL 60\n{soa}x A 192.0.2.300\n"),
+            format!("$TTL 60\n{soa}x AX 192.0.2.1\n"),
+            format!("$TTL 60\n{soa}$GENERATE 1-2 h$ A 192.0.2.$\n"),
+            format!("$TTL 60\n\tA 192.0.2.1\n{soa}"),
+        ] {
+            let (plain, _) = both_paths(text.as_bytes(), &origin());
+            assert!(plain.is_none(), "{text:?} read plain");
+        }
+    }
 
     fn origin() -> Name {
         "example.org.".parse().expect("name")

@@ -3,17 +3,20 @@
 //! `domain` scanner in RFC 3597 form (`TYPEnnn \# LENGTH HEX`, §5), which it
 //! reads for any type. The scanner then does what it does well — owners,
 //! `$ORIGIN`, `$INCLUDE`, TTL numbers and classes — and every RDATA error
-//! names the record, type and field.
+//! names the record, type and field. Plain text (class IN, a TTL for every
+//! record, no `$INCLUDE`: what large zones are) is read here whole, without
+//! the scanner ([`read_plain`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 
-use super::ZoneFileError;
 use super::lex::Lexed;
+use super::{SourcedRecord, ZoneFileError};
 use crate::name::Name;
 use crate::rdata_text::fields::Tok;
 use crate::rdata_text::types;
-use crate::rr::RType;
+use crate::rr::{Class, RType, Rdata, Record};
 
 /// `data` with the RDATA of each record rewritten in RFC 3597 form, lines
 /// and parentheses kept (so that lines still count as before); `None` when
@@ -149,4 +152,115 @@ fn token(word: &[u8]) -> Option<Tok<'_>> {
             quoted: false,
         }),
     }
+}
+
+/// The records of master-file text read here alone, without the `domain`
+/// scanner, when the text is plain: records of class IN, each with a TTL of
+/// its own or a `$TTL` in force (within [`super::MAX_TTL`]), `$ORIGIN` and
+/// `$TTL` the only directives, every owner and RDATA readable. Those are
+/// the records [`super::scan_into`]'s scanner path reads from the same text
+/// (same owners, TTLs, RDATA and lines), at a third of its cost on a large
+/// zone: no RFC 3597 rewrite, no second lexing, no scanner.
+///
+/// `data` has TTL units expanded and `lexed` is its lexing; the records
+/// are appended to `out`, and `ttls` updated, only when the whole text is
+/// read (else `out` is as it was). False at the first thing that is not
+/// plain (an `$INCLUDE`, another class, a record without a TTL and no
+/// `$TTL`, a TTL to be limited, anything that does not read): the caller
+/// then takes the scanner path, which says exactly what is wrong and warns
+/// where a warning is due, so nothing is said twice.
+pub(super) fn read_plain(
+    data: &[u8],
+    lexed: &Lexed,
+    origin: &Name,
+    file: &Arc<PathBuf>,
+    line_base: usize,
+    ttls: &mut super::Ttls,
+    out: &mut Vec<SourcedRecord>,
+) -> bool {
+    let had = out.len();
+    let mut read = || -> Option<()> {
+        let mut current = origin.clone();
+        let mut default = ttls.default;
+        let mut last_ttl = ttls.last;
+        let mut last_owner: Option<Name> = None;
+        out.reserve(lexed.entries.len());
+        let mut toks: Vec<Tok<'_>> = Vec::new();
+        for (entry, words) in lexed.iter() {
+            let tok = |i: usize| words.get(i).map(|r| &data[r.clone()]);
+            let first = tok(0)?;
+            if entry.directive.is_some() {
+                let arg = std::str::from_utf8(tok(1)?).ok()?;
+                if words.len() != 2 {
+                    return None;
+                }
+                if first.eq_ignore_ascii_case(b"$ORIGIN") {
+                    current = Name::parse(arg, Some(&current)).ok()?;
+                } else if first.eq_ignore_ascii_case(b"$TTL") {
+                    default = Some(arg.parse().ok().filter(|t| *t <= super::MAX_TTL)?);
+                } else {
+                    return None; // $INCLUDE
+                }
+                continue;
+            }
+            if entry.owner {
+                if first.first() == Some(&b'$') {
+                    return None; // a directive not known here ($GENERATE)
+                }
+                last_owner =
+                    Some(Name::parse(std::str::from_utf8(first).ok()?, Some(&current)).ok()?);
+            }
+            let owner = last_owner.clone()?;
+            // [owner] [TTL] [class] type, or [owner] [class] [TTL] type (RFC 1035 §5.1).
+            let mut i = usize::from(entry.owner);
+            let mut ttl = None;
+            for _ in 0..2 {
+                match tok(i) {
+                    Some(t) if t.eq_ignore_ascii_case(b"IN") => i += 1,
+                    Some(t)
+                        if !t.is_empty() && t.iter().all(u8::is_ascii_digit) && ttl.is_none() =>
+                    {
+                        let secs: u32 = std::str::from_utf8(t).ok()?.parse().ok()?;
+                        ttl = Some(secs).filter(|t| *t <= super::MAX_TTL);
+                        ttl?;
+                        i += 1;
+                    }
+                    _ => break,
+                }
+            }
+            // A class other than IN is not a type either: `None`.
+            let rtype = RType::from_str(std::str::from_utf8(tok(i)?).ok()?).ok()?;
+            toks.clear();
+            for r in &words[i + 1..] {
+                toks.push(token(&data[r.clone()])?);
+            }
+            let wire = types::read(rtype, &toks, &current).ok()?;
+            let ttl = match ttl {
+                Some(t) => {
+                    last_ttl = Some(t);
+                    t
+                }
+                None => default?,
+            };
+            out.push(SourcedRecord {
+                record: Record {
+                    owner,
+                    rtype,
+                    class: Class::IN,
+                    ttl,
+                    rdata: Rdata::from_wire(&wire),
+                },
+                file: Arc::clone(file),
+                line: entry.line + line_base,
+            });
+        }
+        ttls.default = default;
+        ttls.last = last_ttl;
+        Some(())
+    };
+    if read().is_none() {
+        out.truncate(had);
+        return false;
+    }
+    true
 }
