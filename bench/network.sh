@@ -4,7 +4,7 @@
 #
 # usage: bench/network.sh [--quick] [--workers] [-l SECONDS] [--rounds N] [--edns] [--warm]
 #        bench/network.sh --soak [-l SECONDS] [--edns]
-#        bench/network.sh --large [--delegations N] [--sign] [-l SECONDS] [--rounds N] [--edns] [--warm]
+#        bench/network.sh --large [--delegations N] [--sign] [-l SECONDS] [--rounds N] [--edns] [--warm] [--restart]
 #   (default)  every server x every mix, SECONDS (default 10) per cell:
 #              root zone (tests/data/root.zone): queries-real, -nxdomain, -soa, -success
 #              small zone (auth/src/default/example.com.zone): success, nxdomain
@@ -33,6 +33,11 @@
 #              -n 1), every server alike: caches (authd's hot-spot cache,
 #              PowerDNS's) are measured filled, as after minutes of serving,
 #              not while they fill in the first seconds after a start
+#   --restart  every mix on a server of its own start (loaded again, caches
+#              empty), not all mixes of a zone on one start: what a cache
+#              holds after one mix does not carry into the next (the hot-spot
+#              cache filled by the uniform mix would otherwise be measured
+#              on the Zipf mix); with --warm, each start is warmed on its mix
 #   --guards   instead: what the internet-facing guards cost. authd (memory,
 #              root zone) with rate limiting and cookies off, then with both
 #              on and a limit no query reaches ([rrl] 1,000,000/s); every
@@ -111,6 +116,9 @@
 # only these servers, in this order (ids: authd-mem, authd-sql,
 # authd-sql-nocache, nsd, knot, bind, pdns, pdns-nocache; the answer check
 # compares with the first, so keep authd-mem first);
+# BENCH_CACHE_SLOTS=N: authd sqlite3 + cache (authd-sql) with N slots
+# (--cache-slots N) instead of the default 65536, e.g. enough to hold every
+# name the mix asks for;
 # BENCH_LARGE_DIR=path (--large): the folder for the generated zone and
 # mixes: used as it is when it already holds them (made by an earlier run with
 # the same --delegations/--sign, recorded in its make_tld.args; a folder
@@ -135,6 +143,7 @@ DIG_DO=+nodnssec # the answer check with --large: +dnssec with --sign
 EDNS=()
 RATE=() # dnsperf -Q RATE, set by the soak run
 WARM=0  # --warm
+RESTART=0 # --restart
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) MODE=quick ;;
@@ -144,6 +153,7 @@ while [ $# -gt 0 ]; do
     --metrics) MODE=metrics ;;
     --large) MODE=large ;;
     --warm) WARM=1 ;;
+    --restart) RESTART=1 ;;
     --delegations)
         DELEGATIONS=${2:?--delegations needs a count}
         shift
@@ -455,8 +465,13 @@ start_server() {
         ;;
     authd-sql)
         SERVER_NAME="authd (sqlite3 + cache)"
+        local slots=()
+        if [ -n "${BENCH_CACHE_SLOTS:-}" ]; then
+            SERVER_NAME="authd (sqlite3 + cache, $BENCH_CACHE_SLOTS slots)"
+            slots=(--cache-slots "$BENCH_CACHE_SLOTS")
+        fi
         taskset -c $cpus "$AUTHD" --db "$WORK/$z.sqlite3" --listen "127.0.0.1:$port" \
-            --udp-workers 1 --log-level warn >"$log" 2>&1 &
+            --udp-workers 1 "${slots[@]}" --log-level warn >"$log" 2>&1 &
         ;;
     authd-sql-nocache)
         SERVER_NAME="authd (sqlite3, no cache)"
@@ -781,19 +796,25 @@ for round in $(seq "$ROUNDS"); do
     ROUND=$round
     for z in "${ZONES[@]}"; do
         for s in "${SERVERS[@]}"; do
-            port=$(free_port)
-            if ! start_server "$s" "$z" "$port"; then
+            # One start for all mixes, or (--restart) one per mix.
+            if [ "$RESTART" = 1 ]; then starts=${MIXES[$z]}; else starts=all; fi
+            for start in $starts; do
+                port=$(free_port)
+                if ! start_server "$s" "$z" "$port"; then
+                    stop_server
+                    continue
+                fi
+                mixes=$start
+                [ "$start" = all ] && mixes=${MIXES[$z]}
+                for mix in $mixes; do
+                    CHECK=-
+                    if [ "$round" = 1 ]; then check_answers "$z" "$mix" "$port"; fi
+                    if [ "$WARM" = 1 ]; then warm_up "$z" "$mix" "$port"; fi
+                    run_dnsperf "$round" "$z" "$s" "$mix" "$port"
+                    echo "  $(tail -1 "$RESULTS" | cut -f2,4,5,6,10,11 | tr '\t' ' ')" >&2
+                done
                 stop_server
-                continue
-            fi
-            for mix in ${MIXES[$z]}; do
-                CHECK=-
-                if [ "$round" = 1 ]; then check_answers "$z" "$mix" "$port"; fi
-                if [ "$WARM" = 1 ]; then warm_up "$z" "$mix" "$port"; fi
-                run_dnsperf "$round" "$z" "$s" "$mix" "$port"
-                echo "  $(tail -1 "$RESULTS" | cut -f2,4,5,6,10,11 | tr '\t' ' ')" >&2
             done
-            stop_server
         done
     done
 done
