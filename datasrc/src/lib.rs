@@ -9,6 +9,7 @@ pub mod memory;
 mod memory_writer;
 pub mod name;
 pub mod node;
+mod node_map;
 mod rdata_text;
 pub mod rr;
 pub mod source;

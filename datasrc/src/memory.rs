@@ -18,7 +18,8 @@ use rayon::prelude::*;
 use crate::finder;
 use crate::lookup::{DataSourceError, Lookup, LookupOptions, ZoneRef};
 use crate::name::Name;
-use crate::node::{Node, NodeRef, NodeStore};
+use crate::node::{NodeRef, NodeStore};
+use crate::node_map::NodeMap;
 use crate::rr::{RRset, RType, Rdata, Record};
 use crate::source::DataSource;
 use crate::zonefile::{self, SourcedRecord, ZoneFileError};
@@ -40,7 +41,7 @@ fn compact(rdata: Rdata) -> Rdata {
 #[derive(Debug)]
 pub struct MemoryZone {
     origin: Name,
-    nodes: FastMap<Name, Node>,
+    nodes: NodeMap,
     /// Names with at least one owner name below them (the proper ancestors of
     /// every owner, down from the apex): the empty-non-terminal test in one probe.
     parents: HashSet<Name, foldhash::fast::RandomState>,
@@ -88,15 +89,14 @@ impl MemoryZone {
     /// [`MemoryZone::from_owned_records`], the node map made for `owners`
     /// owner names from the start.
     fn build(origin: Name, records: impl IntoIterator<Item = Record>, owners: usize) -> MemoryZone {
-        let mut nodes: FastMap<Name, Node> =
-            FastMap::with_capacity_and_hasher(owners, Default::default());
+        let mut nodes = NodeMap::with_capacity(owners);
         let mut sigs: Vec<Record> = Vec::new();
         // Records of one owner mostly come together: they are grouped here and
         // the node map is probed once per group, not once per record.
         let mut run: Vec<RRset> = Vec::new();
-        let flush = |nodes: &mut FastMap<Name, Node>, run: &mut Vec<RRset>| {
+        let flush = |nodes: &mut NodeMap, run: &mut Vec<RRset>| {
             let Some(first) = run.first() else { return };
-            let node = nodes.entry(first.owner.clone()).or_default();
+            let node = nodes.get_or_default(&first.owner);
             for set in run.drain(..) {
                 match node.rrsets.iter_mut().find(|s| s.rtype == set.rtype) {
                     // Fresh `Arc`s, not yet shared: `make_mut` never copies.
@@ -155,13 +155,13 @@ impl MemoryZone {
             node.rrsets.shrink_to_fit();
         }
         // NSEC3 owners are not names of the zone (RFC 5155 §7.2.9).
-        nodes.retain(|_, node| !node.rrsets.is_empty());
+        nodes.retain(|node| !node.rrsets.is_empty());
         Self::finish(origin, nodes, nsec3, rrset_count)
     }
 
     /// Builds a zone from whole RRsets (as [`DataSource::zone_rrsets`] returns them).
     pub fn from_rrsets(origin: Name, rrsets: impl IntoIterator<Item = RRset>) -> MemoryZone {
-        let mut nodes: FastMap<Name, Node> = FastMap::default();
+        let mut nodes = NodeMap::default();
         let mut nsec3 = Vec::new();
         let mut rrset_count = 0;
         for set in rrsets {
@@ -170,11 +170,7 @@ impl MemoryZone {
                 nsec3.push(Arc::new(set));
                 continue;
             }
-            nodes
-                .entry(set.owner.clone())
-                .or_default()
-                .rrsets
-                .push(Arc::new(set));
+            nodes.get_or_default(&set.owner).rrsets.push(Arc::new(set));
         }
         Self::finish(origin, nodes, nsec3, rrset_count)
     }
@@ -184,7 +180,7 @@ impl MemoryZone {
     /// sections.
     fn finish(
         origin: Name,
-        nodes: FastMap<Name, Node>,
+        nodes: NodeMap,
         nsec3: Vec<Arc<RRset>>,
         rrset_count: usize,
     ) -> MemoryZone {
