@@ -514,8 +514,8 @@ fn load_master_file(origin: &Name, path: &Path, prev: Option<&ZoneState>) -> Zon
     // Digest before parsing: if the file changes in between, the next reload
     // sees a different digest and rebuilds (never the other way round).
     let main = digest(path);
-    let records = match zonefile::read_master_file(path, origin)
-        .and_then(|r| zonefile::check_zone(origin, &r).map(|()| r))
+    let pieces = match zonefile::read_master_file_pieces(path, origin)
+        .and_then(|r| zonefile::check_pieces(origin, &r).map(|()| r))
     {
         Ok(r) => r,
         Err(e) => return ZoneLoad::Failed(e.to_string()),
@@ -527,7 +527,7 @@ fn load_master_file(origin: &Name, path: &Path, prev: Option<&ZoneState>) -> Zon
     // Records share their file's `Arc`: paths are compared once per run of
     // records from one file, not once per record.
     let mut last: Option<&Arc<PathBuf>> = None;
-    for r in &records {
+    for r in pieces.iter().flatten() {
         if last.is_some_and(|l| Arc::ptr_eq(l, &r.file)) {
             continue;
         }
@@ -542,7 +542,7 @@ fn load_master_file(origin: &Name, path: &Path, prev: Option<&ZoneState>) -> Zon
         }
     }
     let parsed = start.elapsed();
-    let zone = MemoryZone::from_sourced_records(origin.clone(), records);
+    let zone = MemoryZone::from_sourced_pieces(origin.clone(), pieces);
     let zone = with_history(zone, prev);
     tracing::debug!(
         "zone {origin}: read and checked in {} ms, snapshot built in {} ms",

@@ -13,7 +13,22 @@ use crate::rr::{Class, RType, Rdata};
 ///
 /// Errors: the first problem found, with the file and line of the offending record.
 pub fn check_zone(origin: &Name, records: &[SourcedRecord]) -> Result<(), ZoneFileError> {
+    check_in(origin, &[records])
+}
+
+/// [`check_zone`] of records in pieces, as
+/// [`super::read_master_file_pieces`] reads them (file order across pieces).
+///
+/// Errors: as [`check_zone`].
+pub fn check_pieces(origin: &Name, pieces: &[Vec<SourcedRecord>]) -> Result<(), ZoneFileError> {
+    let pieces: Vec<&[SourcedRecord]> = pieces.iter().map(Vec::as_slice).collect();
+    check_in(origin, &pieces)
+}
+
+fn check_in(origin: &Name, pieces: &[&[SourcedRecord]]) -> Result<(), ZoneFileError> {
     use std::collections::HashMap;
+    let records = || pieces.iter().flat_map(|p| p.iter());
+    let count: usize = pieces.iter().map(|p| p.len()).sum();
     let fail = |r: &SourcedRecord, message: String| ZoneFileError {
         file: r.file.as_ref().clone(),
         line: r.line,
@@ -32,8 +47,8 @@ pub fn check_zone(origin: &Name, records: &[SourcedRecord]) -> Result<(), ZoneFi
     // foldhash: several times faster than SipHash on names, which come from
     // the zone file being checked, not from clients.
     let mut owners: HashMap<&Name, OwnerFacts<'_>, foldhash::fast::RandomState> =
-        HashMap::with_capacity_and_hasher(records.len() / 2, Default::default());
-    for r in records {
+        HashMap::with_capacity_and_hasher(count / 2, Default::default());
+    for r in records() {
         let rec = &r.record;
         if !rec.owner.is_subdomain_of(origin) {
             return Err(fail(
@@ -92,7 +107,7 @@ pub fn check_zone(origin: &Name, records: &[SourcedRecord]) -> Result<(), ZoneFi
         f.cname.is_some() && f.other.is_some() || f.cnames.len() > 1 || f.dnames > 1
     };
     let any_problem = owners.values().any(problem);
-    for r in records.iter().filter(|_| any_problem) {
+    for r in records().filter(|_| any_problem) {
         if let Some(OwnerFacts {
             cname,
             other,
@@ -122,8 +137,8 @@ pub fn check_zone(origin: &Name, records: &[SourcedRecord]) -> Result<(), ZoneFi
         }
     }
     let whole = |message: String| ZoneFileError {
-        file: records
-            .first()
+        file: records()
+            .next()
             .map(|r| r.file.as_ref().clone())
             .unwrap_or_default(),
         line: 0,

@@ -233,8 +233,6 @@ pub(super) struct Split {
     /// first piece starts at 0 (directives included), each later one at the
     /// start of a line whose record names its owner, outside parentheses.
     pub(super) starts: Vec<(usize, usize)>,
-    /// Number of records (entries that are not directives): one record each.
-    pub(super) records: usize,
 }
 
 /// Cuts `data` into pieces of about `piece` bytes at owner boundaries, by the
@@ -246,7 +244,6 @@ pub(super) struct Split {
 pub(super) fn split(data: &[u8], piece: usize) -> Option<Split> {
     let mut starts = vec![(0usize, 1usize)];
     let mut header_end = None;
-    let mut records = 0usize;
     let scanned = scan(data, |event| {
         let Event::Entry {
             at,
@@ -261,7 +258,6 @@ pub(super) fn split(data: &[u8], piece: usize) -> Option<Split> {
             Some(Directive::Internal) if header_end.is_none() => {}
             Some(_) => return false,
             None => {
-                records += 1;
                 if header_end.is_none() {
                     if !owner {
                         return false;
@@ -280,6 +276,5 @@ pub(super) fn split(data: &[u8], piece: usize) -> Option<Split> {
     Some(Split {
         header_end: header_end?,
         starts,
-        records,
     })
 }
