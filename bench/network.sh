@@ -114,7 +114,8 @@
 # the repository's zones, identical to the shared ones);
 # BENCH_SERVERS="authd-mem nsd bind" (the default mode, --quick, --large):
 # only these servers, in this order (ids: authd-mem, authd-sql,
-# authd-sql-nocache, nsd, knot, bind, pdns, pdns-nocache; the answer check
+# authd-sql-nocache, authd-mem-public (rate limiting at 1,000,000/s,
+# cookies and metrics on), nsd, knot, bind, pdns, pdns-nocache; the answer check
 # compares with the first, so keep authd-mem first);
 # BENCH_CACHE_SLOTS=N: authd sqlite3 + cache (authd-sql) with N slots
 # (--cache-slots N) instead of the default 65536, e.g. enough to hold every
@@ -448,6 +449,14 @@ start_server() {
     authd-mem-guarded)
         SERVER_NAME="authd (memory), RRL (1,000,000/s) and cookies on"
         AUTHD_RRL__ENABLED=true AUTHD_RRL__RESPONSES_PER_SECOND=1000000 AUTHD_COOKIES__ENABLED=true \
+            taskset -c $cpus "$AUTHD" --zone "$origin=$zf" --listen "127.0.0.1:$port" \
+            --udp-workers 1 --log-level warn >"$log" 2>&1 &
+        ;;
+    authd-mem-public)
+        # As on a public address: every guard on, a limit no query reaches.
+        SERVER_NAME="authd (memory), RRL (1,000,000/s), cookies and metrics on"
+        AUTHD_RRL__ENABLED=true AUTHD_RRL__RESPONSES_PER_SECOND=1000000 AUTHD_COOKIES__ENABLED=true \
+            AUTHD_METRICS__LISTEN=127.0.0.1:0 \
             taskset -c $cpus "$AUTHD" --zone "$origin=$zf" --listen "127.0.0.1:$port" \
             --udp-workers 1 --log-level warn >"$log" 2>&1 &
         ;;
