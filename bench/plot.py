@@ -37,7 +37,7 @@ INPUTS = {
     "tld-2rounds": "network-tld300k-725dc1b.csv",   # the same, authd/NSD/Knot, 2 rounds (ratios)
     "cache": "cache-curve-ca14ade.csv",             # query-bench --slots on the 300k zone
     "memory-root": "memory-root-d7d0b98-epyc.csv",  # bench/memory.sh, root zone
-    "memory-tld": "memory-tld-725dc1b.csv",         # bench/memory.sh, 300k and 1M zones
+    "memory-tld": "memory-tld-e761759-epyc.csv",    # bench/memory.sh, 300k and 1M zones
 }
 
 plt.rcParams.update({
@@ -313,7 +313,7 @@ def memory(png_dir):
     right.legend(fontsize=8.5, loc="upper left")
     frame(fig, "Serving a master file from memory: memory and load time against zone size",
           "bench/memory.sh; root zone: commit d7d0b98, 2026-12-01 04:04 UTC, 2-core AMD EPYC "
-          "guest; TLD zones: commit 725dc1b, 18:33 UTC, 2-core Xeon guest.\n"
+          "guest; TLD zones: commit e761759, 2026-12-02 09:08 UTC, the same guest.\n"
           "RSS 1 s after the first answer, summed over a server's processes "
           "(NSD's three count the pages they share more than once)")
     save(fig, "memory", png_dir)
