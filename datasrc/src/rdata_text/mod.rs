@@ -255,7 +255,7 @@ const PLAIN_WORD: u8 = 1;
 const PLAIN_TXT: u8 = 2;
 
 /// Wire form under construction: on the stack for all but the largest RDATA.
-type Buf = smallvec::SmallVec<[u8; 512]>;
+pub(crate) type Buf = smallvec::SmallVec<[u8; 512]>;
 
 /// The words of plain RDATA text, separated by spaces and tabs.
 struct Tokens<'a> {

@@ -7,6 +7,7 @@
 //! record, no `$INCLUDE`: what large zones are) is read here whole, without
 //! the scanner ([`read_plain`]).
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub(super) fn rdata_to_generic(
     let mut current = origin.clone();
     let mut last_owner: Option<Name> = None;
     let mut out: Vec<u8> = Vec::with_capacity(data.len() + data.len() / 2);
+    let mut toks: Vec<Tok<'_>> = Vec::new();
     let mut at = 0;
     for (entry, words) in lexed.iter() {
         let tok = |i: usize| words.get(i).map(|r| &data[r.clone()]);
@@ -64,14 +66,10 @@ pub(super) fn rdata_to_generic(
         else {
             continue;
         };
-        let Some(toks) = words[i + 1..]
-            .iter()
-            .map(|r| token(&data[r.clone()]))
-            .collect::<Option<Vec<Tok<'_>>>>()
-        else {
+        let Some(wire) = read_rdata(rtype, &words[i + 1..], data, &current, &mut toks) else {
             continue;
         };
-        let wire = types::read(rtype, &toks, &current).map_err(|reason| {
+        let wire = wire.map_err(|reason| {
             let owner = last_owner
                 .as_ref()
                 .map_or_else(|| "(no owner)".to_string(), Name::to_string);
@@ -136,6 +134,24 @@ fn quoted_line_breaks(word: &[u8]) -> usize {
         i += 1;
     }
     n
+}
+
+/// The wire form of RDATA `words` (the words after the type word) of type
+/// `rtype`, names relative to `origin`: `None` when a word is not UTF-8
+/// (left to the scanner), else what [`types::read`] says. `toks` is scratch
+/// space, kept from one record to the next.
+fn read_rdata<'a>(
+    rtype: RType,
+    words: &[Range<usize>],
+    data: &'a [u8],
+    origin: &Name,
+    toks: &mut Vec<Tok<'a>>,
+) -> Option<Result<crate::rdata_text::Buf, String>> {
+    toks.clear();
+    for r in words {
+        toks.push(token(&data[r.clone()])?);
+    }
+    Some(types::read(rtype, toks, origin))
 }
 
 /// A word of the lexer as an RDATA token: quoted strings without their
@@ -230,11 +246,7 @@ pub(super) fn read_plain(
             }
             // A class other than IN is not a type either: `None`.
             let rtype = RType::from_str(std::str::from_utf8(tok(i)?).ok()?).ok()?;
-            toks.clear();
-            for r in &words[i + 1..] {
-                toks.push(token(&data[r.clone()])?);
-            }
-            let wire = types::read(rtype, &toks, &current).ok()?;
+            let wire = read_rdata(rtype, &words[i + 1..], data, &current, &mut toks)?.ok()?;
             let ttl = match ttl {
                 Some(t) => {
                     last_ttl = Some(t);
