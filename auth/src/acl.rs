@@ -11,6 +11,7 @@
 //! | `"192.0.2.0/24"`, `"::1"` | from an address in the block, signed or not |
 //! | `"key NAME"` | from anywhere, signed with TSIG key `NAME` (RFC 8945) |
 //! | `"192.0.2.0/24 key NAME"` | from the block *and* signed with `NAME` |
+//! | any of these, then `tls`; or `"tls"` alone | as without `tls`, and received over TLS (`[tls]`, RFC 9103 §9.3) |
 //!
 //! An [`Acl`] allows a request when any of its entries matches; an empty
 //! list allows nobody. The key a request was signed with is the one the
@@ -127,27 +128,42 @@ pub struct AclEntry {
     pub addr: Option<Cidr>,
     /// The request must be signed with this key (`None`: signed or not).
     pub key: Option<Name>,
+    /// The request must have come over TLS (an entry ending in `tls`).
+    pub tls: bool,
 }
 
 impl AclEntry {
     /// True when a request from `ip`, signed with `key` (`None`: unsigned),
-    /// matches this entry.
-    pub fn matches(&self, ip: IpAddr, key: Option<&Name>) -> bool {
+    /// received over TLS when `tls`, matches this entry.
+    pub fn matches(&self, ip: IpAddr, key: Option<&Name>, tls: bool) -> bool {
         self.addr.is_none_or(|c| c.contains(ip))
             && self.key.as_ref().is_none_or(|want| key == Some(want))
+            && (tls || !self.tls)
     }
 }
 
 impl FromStr for AclEntry {
     type Err = String;
 
-    /// Parses `ADDR[/LEN]`, `key NAME` or `ADDR[/LEN] key NAME` (words
-    /// separated by spaces; `NAME` with or without its final dot).
+    /// Parses `ADDR[/LEN]`, `key NAME` or `ADDR[/LEN] key NAME`, each
+    /// optionally followed by `tls`, or `tls` alone (words separated by
+    /// spaces; `NAME` with or without its final dot).
     ///
     /// Errors: any other shape, a bad address block or a bad key name, as a
     /// message naming the text.
     fn from_str(s: &str) -> Result<AclEntry, String> {
-        let words: Vec<&str> = s.split_whitespace().collect();
+        let mut words: Vec<&str> = s.split_whitespace().collect();
+        let tls = words.last().is_some_and(|w| w.eq_ignore_ascii_case("tls"));
+        if tls {
+            words.pop();
+            if words.is_empty() {
+                return Ok(AclEntry {
+                    addr: None,
+                    key: None,
+                    tls,
+                });
+            }
+        }
         let key = |name: &str| {
             Name::parse(name, Some(&Name::root()))
                 .map_err(|e| format!("{s:?}: bad key name {name:?}: {e}"))
@@ -156,18 +172,22 @@ impl FromStr for AclEntry {
             [addr] if !addr.eq_ignore_ascii_case("key") => Ok(AclEntry {
                 addr: Some(addr.parse()?),
                 key: None,
+                tls,
             }),
             [k, name] if k.eq_ignore_ascii_case("key") => Ok(AclEntry {
                 addr: None,
                 key: Some(key(name)?),
+                tls,
             }),
             [addr, k, name] if k.eq_ignore_ascii_case("key") => Ok(AclEntry {
                 addr: Some(addr.parse()?),
                 key: Some(key(name)?),
+                tls,
             }),
             _ => Err(format!(
                 "{s:?} is not an ACL entry (ADDR/LEN, \"key NAME\" or \"ADDR/LEN key NAME\", \
-                 e.g. \"192.0.2.0/24\", \"key transfer-key.\", \"10.0.0.0/8 key transfer-key.\")"
+                 each optionally followed by \"tls\", or \"tls\"; e.g. \"192.0.2.0/24\", \
+                 \"key transfer-key.\", \"10.0.0.0/8 key transfer-key. tls\")"
             )),
         }
     }
@@ -176,11 +196,16 @@ impl FromStr for AclEntry {
 impl fmt::Display for AclEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (&self.addr, &self.key) {
-            (Some(a), Some(k)) => write!(f, "{a} key {k}"),
-            (Some(a), None) => write!(f, "{a}"),
-            (None, Some(k)) => write!(f, "key {k}"),
-            (None, None) => f.write_str("any"),
+            (Some(a), Some(k)) => write!(f, "{a} key {k}")?,
+            (Some(a), None) => write!(f, "{a}")?,
+            (None, Some(k)) => write!(f, "key {k}")?,
+            (None, None) if self.tls => return f.write_str("tls"),
+            (None, None) => f.write_str("any")?,
         }
+        if self.tls {
+            f.write_str(" tls")?;
+        }
+        Ok(())
     }
 }
 
@@ -197,10 +222,10 @@ impl Acl {
         Acl { entries }
     }
 
-    /// True when a request from `ip` signed with `key` (`None`: unsigned)
-    /// is allowed.
-    pub fn allows(&self, ip: IpAddr, key: Option<&Name>) -> bool {
-        self.entries.iter().any(|e| e.matches(ip, key))
+    /// True when a request from `ip` signed with `key` (`None`: unsigned),
+    /// received over TLS when `tls`, is allowed.
+    pub fn allows(&self, ip: IpAddr, key: Option<&Name>, tls: bool) -> bool {
+        self.entries.iter().any(|e| e.matches(ip, key, tls))
     }
 
     /// The entries, in order.
@@ -269,7 +294,7 @@ mod tests {
         ];
         for (entry, from, signed, want) in cases {
             assert_eq!(
-                entry.matches(ip(from), signed),
+                entry.matches(ip(from), signed, false),
                 want,
                 "{entry} from {from} signed {signed:?}"
             );
@@ -277,9 +302,59 @@ mod tests {
         assert_eq!(both.to_string(), "192.0.2.0/24 key transfer-key.");
         assert_eq!(key.to_string(), "key Transfer-Key.");
         let acl: Acl = [addr, key].into_iter().collect();
-        assert!(acl.allows(ip("198.51.100.1"), Some(&tk)));
-        assert!(!acl.allows(ip("198.51.100.1"), None));
-        assert!(!Acl::default().allows(ip("127.0.0.1"), None));
+        assert!(acl.allows(ip("198.51.100.1"), Some(&tk), false));
+        assert!(!acl.allows(ip("198.51.100.1"), None, false));
+        assert!(!Acl::default().allows(ip("127.0.0.1"), None, false));
+        assert!(!Acl::default().allows(ip("127.0.0.1"), None, true));
+    }
+
+    /// An entry ending in `tls` matches only what came over TLS, and
+    /// otherwise as without it; an entry without `tls` matches both.
+    #[test]
+    fn tls_entries_require_tls() {
+        let tk: Name = "transfer-key.".parse().expect("name");
+        let any_tls: AclEntry = "tls".parse().expect("entry");
+        let block_tls: AclEntry = "192.0.2.0/24 TLS".parse().expect("entry");
+        let key_tls: AclEntry = "key transfer-key tls".parse().expect("entry");
+        let all_tls: AclEntry = "192.0.2.0/24 key transfer-key. tls".parse().expect("entry");
+        let plain: AclEntry = "192.0.2.0/24".parse().expect("entry");
+        assert_eq!(
+            (any_tls.addr, &any_tls.key, any_tls.tls),
+            (None, &None, true)
+        );
+        let cases = [
+            // (entry, ip, key, over TLS, matches)
+            (&any_tls, "198.51.100.1", None, true, true),
+            (&any_tls, "198.51.100.1", Some(&tk), false, false),
+            (&block_tls, "192.0.2.9", None, true, true),
+            (&block_tls, "192.0.2.9", None, false, false),
+            (&block_tls, "198.51.100.1", None, true, false),
+            (&key_tls, "198.51.100.1", Some(&tk), true, true),
+            (&key_tls, "198.51.100.1", None, true, false),
+            (&key_tls, "198.51.100.1", Some(&tk), false, false),
+            (&all_tls, "192.0.2.9", Some(&tk), true, true),
+            (&all_tls, "192.0.2.9", Some(&tk), false, false),
+            (&plain, "192.0.2.9", None, true, true),
+            (&plain, "192.0.2.9", None, false, true),
+        ];
+        for (entry, from, signed, tls, want) in cases {
+            assert_eq!(
+                entry.matches(ip(from), signed, tls),
+                want,
+                "{entry} from {from} signed {signed:?} tls {tls}"
+            );
+        }
+        assert_eq!(any_tls.to_string(), "tls");
+        assert_eq!(block_tls.to_string(), "192.0.2.0/24 tls");
+        assert_eq!(all_tls.to_string(), "192.0.2.0/24 key transfer-key. tls");
+        for bad in ["key tls", "tls 192.0.2.1"] {
+            let e = bad.parse::<AclEntry>().expect_err(bad);
+            assert!(e.contains("is not an ACL entry"), "{bad}: {e}");
+        }
+        assert_eq!(
+            "tls tls".parse::<AclEntry>(),
+            Err("\"tls\" is not an address or ADDR/LEN (e.g. 127.0.0.1, 10.0.0.0/8, ::1)".into())
+        );
     }
 
     #[test]

@@ -207,7 +207,7 @@ impl Dispatcher {
         if let (true, Some(id)) = (nsid, &self.nsid) {
             room += 4 + id.len();
         }
-        if keepalive && transport == Transport::Tcp {
+        if keepalive && transport.is_stream() {
             room += edns::KEEPALIVE_OPTION_LEN;
         }
         room as u16
@@ -418,7 +418,7 @@ impl Dispatcher {
         // keepalive.
         if let (Some(e), Handled::Message(_) | Handled::Unlimited) = (&req.edns, &handled) {
             let nsid = if e.nsid { self.nsid.as_deref() } else { None };
-            let keepalive = (e.keepalive && transport == Transport::Tcp).then_some(self.keepalive);
+            let keepalive = (e.keepalive && transport.is_stream()).then_some(self.keepalive);
             if cookie.is_some() || nsid.is_some() || keepalive.is_some() {
                 let add = edns::Appended {
                     cookie: cookie.as_ref().map(|c| &c.reply),
@@ -492,6 +492,7 @@ impl Dispatcher {
             let client = update::Client {
                 addr: peer,
                 key: signer.map(|s| &s.key().name),
+                tls: transport == Transport::Tls,
             };
             let rcode = update::update(self.sources(), &self.update, msg, req, &client, out);
             if let Some(m) = &self.metrics {
@@ -529,7 +530,8 @@ impl Dispatcher {
             );
         }
         match (req.qtype, transport) {
-            (RType::AXFR | RType::IXFR, Transport::Tcp) | (RType::IXFR, Transport::Udp) => {
+            (RType::AXFR | RType::IXFR, Transport::Tcp | Transport::Tls)
+            | (RType::IXFR, Transport::Udp) => {
                 let client = xfr::Client {
                     addr: peer,
                     key: signer.map(|s| &s.key().name),
@@ -537,7 +539,7 @@ impl Dispatcher {
                     reserve: signer.map_or(0, Signer::record_len),
                 };
                 let mut messages = xfr::transfer(self.sources(), &self.transfer, msg, req, &client);
-                if transport == Transport::Tcp {
+                if transport.is_stream() {
                     return Handled::Stream(Box::new(messages));
                 }
                 *out = messages.next().unwrap_or_default();
@@ -610,6 +612,7 @@ fn log_query(req: &Request<'_>, transport: Transport, peer: IpAddr) {
     let transport = match transport {
         Transport::Udp => "UDP",
         Transport::Tcp => "TCP",
+        Transport::Tls => "TLS",
     };
     let edns = match req.edns {
         Some(e) if e.dnssec_ok => " +EDNS +DO",

@@ -283,6 +283,8 @@ impl Dnstap {
         let protocol = match ends.transport {
             Transport::Udp => 1,
             Transport::Tcp => 2,
+            // SocketProtocol DOT (dnstap.proto).
+            Transport::Tls => 3,
         };
         pb_varint_field(&mut m, 3, protocol);
         pb_address_field(&mut m, 4, ends.peer);

@@ -27,6 +27,7 @@ pub mod sections;
 pub mod server;
 pub mod settings;
 pub mod sys;
+pub mod tls;
 pub mod tsig;
 pub mod update;
 pub mod wire;

@@ -94,7 +94,7 @@ const RCODE_OTHER: usize = RCODES.len();
 const RCODE_NONE: usize = RCODES.len() + 1;
 
 const OPCODES: [&str; 4] = ["QUERY", "NOTIFY", "UPDATE", "other"];
-const TRANSPORTS: [&str; 2] = ["udp", "tcp"];
+const TRANSPORTS: [&str; 3] = ["udp", "tcp", "tls"];
 const KINDS: [&str; 5] = ["answer", "referral", "nxdomain", "nodata", "error"];
 
 const QUERY_SLOTS: usize = TRANSPORTS.len() * OPCODES.len() * QTYPE_SLOTS * RCODE_SLOTS;
@@ -222,6 +222,7 @@ impl WorkerHandle<'_> {
         let t = match transport {
             Transport::Udp => 0,
             Transport::Tcp => 1,
+            Transport::Tls => 2,
         };
         let o = match opcode {
             Opcode::QUERY => 0,

@@ -38,7 +38,7 @@
 //! outcome; the next event is logged after each refresh.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -58,6 +58,7 @@ use crate::notify::NotifyTarget;
 use crate::settings::{
     Context, Invalid, Kind, Schema, Section, parse_origin, string_or_list, whole,
 };
+use crate::tls::{PrimaryTls, TlsClients};
 use crate::xfrin::{self, Primary, XfrError};
 
 /// The zones whose copies have expired (RFC 1035 §4.3.5): their queries get
@@ -165,7 +166,8 @@ impl SecondaryPolicy {
             None => *ip == peer,
             Some(k) => Some(k) == key,
         });
-        if !from_primary && !self.allow.allows(peer, key) {
+        // NOTIFY comes over UDP (RFC 1996): an entry requiring TLS admits none.
+        if !from_primary && !self.allow.allows(peer, key, false) {
             return NotifyVerdict::NotAllowed;
         }
         if let Some(wake) = &self.wake {
@@ -187,6 +189,8 @@ pub const DEFAULT_MAX_REFRESH: u32 = 86_400;
 /// [[secondary]]
 /// zone = "example.com."
 /// primaries = ["192.0.2.1:53 key transfer-key.", "192.0.2.2"]   # in order
+/// # over TLS (RFC 9103): "192.0.2.3:853 tls" (opportunistic),
+/// # "192.0.2.3:853 tls ns1.example.net key transfer-key." (strict, `[tls] ca`)
 /// file = "secondary.sqlite3"   # created if missing; may hold several zones
 /// min_refresh = 60             # bounds on the SOA refresh/retry, seconds
 /// max_refresh = 86400
@@ -195,9 +199,9 @@ pub const DEFAULT_MAX_REFRESH: u32 = 86_400;
 pub struct SecondaryZone {
     /// The zone apex.
     pub origin: Name,
-    /// The primaries, tried in order; the address a NOTIFY may come from
-    /// and the `[[key]]` to sign requests with (same form as a NOTIFY target).
-    pub primaries: Vec<NotifyTarget>,
+    /// The primaries, tried in order: the address a NOTIFY may come from,
+    /// whether to reach it over TLS, and the `[[key]]` to sign requests with.
+    pub primaries: Vec<PrimaryConfig>,
     /// The zone DB the transferred zone is written to and served from (or,
     /// with `memory`, kept in for restarts).
     pub file: PathBuf,
@@ -208,6 +212,73 @@ pub struct SecondaryZone {
     pub min_refresh: u32,
     /// Upper bound of the refresh and retry intervals taken from the SOA, seconds.
     pub max_refresh: u32,
+}
+
+/// One primary of a `[[secondary]]`, as written `"ADDR[:PORT] [tls [NAME]]
+/// [key NAME]"`: its address (port 53, or 853 over TLS, when none is
+/// given), over TLS or not ([`crate::tls`]), and the key requests are
+/// signed with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrimaryConfig {
+    /// Where to connect; NOTIFYs from its address are accepted.
+    pub addr: SocketAddr,
+    /// Reached over TLS, opportunistic or strict; `None`: plain TCP.
+    pub tls: Option<PrimaryTls>,
+    /// The `[[key]]` to sign requests with; `None`: unsigned.
+    pub key: Option<Name>,
+}
+
+impl std::fmt::Display for PrimaryConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.addr)?;
+        if let Some(tls) = &self.tls {
+            write!(f, " {tls}")?;
+        }
+        if let Some(k) = &self.key {
+            write!(f, " key {k}")?;
+        }
+        Ok(())
+    }
+}
+
+impl PrimaryConfig {
+    /// Parses `s` (`at` names it in messages): the address, then `tls` or
+    /// `tls NAME`, then `key NAME`, each optional but the address; the key
+    /// must be a `[[key]]` of `cx`.
+    ///
+    /// Errors: another form, a bad name to verify, an unknown key.
+    pub fn parse(at: &str, s: &str, cx: &Context<'_>) -> Result<PrimaryConfig, Invalid> {
+        let words: Vec<&str> = s.split_whitespace().collect();
+        let bad = |why: String| {
+            Invalid::new(
+                at,
+                format!(
+                    "{s:?}: {why} (a primary is \"ADDR[:PORT] [tls [NAME]] [key NAME]\", e.g. \
+                     \"192.0.2.1\", \"192.0.2.1:853 tls ns1.example.net key transfer-key.\")"
+                ),
+            )
+        };
+        let Some((&addr, rest)) = words.split_first() else {
+            return Err(bad("empty".into()));
+        };
+        let (tls, used) = crate::tls::parse_primary_tls(rest).map_err(bad)?;
+        let rest = rest.get(used..).unwrap_or_default();
+        // Without a port: 853 over TLS (RFC 7858 §3.1), else 53.
+        let addr = match (&tls, addr.parse::<IpAddr>()) {
+            (Some(_), Ok(ip)) => SocketAddr::new(ip, 853).to_string(),
+            _ => addr.to_string(),
+        };
+        let plain = std::iter::once(addr.as_str())
+            .chain(rest.iter().copied())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let target = NotifyTarget::parse(at, &plain, cx)?;
+        Ok(PrimaryConfig {
+            addr: target.addr,
+            tls,
+            key: target.key,
+        })
+    }
 }
 
 /// One `[[secondary]]` table as written; the section is the list of them.
@@ -261,12 +332,16 @@ impl Section for Vec<RawSecondary> {
             if list.is_empty() {
                 return Err(Invalid::new(
                     at("primaries"),
-                    "must name at least one primary (\"ADDR[:PORT] [key NAME]\")",
+                    "must name at least one primary (\"ADDR[:PORT] [tls [NAME]] [key NAME]\")",
                 ));
             }
             let mut primaries = Vec::with_capacity(list.len());
             for (j, p) in list.iter().enumerate() {
-                primaries.push(NotifyTarget::parse(&at(&format!("primaries[{j}]")), p, cx)?);
+                primaries.push(PrimaryConfig::parse(
+                    &at(&format!("primaries[{j}]")),
+                    p,
+                    cx,
+                )?);
             }
             let file = match z.file {
                 None => return Err(Invalid::new(at("file"), "missing")),
@@ -306,6 +381,8 @@ pub struct SecondarySettings {
     pub zones: Vec<SecondaryZone>,
     /// `[[key]]`.
     pub keys: KeyRing,
+    /// The TLS client configurations (`[tls] ca`), for primaries over TLS.
+    pub tls: TlsClients,
     /// The sources served (the zones' writers are found here by origin).
     pub sources: SourceList,
 }
@@ -543,11 +620,13 @@ async fn run(
     metrics: Option<Arc<Metrics>>,
 ) {
     let mut keys = KeyRing::default();
+    let mut tls = TlsClients::default();
     let mut reread = true;
     loop {
         if reread {
             let s = settings.borrow_and_update().clone();
             keys = s.keys;
+            tls = s.tls;
             let mut kept = HashMap::new();
             for z in s.zones {
                 let writer = writer_for(&s.sources, &z.origin);
@@ -611,20 +690,29 @@ async fn run(
             () = sleep => {
                 let now = Instant::now();
                 for t in zones.values_mut().filter(|t| t.next <= now) {
-                    refresh(t, &keys, &expired, metrics.as_deref()).await;
+                    refresh(t, (&keys, &tls), &expired, metrics.as_deref()).await;
                 }
             }
         }
     }
 }
 
-/// The primaries of `z` with their keys.
-fn primaries(z: &SecondaryZone, keys: &KeyRing) -> Vec<Primary> {
+/// The primaries of `z` with their keys and TLS client configurations (a
+/// strict-TLS primary without `[tls] ca`, which the configuration refuses,
+/// is left out).
+fn primaries(z: &SecondaryZone, (keys, tls): (&KeyRing, &TlsClients)) -> Vec<Primary> {
     z.primaries
         .iter()
-        .map(|p| Primary {
-            addr: p.addr,
-            key: p.key.as_ref().and_then(|k| keys.get(k)).cloned(),
+        .filter_map(|p| {
+            let tls = match &p.tls {
+                None => None,
+                Some(how) => Some((tls.for_primary(how)?, how.clone())),
+            };
+            Some(Primary {
+                addr: p.addr,
+                key: p.key.as_ref().and_then(|k| keys.get(k)).cloned(),
+                tls,
+            })
         })
         .collect()
 }
@@ -632,14 +720,14 @@ fn primaries(z: &SecondaryZone, keys: &KeyRing) -> Vec<Primary> {
 /// One refresh of zone `t`: each primary in order until one answers.
 async fn refresh(
     t: &mut ZoneTimers,
-    keys: &KeyRing,
+    creds: (&KeyRing, &TlsClients),
     expired_zones: &ExpiredZones,
     metrics: Option<&Metrics>,
 ) {
     let origin = t.config.origin.clone();
     let before = t.serial;
     let mut result = Err(String::from("no primary"));
-    for primary in primaries(&t.config, keys) {
+    for primary in primaries(&t.config, creds) {
         match refresh_from(t, &primary).await {
             Ok(()) => {
                 result = Ok(());

@@ -405,6 +405,8 @@ pub struct Client<'a> {
     pub addr: IpAddr,
     /// The key the request was verified with, if signed.
     pub key: Option<&'a Name>,
+    /// The request came over TLS (DNS over TLS, `[tls]`).
+    pub tls: bool,
 }
 
 impl std::fmt::Display for Client<'_> {
@@ -573,7 +575,9 @@ fn run(
         }
     };
     // Who may update the zone at all.
-    let full = policy.acl_for(zone).allows(client.addr, client.key);
+    let full = policy
+        .acl_for(zone)
+        .allows(client.addr, client.key, client.tls);
     let granted: Vec<&Grant> = match client.key {
         Some(key) if !full => policy.grants.iter().filter(|g| g.key == *key).collect(),
         _ => Vec::new(),

@@ -175,9 +175,9 @@ impl TransferPolicy {
     }
 
     /// True when a client at `ip` whose request was signed with `key`
-    /// (`None`: unsigned) may transfer `zone`.
-    pub fn allows(&self, zone: &Name, ip: IpAddr, key: Option<&Name>) -> bool {
-        self.acl_for(zone).allows(ip, key)
+    /// (`None`: unsigned), received over TLS when `tls`, may transfer `zone`.
+    pub fn allows(&self, zone: &Name, ip: IpAddr, key: Option<&Name>, tls: bool) -> bool {
+        self.acl_for(zone).allows(ip, key, tls)
     }
 
     /// True when an entry with an address block, in any transfer ACL, names
@@ -481,19 +481,26 @@ pub fn transfer(
 ) -> Messages {
     let kind = req.qtype;
     let peer = client.addr;
-    if !policy.allows(&req.qname, peer, client.key) {
+    let tls = client.transport == Transport::Tls;
+    if !policy.allows(&req.qname, peer, client.key, tls) {
         let list = if policy.zones.iter().any(|(z, _)| *z == req.qname) {
             "[[transfer.zone]] allow"
         } else {
             "[transfer] allow"
         };
+        // An entry that would match over TLS: say so (RFC 9103 §9.3).
+        let over = if !tls && policy.allows(&req.qname, peer, client.key, true) {
+            " over TLS only"
+        } else {
+            ""
+        };
         match client.key {
             Some(key) => client_log!(
-                "{kind} of {} refused for {peer} signed with key {key} (not in {list})",
+                "{kind} of {} refused for {peer} signed with key {key} (not in {list}{over})",
                 req.qname
             ),
             None => client_log!(
-                "{kind} of {} refused for {peer}, unsigned (not in {list})",
+                "{kind} of {} refused for {peer}, unsigned (not in {list}{over})",
                 req.qname
             ),
         }
@@ -553,7 +560,9 @@ pub fn transfer(
         rdata: &soa.rdatas[0],
     };
     let pack = |rrs: Vec<Rr<'_>>| match client.transport {
-        Transport::Tcp => pack(req, rrs, MAX_TCP_MESSAGE.saturating_sub(client.reserve)),
+        Transport::Tcp | Transport::Tls => {
+            pack(req, rrs, MAX_TCP_MESSAGE.saturating_sub(client.reserve))
+        }
         Transport::Udp => {
             let limit = reply_limit(req, Transport::Udp).saturating_sub(client.reserve);
             let one = pack_udp(req, &rrs, limit).or_else(|| {
@@ -862,7 +871,7 @@ mod tests {
         assert!("10.0.0.0/33".parse::<Cidr>().is_err());
         assert!("host.example".parse::<Cidr>().is_err());
         let p = TransferPolicy::default();
-        assert!(!p.allows(&Name::root(), "127.0.0.1".parse().expect("ip"), None));
+        assert!(!p.allows(&Name::root(), "127.0.0.1".parse().expect("ip"), None, false));
     }
 
     #[test]

@@ -69,19 +69,19 @@ fn keys_acls_and_notify_targets() {
     let tk = name("transfer-key.");
     let other = name("other.key.");
     let com = name("example.com.");
-    assert!(p.allows(&com, ip("192.0.2.1"), None));
-    assert!(p.allows(&com, ip("203.0.113.1"), Some(&tk)));
-    assert!(!p.allows(&com, ip("203.0.113.1"), Some(&other)));
-    assert!(p.allows(&com, ip("10.1.1.1"), Some(&other)));
-    assert!(!p.allows(&com, ip("10.1.1.1"), None));
+    assert!(p.allows(&com, ip("192.0.2.1"), None, false));
+    assert!(p.allows(&com, ip("203.0.113.1"), Some(&tk), false));
+    assert!(!p.allows(&com, ip("203.0.113.1"), Some(&other), false));
+    assert!(p.allows(&com, ip("10.1.1.1"), Some(&other), false));
+    assert!(!p.allows(&com, ip("10.1.1.1"), None, false));
     let org = name("example.org.");
     assert!(
-        !p.allows(&org, ip("192.0.2.1"), None),
+        !p.allows(&org, ip("192.0.2.1"), None, false),
         "the zone's list replaces the global one"
     );
-    assert!(!p.allows(&org, ip("192.0.2.1"), Some(&tk)));
-    assert!(p.allows(&org, ip("203.0.113.1"), Some(&other)));
-    assert!(!p.allows(&name("closed.example."), ip("192.0.2.1"), Some(&tk)));
+    assert!(!p.allows(&org, ip("192.0.2.1"), Some(&tk), false));
+    assert!(p.allows(&org, ip("203.0.113.1"), Some(&other), false));
+    assert!(!p.allows(&name("closed.example."), ip("192.0.2.1"), Some(&tk), false));
     let targets: Vec<String> = c
         .notify
         .targets_for(&org)

@@ -843,3 +843,48 @@ pub fn metric_value(text: &str, series: &str) -> u64 {
         .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
         .map_or(0, |v| v.trim().parse::<f64>().unwrap_or(0.0) as u64)
 }
+
+/// A certificate authority and a server certificate it issued, written as
+/// PEM files for the TLS tests: `ca.pem`, `server.crt`, `server.key` (and
+/// `other-ca.pem`, an unrelated authority, for the wrong-certificate cases).
+pub struct TestPki {
+    /// The authority's certificate (what `[tls] ca` and `kdig +tls-ca` take).
+    pub ca: PathBuf,
+    /// The server's certificate chain.
+    pub cert: PathBuf,
+    /// The server's private key.
+    pub key: PathBuf,
+    /// Another authority's certificate, which did not issue `cert`.
+    pub other_ca: PathBuf,
+}
+
+/// A fresh [`TestPki`] in `dir`: the server certificate names each of
+/// `names` (DNS names, or IP addresses such as `127.0.0.1`).
+///
+/// Panics if a certificate cannot be made.
+pub fn make_pki(dir: &Path, names: &[&str]) -> TestPki {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let authority = |cn: &str| {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, cn);
+        let key = KeyPair::generate().expect("CA key");
+        let cert = params.self_signed(&key).expect("CA certificate");
+        (Issuer::new(params, key), cert)
+    };
+    let (issuer, ca_cert) = authority("authd test CA");
+    let (_, other_cert) = authority("another CA");
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let mut params = CertificateParams::new(names).expect("server params");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "authd test server");
+    let key = KeyPair::generate().expect("server key");
+    let cert = params.signed_by(&key, &issuer).expect("server certificate");
+    TestPki {
+        ca: write_file(dir, "ca.pem", &ca_cert.pem()),
+        cert: write_file(dir, "server.crt", &cert.pem()),
+        key: write_file(dir, "server.key", &key.serialize_pem()),
+        other_ca: write_file(dir, "other-ca.pem", &other_cert.pem()),
+    }
+}

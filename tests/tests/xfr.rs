@@ -779,9 +779,9 @@ fn transfer_and_notify_configuration() {
     .expect("valid");
     let policy = c.transfer_policy();
     let zone: AName = "example.com.".parse().expect("name");
-    assert!(policy.allows(&zone, "10.9.8.7".parse().expect("ip"), None));
-    assert!(policy.allows(&zone, "::1".parse().expect("ip"), None));
-    assert!(!policy.allows(&zone, "127.0.0.2".parse().expect("ip"), None));
+    assert!(policy.allows(&zone, "10.9.8.7".parse().expect("ip"), None, false));
+    assert!(policy.allows(&zone, "::1".parse().expect("ip"), None, false));
+    assert!(!policy.allows(&zone, "127.0.0.2".parse().expect("ip"), None, false));
     let org: AName = "example.org.".parse().expect("name");
     let targets: Vec<String> = c
         .notify

@@ -338,6 +338,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     for addr in &addrs {
         tracing::info!("listening on {addr} (UDP and TCP)");
     }
+    for addr in server.tls_addrs() {
+        tracing::info!("listening on {addr} (TLS: DNS over TLS and zone transfers)");
+    }
     if example && let Some(addr) = addrs.first() {
         tracing::info!(
             "serving the bundled example zone; try: dig @{} -p {} www.example.com A",

@@ -48,6 +48,12 @@
 //! version = "authd 0.1.0"  # CH TXT version.bind; default "authd <version>"; "" = REFUSED
 //! hostname = "ns1"         # CH TXT hostname.bind; default unset = REFUSED
 //!
+//! [tls]                    # DNS over TLS (RFC 7858) and XoT (RFC 9103); off when unset
+//! certificate = "authd.crt"      # PEM chain, the server's certificate first
+//! key = "authd.key"              # PEM private key
+//! listen = ["127.0.0.1:853"]     # ALPN "dot": queries, UPDATE, AXFR/IXFR
+//! ca = "ca.pem"                  # trust anchors for primaries "ADDR:PORT tls NAME"
+//!
 //! [[key]]                  # a TSIG key (RFC 8945); `authd keygen NAME` makes one
 //! name = "transfer-key."
 //! algorithm = "hmac-sha256"      # also hmac-sha224/384/512, hmac-sha1, hmac-md5
@@ -417,6 +423,8 @@ sections! {
     metrics_listen: Option<SocketAddr> = "metrics" RawMetrics,
     /// DNS cookies (`[cookies]`).
     cookies: CookiesConfig = "cookies" RawCookies,
+    /// DNS over TLS and zone transfers over TLS (`[tls]`).
+    tls: crate::tls::TlsConfig = "tls" crate::tls::RawTls,
 }
 
 /// `listen` when unset: [`DEFAULT_LISTEN`].

@@ -35,7 +35,35 @@ pub(super) fn config(
     })?;
     config.datasources.extend(config.secondary_datasources());
     check_explicit_duplicates(&config)?;
+    check_strict_tls(&config).map_err(|e| ConfigError::Invalid {
+        origin: origin.to_string(),
+        key: e.key,
+        reason: e.reason,
+    })?;
     Ok(config)
+}
+
+/// A primary written `"ADDR:PORT tls NAME"` needs `[tls] ca` to verify its
+/// certificate against.
+fn check_strict_tls(config: &Config) -> Result<(), Invalid> {
+    if config.tls.ca.is_some() {
+        return Ok(());
+    }
+    for (i, z) in config.secondary.iter().enumerate() {
+        for (j, p) in z.primaries.iter().enumerate() {
+            if let Some(crate::tls::PrimaryTls::Strict(name)) = &p.tls {
+                return Err(Invalid::new(
+                    format!("secondary[{i}].primaries[{j}]"),
+                    format!(
+                        "\"tls {}\" verifies the primary's certificate against [tls] ca, \
+                         which is not set (write \"tls\" alone for opportunistic TLS)",
+                        name.to_str()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `listen`: at least one address, duplicates dropped; the default when unset.

@@ -45,6 +45,18 @@ pub enum Transport {
     Udp,
     /// TCP: up to 65535 bytes.
     Tcp,
+    /// TLS over TCP (DNS over TLS, RFC 7858; zone transfers, RFC 9103):
+    /// framed and sized as TCP; ACL entries may require it.
+    Tls,
+}
+
+impl Transport {
+    /// True for the stream transports (TCP, TLS): length-prefixed
+    /// messages of up to 65535 bytes, several per connection (RFC 7766).
+    #[inline(always)]
+    pub fn is_stream(self) -> bool {
+        self != Transport::Udp
+    }
 }
 
 /// Bytes the smallest link of a CNAME chain adds to a reply: its owner a

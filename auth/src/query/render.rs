@@ -39,7 +39,7 @@ pub fn reply_limit(req: &Request<'_>, transport: Transport) -> usize {
 /// without EDNS.
 pub fn message_limit(req: &Request<'_>, transport: Transport) -> usize {
     match (transport, req.edns) {
-        (Transport::Tcp, _) => MAX_TCP_MESSAGE,
+        (Transport::Tcp | Transport::Tls, _) => MAX_TCP_MESSAGE,
         (Transport::Udp, Some(e)) => {
             usize::from(e.udp_payload.min(EDNS_UDP_PAYLOAD)).max(MIN_UDP_PAYLOAD)
         }

@@ -260,7 +260,7 @@ pub(super) fn render_templated(
     let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
     let qlen = match transport {
         Transport::Udp => req.question.len(),
-        Transport::Tcp => 0,
+        Transport::Tcp | Transport::Tls => 0,
     };
     let key: TemplateKey = (
         sets,

@@ -131,6 +131,7 @@ pub fn secondary_settings(config: &Config, sources: &SourceList) -> SecondarySet
     SecondarySettings {
         zones: config.secondary.clone(),
         keys: config.key_ring(),
+        tls: config.tls.clients.clone(),
         sources: sources.clone(),
     }
 }

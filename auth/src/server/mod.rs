@@ -136,6 +136,9 @@ pub struct ServerSettings {
     /// with a PROXY protocol v2 header naming the client (see `proxy`);
     /// empty: PROXY is off and costs one branch per datagram.
     pub proxy_allow: Vec<Cidr>,
+    /// `[tls]`: its `listen` addresses take TLS connections (DoT, XoT),
+    /// served as TCP ones are, with its server configuration.
+    pub tls: crate::tls::TlsConfig,
 }
 
 impl Default for ServerSettings {
@@ -152,6 +155,7 @@ impl Default for ServerSettings {
             client_prefixes: (24, 56),
             udp_workers: default_udp_workers(),
             proxy_allow: Vec::new(),
+            tls: crate::tls::TlsConfig::default(),
         }
     }
 }
@@ -172,6 +176,7 @@ impl From<&Config> for ServerSettings {
             ),
             udp_workers: config.server.udp_workers,
             proxy_allow: config.server.proxy_allow.clone(),
+            tls: config.tls.clone(),
         }
     }
 }
@@ -224,6 +229,8 @@ struct Endpoint {
 /// does not serve yet.
 pub struct Server {
     endpoints: Vec<Endpoint>,
+    /// The TLS listeners (`[tls] listen`), with their real addresses.
+    tls: Vec<(SocketAddr, tokio::net::TcpListener)>,
     settings: ServerSettings,
 }
 
@@ -247,8 +254,17 @@ impl Server {
         for &addr in &settings.listen {
             endpoints.push(bind_endpoint(addr, settings.udp_workers.max(1))?);
         }
+        let mut tls = Vec::new();
+        if settings.tls.server.is_some() {
+            for &addr in &settings.tls.listen {
+                let listener = bind_tcp(addr).map_err(|e| bind_error(addr, &e))?;
+                let bound = listener.local_addr().map_err(|e| bind_error(addr, &e))?;
+                tls.push((bound, listener));
+            }
+        }
         Ok(Server {
             endpoints,
+            tls,
             settings: settings.clone(),
         })
     }
@@ -257,6 +273,11 @@ impl Server {
     /// port (UDP and TCP share it).
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
         self.endpoints.iter().map(|e| e.addr).collect()
+    }
+
+    /// The bound TLS addresses (`[tls] listen`), in order, with the real port.
+    pub fn tls_addrs(&self) -> Vec<SocketAddr> {
+        self.tls.iter().map(|(a, _)| *a).collect()
     }
 
     /// Serves until `shutdown` resolves, then stops receiving, closes the
@@ -310,6 +331,25 @@ impl Server {
                 Arc::clone(&conns),
                 Arc::clone(&proxy),
                 tcp_settings.clone(),
+                None,
+                stop_rx.clone(),
+            ));
+        }
+        let acceptor = self
+            .settings
+            .tls
+            .server
+            .clone()
+            .map(tokio_rustls::TlsAcceptor::from);
+        for (addr, listener) in self.tls {
+            tasks.spawn(tcp::serve(
+                listener,
+                addr,
+                dispatcher.clone(),
+                Arc::clone(&conns),
+                Arc::clone(&proxy),
+                tcp_settings.clone(),
+                acceptor.clone(),
                 stop_rx.clone(),
             ));
         }

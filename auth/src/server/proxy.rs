@@ -131,7 +131,8 @@ pub(super) fn parse(buf: &[u8], transport: Transport) -> Result<Header, Malforme
         return Ok(Header { len, addrs: None });
     }
     let want = match transport {
-        Transport::Tcp => 1,
+        // TLS is carried over TCP, after the header.
+        Transport::Tcp | Transport::Tls => 1,
         Transport::Udp => 2,
     };
     if fam & 0x0f != want {
@@ -329,10 +330,11 @@ pub(super) fn rejected(
         let what = match transport {
             Transport::Udp => "UDP datagram",
             Transport::Tcp => "TCP connection",
+            Transport::Tls => "TLS connection",
         };
         let done = match transport {
             Transport::Udp => "dropped",
-            Transport::Tcp => "closed",
+            Transport::Tcp | Transport::Tls => "closed",
         };
         let why = match (why, fault) {
             (ProxyRejected::NotAllowed, _) => {

@@ -8,13 +8,18 @@
 //! names) and within the first-query deadline, which the header and the
 //! first query share; from then on the client is the connection's peer. A
 //! connection from another source that starts with a header is closed.
+//!
+//! TLS (`[tls] listen`, RFC 7858, RFC 9103): the same serving over a TLS
+//! session, the handshake after the PROXY header (if any) and within the
+//! first-query deadline it shares with the first query; a failed handshake
+//! closes the connection. Messages are then [`Transport::Tls`].
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -62,10 +67,15 @@ static LIMIT_LOG: LogLimit = LogLimit::new();
 /// Pause after an accept error such as EMFILE, so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
+/// Failed TLS handshakes (a client can make many).
+static HANDSHAKE_LOG: LogLimit = LogLimit::new();
+
 /// Accepts connections until `stop` turns true, then waits up to
-/// [`SHUTDOWN_GRACE`] for open connections to finish.
+/// [`SHUTDOWN_GRACE`] for open connections to finish. With `tls`, each
+/// connection is a TLS session ([`Transport::Tls`]).
 ///
 /// Errors: none; accept errors are logged.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn serve(
     listener: TcpListener,
     local: SocketAddr,
@@ -73,6 +83,7 @@ pub(super) async fn serve(
     conns: Arc<ConnTable>,
     proxy: Arc<ProxyPolicy>,
     settings: TcpSettings,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), ServerError> {
     let mut tasks = JoinSet::new();
@@ -97,6 +108,7 @@ pub(super) async fn serve(
             dispatcher: dispatcher.clone(),
             settings: settings.clone(),
             stop: stop.clone(),
+            tls: tls.clone(),
         };
         if !proxy.is_off() && proxy.is_proxy(peer.ip()) {
             let conns = Arc::clone(&conns);
@@ -164,6 +176,8 @@ struct Connection {
     dispatcher: DispatcherHandle,
     settings: TcpSettings,
     stop: watch::Receiver<bool>,
+    /// A TLS listener's acceptor: the connection is a TLS session.
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 /// Why no PROXY header was read.
@@ -260,32 +274,84 @@ impl Connection {
 
     /// Serves the queries of a connection from `client` to `local` (see
     /// [`connection`]); `refuse_header`: one that starts with a PROXY
-    /// header is closed.
+    /// header is closed. On a TLS listener, the handshake first.
     async fn serve(
-        self,
+        mut self,
         stream: TcpStream,
         (client, local): (SocketAddr, Option<SocketAddr>),
         slot: &Slot,
         refuse_header: bool,
     ) {
+        let _ = stream.set_nodelay(true);
+        let Some(acceptor) = self.tls.take() else {
+            let ends = connection(
+                stream,
+                Transport::Tcp,
+                (client, local),
+                &self.dispatcher,
+                self.settings,
+                slot,
+                self.stop,
+                refuse_header,
+            );
+            if let Err(e) = ends.await {
+                tracing::debug!("TCP connection from {client}: {e}");
+            }
+            return;
+        };
+        let started = tokio::time::Instant::now();
+        let handshake = tokio::select! {
+            biased;
+            _ = self.stop.changed() => return,
+            () = slot.close.notified() => return,
+            r = tokio::time::timeout(self.settings.first_query_timeout, acceptor.accept(stream)) => r,
+        };
+        let session = match handshake {
+            Ok(Ok(session)) => session,
+            Ok(Err(e)) => return handshake_failed(client, &e.to_string()),
+            Err(_) => {
+                return handshake_failed(client, "not completed within the first-query timeout");
+            }
+        };
+        // The handshake and the first query share the first-query deadline.
+        self.settings.first_query_timeout = self
+            .settings
+            .first_query_timeout
+            .saturating_sub(started.elapsed());
         let ends = connection(
-            stream,
+            session,
+            Transport::Tls,
             (client, local),
             &self.dispatcher,
             self.settings,
             slot,
             self.stop,
-            refuse_header,
+            false,
         );
         if let Err(e) = ends.await {
-            tracing::debug!("TCP connection from {client}: {e}");
+            tracing::debug!("TLS connection from {client}: {e}");
         }
+    }
+}
+
+/// Logs (within [`HANDSHAKE_LOG`]'s budget) a TLS handshake from `client`
+/// that failed: the connection is closed.
+fn handshake_failed(client: SocketAddr, why: &str) {
+    if let Some(suppressed) = HANDSHAKE_LOG.allow() {
+        tracing::info!(
+            suppressed,
+            "TLS connection from {client} closed: handshake failed: {why}"
+        );
     }
 }
 
 /// Reads exactly `buf.len()` bytes, or returns `Ok(false)` on a clean EOF
 /// before the first byte when `eof_ok`.
-async fn read_full(stream: &mut TcpStream, buf: &mut [u8], eof_ok: bool) -> io::Result<bool> {
+async fn read_full<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut [u8],
+    eof_ok: bool,
+) -> io::Result<bool> {
     let mut got = 0;
     while got < buf.len() {
         let Some(rest) = buf.get_mut(got..) else {
@@ -318,9 +384,12 @@ enum Frame {
 /// EOF, a timeout (the first query within `first_query_timeout`, each later
 /// one within `idle_timeout` of the previous), an I/O error, stop, the
 /// connection table taking its place, or (`refuse_header`) a PROXY header
-/// where the first message should be.
-async fn connection(
-    mut stream: TcpStream,
+/// where the first message should be. `transport`: TCP, or TLS for a TLS
+/// session `stream`.
+#[allow(clippy::too_many_arguments)]
+async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    transport: Transport,
     (peer, local): (SocketAddr, Option<SocketAddr>),
     dispatcher: &DispatcherHandle,
     settings: TcpSettings,
@@ -328,7 +397,6 @@ async fn connection(
     mut stop: watch::Receiver<bool>,
     mut refuse_header: bool,
 ) -> io::Result<()> {
-    let _ = stream.set_nodelay(true);
     let mut msg = Vec::with_capacity(512);
     let mut out = Vec::with_capacity(4096);
     let mut frame = Vec::with_capacity(4096);
@@ -395,16 +463,8 @@ async fn connection(
         slot.busy();
         // The current dispatcher for this message: a long-lived connection
         // sees reloaded data and policy from its next message on.
-        let mut handle = || {
-            handle_guarded(
-                &dispatcher.load(),
-                &msg,
-                Transport::Tcp,
-                peer,
-                local,
-                &mut out,
-            )
-        };
+        let mut handle =
+            || handle_guarded(&dispatcher.load(), &msg, transport, peer, local, &mut out);
         // A write may wait on storage locks: off the runtime's worker, so
         // other connections are served meanwhile.
         let reply = if crate::dispatch::may_block(&msg)
@@ -448,9 +508,9 @@ async fn connection(
 /// Writes `message` with its two-byte length prefix (RFC 1035 §4.2.2),
 /// assembled in `frame` so it leaves in one write, within the idle timeout.
 /// A message over [`MAX_TCP_MESSAGE`] bytes cannot be framed: it is logged
-/// and skipped.
-async fn write_frame(
-    stream: &mut TcpStream,
+/// and skipped. Flushed, so a TLS session sends it at once.
+async fn write_frame<S: AsyncWrite + Unpin>(
+    stream: &mut S,
     frame: &mut Vec<u8>,
     message: &[u8],
     peer: SocketAddr,
@@ -466,7 +526,11 @@ async fn write_frame(
     frame.clear();
     frame.extend_from_slice(&len.to_be_bytes());
     frame.extend_from_slice(message);
-    match tokio::time::timeout(settings.idle_timeout, stream.write_all(frame)).await {
+    let write = async {
+        stream.write_all(frame).await?;
+        stream.flush().await
+    };
+    match tokio::time::timeout(settings.idle_timeout, write).await {
         Ok(r) => r,
         Err(_) => Err(io::ErrorKind::TimedOut.into()),
     }
