@@ -51,6 +51,7 @@ PREREQUISITES=(
     dnsdist=dnsdist                  # PROXY v2 sender over UDP and TCP (proxy.rs)
     haproxy=haproxy                  # PROXY v2 sender over TCP (proxy.rs)
     curl=curl                        # Prometheus API (interop/prometheus.sh)
+    openssl=openssl                  # certificates for XoT (interop/xot.sh)
     man=man-db                       # renders the manual pages (service.rs)
     systemd-analyze=systemd          # checks dist/authd.service (service.rs)
 )
@@ -155,6 +156,9 @@ step tests/interop/memory-chain.sh
 step tests/interop/ixfr-from-differences.sh
 # A real Prometheus server scrapes authd's /metrics.
 step tests/interop/prometheus.sh
+# Zone transfers over TLS: BIND 9 and NSD follow authd over TLS (AXFR, IXFR
+# after NOTIFY), authd follows BIND 9 over TLS, certificates verified.
+step tests/interop/xot.sh
 
 echo "=== summary" >&2
 printf '%s\n' "${summary[@]}" >&2
