@@ -44,6 +44,11 @@
 #              query carries a client cookie (dnsperf -E 10:…), so the second
 #              server checks and makes a server cookie per query; root real
 #              + nxdomain, 5 s per cell by default
+#   --transports instead: the root real mix over UDP, TCP and DNS over TLS
+#              (dnsperf -m udp, tcp, dot; one connection, -q 100 in flight on
+#              it) against authd (memory, [tls] with a self-signed ECDSA P-256
+#              certificate made by openssl) and NSD (tls-service-key); 5 s
+#              per cell by default
 #   --metrics  instead: authd (memory, root zone) with metrics off, then on
 #              ([metrics] listen on a free port); root real + nxdomain, 5 s
 #              per cell by default
@@ -152,6 +157,7 @@ while [ $# -gt 0 ]; do
     --soak) MODE=soak ;;
     --guards) MODE=guards ;;
     --metrics) MODE=metrics ;;
+    --transports) MODE=transports ;;
     --large) MODE=large ;;
     --warm) WARM=1 ;;
     --restart) RESTART=1 ;;
@@ -181,7 +187,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 if [ -z "$SECS" ]; then
-    case $MODE in quick | guards | metrics) SECS=5 ;; soak) SECS=60 ;; *) SECS=10 ;; esac
+    case $MODE in quick | guards | metrics | transports) SECS=5 ;; soak) SECS=60 ;; *) SECS=10 ;; esac
 fi
 case $SECS$ROUNDS$DELEGATIONS in *[!0-9]*)
     echo "network.sh: -l, --rounds and --delegations take whole numbers" >&2
@@ -201,6 +207,7 @@ command -v dnsperf >/dev/null || need+=(dnsperf)
 command -v dig >/dev/null || need+=(dnsutils)
 command -v sqlite3 >/dev/null || need+=(sqlite3)
 command -v python3 >/dev/null || need+=(python3)
+[ "$MODE" = transports ] && { command -v openssl >/dev/null || need+=(openssl); }
 if [ "$MODE" = large ] && [ ${#SIGN[@]} -gt 0 ]; then
     command -v dnssec-signzone >/dev/null || need+=(bind9-utils)
 fi
@@ -289,6 +296,11 @@ elif [ "$MODE" = metrics ]; then
     ZONES=(root)
     MIXES[root]="real nxdomain"
     SERVERS=(authd-mem authd-mem-metrics)
+elif [ "$MODE" = transports ]; then
+    # A mix named MIX-udp, MIX-tcp or MIX-dot: MIX's queries over that transport.
+    ZONES=(root)
+    MIXES[root]="real-udp real-tcp real-dot"
+    read -r -a SERVERS <<<"${BENCH_SERVERS:-authd-mem nsd}"
 elif [ "$MODE" = large ]; then
     # The zone and mixes: reused from BENCH_LARGE_DIR, else made there (or in $WORK).
     LARGE_DIR=${BENCH_LARGE_DIR:-$WORK/tld}
@@ -357,11 +369,24 @@ done
 # shellcheck disable=SC2207
 need=($(printf '%s\n' "${need[@]}" | sort -u))
 install_missing
-mixfile() { # zone mix
+mixfile() { # zone mix (a transports mix MIX-udp/-tcp/-dot: MIX's queries)
+    local mix=${2%-udp}
+    mix=${mix%-tcp}
+    mix=${mix%-dot}
     if [ "$1" = large ]; then
-        echo "$LARGE_DIR/queries-$2.txt"
-    elif [ "$1" = root ]; then echo "$SHARED/root/queries-$2.txt"; else echo "$SHARED/smallzone/queries-$2.txt"; fi
+        echo "$LARGE_DIR/queries-$mix.txt"
+    elif [ "$1" = root ]; then echo "$SHARED/root/queries-$mix.txt"; else echo "$SHARED/smallzone/queries-$mix.txt"; fi
 }
+
+# --transports: a self-signed certificate for both servers' TLS, and the
+# port each server's TLS listener takes (set by start_server).
+TLS_PORT=
+if [ "$MODE" = transports ]; then
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -keyout "$WORK/tls.key" -out "$WORK/tls.crt" -subj "/CN=bench.invalid" \
+        -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null ||
+        { echo "network.sh: openssl could not make a certificate" >&2; exit 1; }
+fi
 
 needs_sqlite() { [[ " ${SERVERS[*]} " == *" authd-sql"* ]]; }
 needs_pdns() { [[ " ${SERVERS[*]} " == *" pdns"* ]]; }
@@ -431,6 +456,11 @@ start_server() {
     local s=$1 z=$2 port=$3 cpus=1 log=$WORK/$1-$2.log origin=${ZORIGIN[$2]}
     local zf=${ZFILE[$2]} t_start
     t_start=$(date +%s.%N)
+    if [ "$MODE" = transports ]; then
+        TLS_PORT=$(free_port)
+        export AUTHD_TLS__CERTIFICATE=$WORK/tls.crt AUTHD_TLS__KEY=$WORK/tls.key \
+            AUTHD_TLS__LISTEN=127.0.0.1:$TLS_PORT
+    fi
     case $s in
     authd-mem)
         SERVER_NAME="authd $("$AUTHD" --version | awk '{print $2}') (memory)"
@@ -507,6 +537,16 @@ server:
     server-count: 1
     rrl-ratelimit: 0
     rrl-whitelist-ratelimit: 0
+EOF
+        if [ -n "$TLS_PORT" ]; then
+            cat >>"$WORK/nsd-$z/nsd.conf" <<EOF
+    ip-address: 127.0.0.1@$TLS_PORT
+    tls-port: $TLS_PORT
+    tls-service-key: "$WORK/tls.key"
+    tls-service-pem: "$WORK/tls.crt"
+EOF
+        fi
+        cat >>"$WORK/nsd-$z/nsd.conf" <<EOF
 remote-control:
     control-enable: no
 zone:
@@ -660,15 +700,19 @@ warm_up() {
 # run ROUND ZONE SERVER MIX PORT: one timed dnsperf run.
 run_dnsperf() {
     local round=$1 z=$2 s=$3 mix=$4 port=$5 out=$WORK/dnsperf.out
-    local c0 c1 u0 u1 b0 b1 t0 t1 clients=(-c 1) pin=0
+    local c0 c1 u0 u1 b0 b1 t0 t1 clients=(-c 1) pin=0 transport=()
     [ "$MODE" = workers ] && clients=(-c 8)
+    case $mix in
+    *-tcp) transport=(-m tcp) ;;
+    *-dot) transport=(-m dot) port=$TLS_PORT ;;
+    esac
     read -r u0 c0 < <(cpu_ticks "$SERVER_PID")
     b0=$(busy_ticks)
     t0=$(date +%s.%N)
     TIMEFORMAT='%U %S'
     {
         time timeout $((SECS + 30)) taskset -c $pin dnsperf -s 127.0.0.1 -p "$port" \
-            -d "$(mixfile "$z" "$mix")" -l "$SECS" "${clients[@]}" -q 100 -b 4096 "${EDNS[@]}" "${RATE[@]}" \
+            -d "$(mixfile "$z" "$mix")" -l "$SECS" "${clients[@]}" "${transport[@]}" -q 100 -b 4096 "${EDNS[@]}" "${RATE[@]}" \
             >"$out" 2>&1
     } 2>"$WORK/time.out" || {
         echo "network.sh: dnsperf failed against $SERVER_NAME:" >&2
