@@ -391,6 +391,7 @@ impl PartialEq for SecondarySettings {
     fn eq(&self, other: &SecondarySettings) -> bool {
         self.zones == other.zones
             && self.keys == other.keys
+            && self.tls.same(&other.tls)
             && self.sources.same_sources(&other.sources)
     }
 }

@@ -141,6 +141,17 @@ impl fmt::Debug for TlsClients {
 }
 
 impl TlsClients {
+    /// True when both are the same configurations (not read again since):
+    /// a reload that reads `[tls] ca` anew makes them differ.
+    pub fn same(&self, other: &TlsClients) -> bool {
+        Arc::ptr_eq(&self.opportunistic, &other.opportunistic)
+            && match (&self.strict, &other.strict) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+    }
+
     /// The configuration to reach a primary with, as `how` says; `None` for
     /// strict TLS without `[tls] ca` (which the configuration refuses).
     pub fn for_primary(&self, how: &PrimaryTls) -> Option<Arc<ClientConfig>> {
