@@ -113,23 +113,20 @@ impl fmt::Display for PrimaryTls {
     }
 }
 
-/// The client configurations for primaries over TLS: one for opportunistic
-/// TLS, one for strict TLS when `[tls] ca` is set. Each is shared by every
-/// transfer, so its session cache resumes sessions with each primary.
-#[derive(Clone)]
+/// The client configurations for primaries over TLS: for strict TLS, the
+/// one built from `[tls] ca` (when set); for opportunistic TLS, one per
+/// process (it depends on no setting, so its sessions outlive reloads).
+/// Each is shared by every transfer, so its session cache resumes sessions
+/// with each primary.
+#[derive(Clone, Default)]
 pub struct TlsClients {
-    opportunistic: Arc<ClientConfig>,
     strict: Option<Arc<ClientConfig>>,
 }
 
-impl Default for TlsClients {
-    /// Opportunistic TLS only (no `ca`).
-    fn default() -> TlsClients {
-        TlsClients {
-            opportunistic: Arc::new(client_config(Arc::new(AnyCertificate(provider())))),
-            strict: None,
-        }
-    }
+/// The opportunistic client configuration, built on first use.
+fn opportunistic() -> Arc<ClientConfig> {
+    static CONFIG: std::sync::OnceLock<Arc<ClientConfig>> = std::sync::OnceLock::new();
+    Arc::clone(CONFIG.get_or_init(|| Arc::new(client_config(Arc::new(AnyCertificate(provider()))))))
 }
 
 impl fmt::Debug for TlsClients {
@@ -144,19 +141,18 @@ impl TlsClients {
     /// True when both are the same configurations (not read again since):
     /// a reload that reads `[tls] ca` anew makes them differ.
     pub fn same(&self, other: &TlsClients) -> bool {
-        Arc::ptr_eq(&self.opportunistic, &other.opportunistic)
-            && match (&self.strict, &other.strict) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                (None, None) => true,
-                _ => false,
-            }
+        match (&self.strict, &other.strict) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
     }
 
     /// The configuration to reach a primary with, as `how` says; `None` for
     /// strict TLS without `[tls] ca` (which the configuration refuses).
     pub fn for_primary(&self, how: &PrimaryTls) -> Option<Arc<ClientConfig>> {
         match how {
-            PrimaryTls::Opportunistic => Some(Arc::clone(&self.opportunistic)),
+            PrimaryTls::Opportunistic => Some(opportunistic()),
             PrimaryTls::Strict(_) => self.strict.clone(),
         }
     }
@@ -301,10 +297,7 @@ impl Section for RawTls {
             key,
             ca,
             server,
-            clients: TlsClients {
-                strict,
-                ..TlsClients::default()
-            },
+            clients: TlsClients { strict },
         })
     }
 }

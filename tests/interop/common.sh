@@ -162,6 +162,27 @@ NAMED
   echo "};"
 }
 
+# nsd_conf_head PORT: the server section of an NSD configuration listening
+# on 127.0.0.1 PORT, its files under TMP/nsd (created), logging to
+# TMP/nsd.log; the caller appends server options, keys and zones.
+nsd_conf_head() {
+  mkdir -p "$TMP/nsd"
+  cat <<NSD
+server:
+    ip-address: 127.0.0.1@$1
+    port: $1
+    username: ""
+    chroot: ""
+    zonesdir: "$TMP/nsd"
+    database: ""
+    zonelistfile: "$TMP/nsd/zone.list"
+    pidfile: "$TMP/nsd/nsd.pid"
+    xfrdfile: "$TMP/nsd/xfrd.state"
+    logfile: "$TMP/nsd.log"
+    verbosity: 2
+NSD
+}
+
 # tsig_key NAME: a fresh `[[key]]` block from `authd keygen` in TMP/key.toml,
 # its base64 secret in SECRET (for Knot, named and nsupdate).
 tsig_key() {

@@ -34,19 +34,8 @@ EOF
 }
 mkdir -p "$TMP/nsd"
 zone 1 192.0.2.1
-cat > "$TMP/nsd.conf" <<EOF
-server:
-    ip-address: 127.0.0.1@$NSD_PORT
-    port: $NSD_PORT
-    username: ""
-    chroot: ""
-    zonesdir: "$TMP/nsd"
-    database: ""
-    zonelistfile: "$TMP/nsd/zone.list"
-    pidfile: "$TMP/nsd/nsd.pid"
-    xfrdfile: "$TMP/nsd/xfrd.state"
-    logfile: "$TMP/nsd.log"
-    verbosity: 2
+nsd_conf_head "$NSD_PORT" > "$TMP/nsd.conf"
+cat >> "$TMP/nsd.conf" <<EOF
 remote-control:
     control-enable: no
 key:

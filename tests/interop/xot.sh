@@ -106,20 +106,8 @@ EOF
 PIDS+=($!)
 
 # NSD: secondary of example.org from authd over TLS (strict).
-mkdir -p "$TMP/nsd"
-cat > "$TMP/nsd.conf" <<EOF
-server:
-    ip-address: 127.0.0.1@$NSD_PORT
-    port: $NSD_PORT
-    username: ""
-    chroot: ""
-    zonesdir: "$TMP/nsd"
-    database: ""
-    zonelistfile: "$TMP/nsd/zone.list"
-    pidfile: "$TMP/nsd/nsd.pid"
-    xfrdfile: "$TMP/nsd/xfrd.state"
-    logfile: "$TMP/nsd.log"
-    verbosity: 2
+nsd_conf_head "$NSD_PORT" > "$TMP/nsd.conf"
+cat >> "$TMP/nsd.conf" <<EOF
     tls-cert-bundle: "$PKI/ca.pem"
 remote-control:
     control-enable: no

@@ -888,3 +888,16 @@ pub fn make_pki(dir: &Path, names: &[&str]) -> TestPki {
         other_ca: write_file(dir, "other-ca.pem", &other_cert.pem()),
     }
 }
+
+/// Waits up to `secs` for `check` to hold, trying every 200 ms; the last
+/// try's result.
+pub fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    check()
+}

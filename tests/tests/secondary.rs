@@ -15,13 +15,13 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use authd_tests::hickory_proto::op::{Message, ResponseCode};
 use authd_tests::hickory_proto::rr::RData;
 use authd_tests::{
-    AuthdProcess, QueryBuilder, SmallDisk, binary, free_port, load_zone_text, load_zone_text_with,
-    parse_reply, tempdir, try_query_udp, write_file,
+    AuthdProcess, QueryBuilder, SmallDisk, binary, eventually, free_port, load_zone_text,
+    load_zone_text_with, parse_reply, tempdir, try_query_udp, write_file,
 };
 
 /// The zone at `serial` (www's address ends in the serial), with SOA
@@ -94,18 +94,6 @@ fn www(addr: SocketAddr) -> Option<String> {
 /// by another thread).
 fn logged(authd: &AuthdProcess, needle: &str) -> bool {
     authd.wait_for_log(needle, Duration::from_secs(5))
-}
-
-/// Waits up to `secs` for `check` to hold.
-fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    check()
 }
 
 /// `zone update` of example.com. in `db`: `delete` out, `add` in.

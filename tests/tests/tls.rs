@@ -29,8 +29,8 @@ use authd::config::{Config, ConfigError};
 use authd_tests::hickory_proto::op::ResponseCode;
 use authd_tests::hickory_proto::rr::RData;
 use authd_tests::{
-    AuthdProcess, QueryBuilder, TestPki, binary, free_port, http_get, load_zone_text, make_pki,
-    parse_reply, require_tool, tempdir, try_query_udp, write_file,
+    AuthdProcess, QueryBuilder, TestPki, binary, eventually, free_port, http_get, load_zone_text,
+    make_pki, parse_reply, require_tool, tempdir, try_query_udp, write_file,
 };
 
 const ZONE: &str = "$TTL 300\n@ SOA ns1 hostmaster 1 3600 1 86400 60\n@ NS ns1\n\
@@ -197,18 +197,6 @@ fn closed_within(stream: &mut TcpStream, timeout: Duration) -> bool {
             }
         }
     }
-}
-
-/// Waits up to `secs` for `check` to hold.
-fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    check()
 }
 
 /// www.example.com.'s address as `addr` serves it over UDP.
