@@ -6,6 +6,7 @@
 
 pub mod acl;
 pub mod allocator;
+pub mod catalog;
 pub mod chaos;
 pub mod cli;
 pub mod config;

@@ -212,6 +212,11 @@ pub struct SecondaryZone {
     pub min_refresh: u32,
     /// Upper bound of the refresh and retry intervals taken from the SOA, seconds.
     pub max_refresh: u32,
+    /// The zone is a catalog zone (`catalog = true`, RFC 9432): its
+    /// members are served as secondary zones too ([`crate::catalog::consumer`]).
+    pub catalog: bool,
+    /// For a member of a catalog zone: that catalog (`None`: configured).
+    pub member_of: Option<Name>,
 }
 
 /// One primary of a `[[secondary]]`, as written `"ADDR[:PORT] [tls [NAME]]
@@ -294,6 +299,7 @@ pub struct RawSecondary {
     min_refresh: Option<u32>,
     #[serde(default, deserialize_with = "whole")]
     max_refresh: Option<u32>,
+    catalog: Option<bool>,
 }
 
 impl Section for Vec<RawSecondary> {
@@ -308,6 +314,7 @@ impl Section for Vec<RawSecondary> {
             ("memory", Kind::Bool),
             ("min_refresh", Kind::Whole),
             ("max_refresh", Kind::Whole),
+            ("catalog", Kind::Bool),
         ],
     )];
 
@@ -367,6 +374,8 @@ impl Section for Vec<RawSecondary> {
                 memory: z.memory.unwrap_or(false),
                 min_refresh,
                 max_refresh,
+                catalog: z.catalog.unwrap_or(false),
+                member_of: None,
             });
         }
         Ok(out)
@@ -936,6 +945,8 @@ mod tests {
             memory: false,
             min_refresh: 60,
             max_refresh: 86400,
+            catalog: false,
+            member_of: None,
         }
     }
 

@@ -266,4 +266,23 @@ impl ZoneWriter for CacheWriter {
         // The zone's data is untouched.
         self.inner.save_secondary_state(origin, state)
     }
+
+    fn delete_zone(&self, origin: &Name) -> Result<bool, WriteError> {
+        let r = self.inner.delete_zone(origin);
+        self.invalidations.note(origin, true, Changed::All);
+        r
+    }
+
+    fn catalog_members(&self, catalog: &Name) -> Result<Vec<(Name, String)>, WriteError> {
+        self.inner.catalog_members(catalog)
+    }
+
+    fn save_catalog_members(
+        &self,
+        catalog: &Name,
+        members: &[(Name, String)],
+    ) -> Result<(), WriteError> {
+        // No zone's data changes.
+        self.inner.save_catalog_members(catalog, members)
+    }
 }

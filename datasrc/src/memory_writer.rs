@@ -229,6 +229,26 @@ impl ZoneWriter for MemoryWriter {
         self.allowed(origin)?;
         self.db_writer.save_secondary_state(origin, state)
     }
+
+    /// Deletes the zone from the DB; the served snapshot goes with the next
+    /// reload of the source, whose zone list no longer names it.
+    fn delete_zone(&self, origin: &Name) -> Result<bool, WriteError> {
+        self.allowed(origin)?;
+        self.db_writer.delete_zone(origin)
+    }
+
+    fn catalog_members(&self, catalog: &Name) -> Result<Vec<(Name, String)>, WriteError> {
+        self.db_writer.catalog_members(catalog)
+    }
+
+    fn save_catalog_members(
+        &self,
+        catalog: &Name,
+        members: &[(Name, String)],
+    ) -> Result<(), WriteError> {
+        self.allowed(catalog)?;
+        self.db_writer.save_catalog_members(catalog, members)
+    }
 }
 
 /// The write side of a source of master-file zones (see the module docs).
@@ -325,5 +345,22 @@ impl ZoneWriter for HistoryWriter {
         _state: &SecondaryState,
     ) -> Result<(), WriteError> {
         Err(self.refused(origin))
+    }
+
+    fn delete_zone(&self, origin: &Name) -> Result<bool, WriteError> {
+        Err(self.refused(origin))
+    }
+
+    fn catalog_members(&self, _catalog: &Name) -> Result<Vec<(Name, String)>, WriteError> {
+        // No zone here is a catalog consumer's.
+        Ok(Vec::new())
+    }
+
+    fn save_catalog_members(
+        &self,
+        catalog: &Name,
+        _members: &[(Name, String)],
+    ) -> Result<(), WriteError> {
+        Err(self.refused(catalog))
     }
 }

@@ -472,6 +472,30 @@ pub trait ZoneWriter: Send + Sync {
     /// Errors: storage.
     fn save_secondary_state(&self, origin: &Name, state: &SecondaryState)
     -> Result<(), WriteError>;
+
+    /// Deletes zone `origin` and everything stored with it (records, NSEC3,
+    /// journal, secondary state), in one transaction: a catalog consumer's
+    /// member removed from its catalog (RFC 9432 §5.3) or reset (§5.5).
+    /// Returns whether the zone was there.
+    ///
+    /// Errors: storage.
+    fn delete_zone(&self, origin: &Name) -> Result<bool, WriteError>;
+
+    /// The member zones catalog consumer state records for catalog zone
+    /// `catalog`: (member apex, its unique label), by member name.
+    ///
+    /// Errors: storage.
+    fn catalog_members(&self, catalog: &Name) -> Result<Vec<(Name, String)>, WriteError>;
+
+    /// Replaces the recorded members of catalog zone `catalog` with
+    /// `members` (member apex, unique label), in one transaction.
+    ///
+    /// Errors: storage.
+    fn save_catalog_members(
+        &self,
+        catalog: &Name,
+        members: &[(Name, String)],
+    ) -> Result<(), WriteError>;
 }
 
 /// How long a write waits for another writer's lock before failing

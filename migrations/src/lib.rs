@@ -560,10 +560,16 @@ pub fn open_or_create(path: &Path) -> Result<Connection, Error> {
 /// each `CREATE TABLE IF NOT EXISTS` and created when first written, so a DB
 /// authd only serves is never changed. Each is (table, DDL); a later column
 /// is added by [`ensure_authd_table`] from [`AUTHD_COLUMNS`].
-pub const AUTHD_TABLES: [(&str, &str); 1] = [(
-    "authd_secondary",
-    include_str!("../sql/authd_secondary.sql"),
-)];
+pub const AUTHD_TABLES: [(&str, &str); 2] = [
+    (
+        "authd_secondary",
+        include_str!("../sql/authd_secondary.sql"),
+    ),
+    (
+        "authd_catalog_member",
+        include_str!("../sql/authd_catalog_member.sql"),
+    ),
+];
 
 /// Columns added to authd's tables after their first version: (table,
 /// column, its definition). Older files get them when the table is next

@@ -425,6 +425,9 @@ sections! {
     cookies: CookiesConfig = "cookies" RawCookies,
     /// DNS over TLS and zone transfers over TLS (`[tls]`).
     tls: crate::tls::TlsConfig = "tls" crate::tls::RawTls,
+    /// Catalog zones produced (`[[catalog]]`) and consumer groups
+    /// (`[[catalog.group]]`), RFC 9432.
+    catalog: crate::catalog::config::CatalogConfig = "catalog" crate::catalog::config::RawCatalogs,
 }
 
 /// `listen` when unset: [`DEFAULT_LISTEN`].

@@ -153,6 +153,14 @@ fn kind_of(path: &str, key: &str) -> Option<Kind> {
         .map(|(_, kind)| *kind)
 }
 
+/// True when some section's schema has a table at path `path`.
+fn has_table(path: &str) -> bool {
+    SCHEMAS
+        .iter()
+        .flat_map(|schema| schema.iter())
+        .any(|(p, _)| *p == path)
+}
+
 /// Joins a table path and a key: `tcp` + `idle_timeout`.
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
@@ -282,6 +290,9 @@ impl<'t> Walk<'t> {
                     .iter()
                     .all(|i| matches!(i.get_ref(), DeValue::String(_))) => {}
             (Kind::Table, DeValue::Table(t)) => self.table(t, schema, shown),
+            // A section that is an array of tables or one table (`catalog`:
+            // `[[catalog.group]]` alone makes it a table).
+            (Kind::Tables, DeValue::Table(t)) if has_table(schema) => self.table(t, schema, shown),
             (Kind::Tables, DeValue::Array(items))
                 if items
                     .iter()

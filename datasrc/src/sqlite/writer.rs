@@ -646,6 +646,109 @@ impl ZoneWriter for SqliteWriter {
             Ok(())
         })
     }
+
+    fn delete_zone(&self, origin: &Name) -> Result<bool, WriteError> {
+        let gone = self.write(|conn| {
+            let action = "deleting the zone";
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(sql(action))?;
+            let Some(id) = sqlite_admin::find_zone_id(&tx, origin)? else {
+                return Ok(false);
+            };
+            for stmt in [
+                "DELETE FROM records WHERE zone_id=?1",
+                "DELETE FROM nsec3 WHERE zone_id=?1",
+                "DELETE FROM diffs WHERE zone_id=?1",
+                "DELETE FROM zones WHERE id=?1",
+            ] {
+                tx.execute(stmt, [id]).map_err(sql(action))?;
+            }
+            let has_state: bool = tx
+                .prepare_cached(
+                    "SELECT 1 FROM sqlite_master WHERE type='table' AND name='authd_secondary'",
+                )
+                .and_then(|mut s| s.exists([]))
+                .map_err(sql(action))?;
+            if has_state {
+                tx.execute(
+                    "DELETE FROM authd_secondary WHERE zone=?1",
+                    [origin.to_string()],
+                )
+                .map_err(sql(action))?;
+            }
+            tx.commit().map_err(sql(action))?;
+            Ok(true)
+        })?;
+        if gone {
+            self.committed();
+        }
+        Ok(gone)
+    }
+
+    fn catalog_members(&self, catalog: &Name) -> Result<Vec<(Name, String)>, WriteError> {
+        self.with_conn(|conn| {
+            let action = "reading the catalog members";
+            let exists: bool = conn
+                .prepare_cached(
+                    "SELECT 1 FROM sqlite_master WHERE type='table' AND name='authd_catalog_member'",
+                )
+                .and_then(|mut s| s.exists([]))
+                .map_err(sql(action))?;
+            if !exists {
+                return Ok(Vec::new());
+            }
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT zone, label FROM authd_catalog_member WHERE catalog = ?1 ORDER BY zone",
+                )
+                .map_err(sql(action))?;
+            let rows = stmt
+                .query_map([catalog.to_string()], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                })
+                .map_err(sql(action))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (zone, label) = row.map_err(sql(action))?;
+                // A row that does not parse is not ours to act on.
+                if let Ok(zone) = Name::parse(&zone, None) {
+                    out.push((zone, label));
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn save_catalog_members(
+        &self,
+        catalog: &Name,
+        members: &[(Name, String)],
+    ) -> Result<(), WriteError> {
+        self.write(|conn| {
+            let action = "writing the catalog members";
+            authd_migrations::ensure_authd_table(conn, "authd_catalog_member")
+                .map_err(sql(action))?;
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(sql(action))?;
+            tx.execute(
+                "DELETE FROM authd_catalog_member WHERE catalog = ?1",
+                [catalog.to_string()],
+            )
+            .map_err(sql(action))?;
+            for (zone, label) in members {
+                tx.execute(
+                    "INSERT INTO authd_catalog_member (zone, catalog, label) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT(zone) DO UPDATE SET catalog = excluded.catalog, label = excluded.label",
+                    params![zone.to_string(), catalog.to_string(), label],
+                )
+                .map_err(sql(action))?;
+            }
+            tx.commit().map_err(sql(action))?;
+            Ok(())
+        })
+    }
 }
 
 impl Drop for SqliteWriter {

@@ -1,0 +1,1 @@
+//! The catalog consumer (RFC 9432 §5): in progress.

@@ -1,0 +1,1 @@
+//! The catalog producer (RFC 9432 §4): in progress.
