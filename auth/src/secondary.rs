@@ -215,8 +215,10 @@ pub struct SecondaryZone {
     /// The zone is a catalog zone (`catalog = true`, RFC 9432): its
     /// members are served as secondary zones too ([`crate::catalog::consumer`]).
     pub catalog: bool,
-    /// For a member of a catalog zone: that catalog (`None`: configured).
-    pub member_of: Option<Name>,
+    /// For a member of a catalog zone: that catalog and the member's unique
+    /// label there (`None`: configured). A new label is a new zone to the
+    /// refresher (RFC 9432 §5.5: reset).
+    pub member_of: Option<(Name, String)>,
 }
 
 /// One primary of a `[[secondary]]`, as written `"ADDR[:PORT] [tls [NAME]]
@@ -413,6 +415,9 @@ pub struct Refresher {
     wake: mpsc::UnboundedSender<Name>,
     expired: Arc<ExpiredZones>,
     task: tokio::task::JoinHandle<()>,
+    /// Catalog zones (`catalog = true`) whose content a transfer changed,
+    /// until taken by [`Refresher::catalog_changes`].
+    catalogs: std::sync::Mutex<Option<mpsc::UnboundedReceiver<Name>>>,
 }
 
 impl Refresher {
@@ -435,19 +440,31 @@ impl Refresher {
             .collect();
         let (settings_tx, settings_rx) = watch::channel(settings);
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
+        let (catalogs_tx, catalogs_rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(run(
             initial,
             settings_rx,
             wake_rx,
             Arc::clone(&expired),
-            metrics,
+            (metrics, catalogs_tx),
         ));
         Refresher {
             settings: settings_tx,
             wake: wake_tx,
             expired,
             task,
+            catalogs: std::sync::Mutex::new(Some(catalogs_rx)),
         }
+    }
+
+    /// The origins of the catalog zones (`catalog = true`) whose content a
+    /// transfer changed, one message per transfer; `None` after the first
+    /// call.
+    pub fn catalog_changes(&self) -> Option<mpsc::UnboundedReceiver<Name>> {
+        self.catalogs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     /// Replaces the zones and keys; zones kept keep their timers.
@@ -627,7 +644,7 @@ async fn run(
     mut settings: watch::Receiver<SecondarySettings>,
     mut wake: mpsc::UnboundedReceiver<Name>,
     expired: Arc<ExpiredZones>,
-    metrics: Option<Arc<Metrics>>,
+    (metrics, catalogs): (Option<Arc<Metrics>>, mpsc::UnboundedSender<Name>),
 ) {
     let mut keys = KeyRing::default();
     let mut tls = TlsClients::default();
@@ -641,7 +658,7 @@ async fn run(
             for z in s.zones {
                 let writer = writer_for(&s.sources, &z.origin);
                 let timers = match zones.remove(&z.origin) {
-                    Some(mut t) if t.config.file == z.file => {
+                    Some(mut t) if t.config.file == z.file && t.config.member_of == z.member_of => {
                         t.config = z;
                         t.writer = writer;
                         t
@@ -700,7 +717,11 @@ async fn run(
             () = sleep => {
                 let now = Instant::now();
                 for t in zones.values_mut().filter(|t| t.next <= now) {
+                    let before = t.serial;
                     refresh(t, (&keys, &tls), &expired, metrics.as_deref()).await;
+                    if t.config.catalog && t.serial != before {
+                        let _ = catalogs.send(t.config.origin.clone());
+                    }
                 }
             }
         }

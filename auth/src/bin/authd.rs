@@ -403,8 +403,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             .map_err(|e| anyhow!("cannot open the control socket {}: {e}", path.display()))?;
         tracing::info!("control socket {}", path.display());
     }
-    let reloader = Reloader::new(config, loaded.state, handle.clone(), notifier, refresher);
-    let reloader = tokio::spawn(reload_loop(cli, reloader, hup, asked));
+    let catalog_changes = refresher.catalog_changes();
+    let mut reloader = Reloader::new(config, loaded.state, handle.clone(), notifier, refresher);
+    // Serve the catalog zones' members (RFC 9432) from the first query on.
+    reloader.sync_catalogs().await;
+    let reloader = tokio::spawn(reload_loop(cli, reloader, (hup, catalog_changes), asked));
     let stopped = async move {
         tokio::select! {
             () = shutdown => {}
@@ -448,13 +451,28 @@ fn monotonic_usec() -> i128 {
 async fn reload_loop(
     cli: Cli,
     mut reloader: Reloader,
-    mut hup: Signal,
+    (mut hup, mut catalogs): (Signal, Option<mpsc::UnboundedReceiver<Name>>),
     mut asked: mpsc::Receiver<oneshot::Sender<String>>,
 ) {
     let cli = Arc::new(cli);
     loop {
+        let catalog_changed = async {
+            match catalogs.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         // A SIGHUP, or `authc reload` waiting for the summary line.
         let reply = tokio::select! {
+            Some(origin) = catalog_changed => {
+                // Transfers of several catalogs queued meanwhile: one sync.
+                if let Some(rx) = catalogs.as_mut() {
+                    while rx.try_recv().is_ok() {}
+                }
+                tracing::debug!("catalog zone {origin} changed; reading its members");
+                reloader.sync_catalogs().await;
+                continue;
+            }
             signal = hup.recv() => {
                 if signal.is_none() {
                     return;

@@ -667,6 +667,44 @@ pub fn source_label(index: usize, ds: &DataSourceConfig) -> String {
 }
 
 impl Config {
+    /// This configuration with catalog `members` (RFC 9432) served as
+    /// secondary zones too: in `secondary`, and in the data sources
+    /// [`Self::secondary_datasources`] makes for them.
+    pub fn with_catalog_members(&self, members: Vec<SecondaryZone>) -> Config {
+        let mut c = self.clone();
+        let explicit = c
+            .datasources
+            .len()
+            .saturating_sub(c.secondary_datasources().len());
+        c.datasources.truncate(explicit);
+        c.secondary.extend(members);
+        c.datasources.extend(c.secondary_datasources());
+        c
+    }
+
+    /// The zones this configuration names itself (a `[[secondary]]`, a
+    /// `[[datasource]]`'s `zones`): a catalog member that is one of them is
+    /// ignored (RFC 9432 §5.4).
+    pub fn configured_zones(&self) -> Vec<Name> {
+        let mut out: Vec<Name> = self.secondary.iter().map(|z| z.origin.clone()).collect();
+        let explicit = self
+            .datasources
+            .len()
+            .saturating_sub(self.secondary_datasources().len());
+        for ds in &self.datasources[..explicit] {
+            match &ds.kind {
+                DataSourceKind::Sqlite3 {
+                    zones: Some(list), ..
+                } => out.extend(list.iter().cloned()),
+                DataSourceKind::Memory { zones, .. } => {
+                    out.extend(zones.iter().map(|z| z.origin.clone()))
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
     /// The data sources serving the secondary zones: per DB file, one
     /// sqlite3 source restricted to that file's secondary zones and one
     /// memory source (kept in the file) for its `memory = true` zones, in

@@ -24,14 +24,16 @@
 //! changes them says so in a warning, which `authc reload` also prints after
 //! the summary.
 
+use std::collections::HashSet;
 use std::fmt::Display;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use authd_datasrc::SourceList;
+use authd_datasrc::{Name, SourceList};
 
 use super::DispatcherHandle;
 use super::reload::{self, LoadState, Loaded};
+use crate::catalog::consumer::{Consumer, locally_served};
 use crate::config::{Config, ServerConfig};
 use crate::cookies::{CookieError, Cookies};
 use crate::dispatch::Dispatcher;
@@ -188,6 +190,11 @@ pub fn log_serving(sources: &SourceList, prefix: &str) {
 /// settings (NOTIFY out, the secondary zones' refresher).
 pub struct Reloader {
     running: Config,
+    /// The configuration as read, without catalog members (what a catalog
+    /// change re-applies).
+    base: Config,
+    /// The catalog consumer's members (RFC 9432).
+    consumer: Consumer,
     state: Option<LoadState>,
     handle: DispatcherHandle,
     notifier: Notifier,
@@ -213,6 +220,8 @@ impl Reloader {
             running.rrl.settings.ipv6_prefix,
         );
         Reloader {
+            base: running.clone(),
+            consumer: Consumer::default(),
             running,
             state: Some(state),
             handle,
@@ -240,12 +249,31 @@ impl Reloader {
         F: FnOnce() -> Result<Config, E> + Send + 'static,
         E: Display,
     {
+        let line = self.reload_once(read).await;
+        // A new configuration may change what the catalogs' members are
+        // (groups, catalogs added or removed).
+        if !line.starts_with("reload failed") {
+            self.sync_catalogs().await;
+        }
+        line
+    }
+
+    /// [`Self::reload`] without the catalog step: the configuration read,
+    /// the catalog members known so far added, the zones loaded, applied.
+    async fn reload_once<F, E>(&mut self, read: F) -> String
+    where
+        F: FnOnce() -> Result<Config, E> + Send + 'static,
+        E: Display,
+    {
         let prev = self.state.take().unwrap_or_default();
+        let members = self.consumer.members();
         let joined = tokio::task::spawn_blocking(move || {
-            let result = read().map_err(|e| e.to_string()).and_then(|config| {
+            let result = read().map_err(|e| e.to_string()).and_then(|base| {
+                let config =
+                    base.with_catalog_members(members.secondaries(&base.secondary, &base.catalog));
                 crate::secondary::prepare_dbs(&config.secondary).map_err(|e| e.to_string())?;
                 let loaded = reload::load(&config, Some(&prev)).map_err(|e| e.to_string())?;
-                Ok((config, loaded))
+                Ok((base, config, loaded))
             });
             (prev, result)
         })
@@ -261,8 +289,56 @@ impl Reloader {
                 self.state = Some(prev);
                 self.failed(&e)
             }
-            Ok((_, Ok((config, loaded)))) => self.apply(config, loaded),
+            Ok((_, Ok((base, config, loaded)))) => {
+                self.base = base;
+                self.apply(config, loaded)
+            }
         }
+    }
+
+    /// Reads the catalog zones (`[[secondary]]` with `catalog = true`) from
+    /// the served sources and, when their members changed, serves the new
+    /// set: the zones loaded again with the configuration in force, then
+    /// the data of removed members deleted ([`Consumer`]). Called at start,
+    /// after each transfer that changed a catalog zone, and after a reload.
+    /// Returns the reload's summary line when the members changed.
+    pub async fn sync_catalogs(&mut self) -> Option<String> {
+        if !self.base.secondary.iter().any(|z| z.catalog) && self.consumer.members().is_empty() {
+            return None;
+        }
+        let sources = self.handle.load().sources().clone();
+        let base = self.base.clone();
+        let served = self.running.secondary.clone();
+        let mut consumer = std::mem::take(&mut self.consumer);
+        let joined = tokio::task::spawn_blocking(move || {
+            let mut local: HashSet<Name> = base.configured_zones().into_iter().collect();
+            local.extend(locally_served(&sources, &served));
+            let report = consumer.sync(&base.secondary, &sources, &|z| local.contains(z));
+            (consumer, report)
+        })
+        .await;
+        let Ok((consumer, report)) = joined else {
+            tracing::error!("catalog zones: the sync task failed; members unchanged");
+            return None;
+        };
+        self.consumer = consumer;
+        if !report.changed() {
+            return None;
+        }
+        let base = self.base.clone();
+        let line = self
+            .reload_once(move || Ok::<Config, std::convert::Infallible>(base))
+            .await;
+        let mut consumer = std::mem::take(&mut self.consumer);
+        if let Ok(c) = tokio::task::spawn_blocking(move || {
+            consumer.finish();
+            consumer
+        })
+        .await
+        {
+            self.consumer = c;
+        }
+        Some(line)
     }
 
     /// The second half of [`Self::reload`], once `config` is read and its
