@@ -255,6 +255,18 @@ impl Consumer {
                 }
             }
             for m in chosen {
+                // Handed over (coo) to a catalog we consume that lists it:
+                // that one takes it (§5.6).
+                if let Some(to) = &m.coo
+                    && to != origin
+                    && parsed
+                        .iter()
+                        .find(|(o, _)| o == to)
+                        .and_then(|(_, c)| c.as_ref())
+                        .is_some_and(|c| c.by_zone(&m.zone).is_some())
+                {
+                    continue;
+                }
                 if local(&m.zone) {
                     problems.push(format!(
                         "catalog zone {origin}: member label {}: zone {} is also configured \
@@ -265,8 +277,8 @@ impl Consumer {
                 }
                 if let Some(taken) = new.get(&m.zone) {
                     problems.push(format!(
-                        "catalog zone {origin}: member label {}: zone {} is a member of catalog \
-                         {} already; ignored",
+                        "catalog zone {origin}: member label {}: zone {} belongs to catalog {} \
+                         (no coo property naming {origin}); ignored",
                         m.label, m.zone, taken.catalog
                     ));
                     continue;

@@ -288,11 +288,32 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
                 };
                 let served: Vec<Name> = match zones {
                     Some(list) => {
-                        for z in list.iter().filter(|z| !in_db.contains(z)) {
-                            tracing::warn!(
+                        // One line, not one per zone: a catalog change may
+                        // bring a thousand zones not transferred yet.
+                        let absent: Vec<String> = list
+                            .iter()
+                            .filter(|z| !in_db.contains(z))
+                            .map(ToString::to_string)
+                            .collect();
+                        match absent.as_slice() {
+                            [] => {}
+                            [z] => tracing::warn!(
                                 "{label}: zone {z} is not in {} (yet); it is served once it is",
                                 file.display()
-                            );
+                            ),
+                            [first @ .., last] if absent.len() <= 5 => tracing::warn!(
+                                "{label}: zones {} and {last} are not in {} (yet); each is \
+                                 served once it is",
+                                first.join(", "),
+                                file.display()
+                            ),
+                            more => tracing::warn!(
+                                "{label}: {} zones are not in {} (yet): {}, …; each is served \
+                                 once it is",
+                                more.len(),
+                                file.display(),
+                                more[..5].join(", ")
+                            ),
                         }
                         list.clone()
                     }
