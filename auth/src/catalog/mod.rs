@@ -48,7 +48,7 @@ pub enum Broken {
     #[error("no version.{0} TXT record (RFC 9432 §4.2 asks for \"2\")")]
     NoVersion(Name),
     /// A version other than `"2"`, or more than one version RR.
-    #[error("version.{catalog} TXT is {found}, not \"2\" (RFC 9432 §4.2): not processed")]
+    #[error("version.{catalog} TXT is {found}, not \"2\" (RFC 9432 §4.2)")]
     WrongVersion {
         /// The catalog zone.
         catalog: Name,
