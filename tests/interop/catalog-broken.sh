@@ -14,6 +14,8 @@
 #      version "1", no version, two PTRs at one label: each logged once
 #      ("broken: …; not processed, its 3 member(s) keep serving as they
 #      were"), and a, b, c keep answering;
+#      the consumer restarted after 1. and with the last broken catalog in
+#      its DB: the members are answered at once, from its DBs, without AXFR;
 #   4. a good catalog without b.example.: b is REFUSED and its data deleted.
 #
 # Everything runs on 127.0.0.1 with unprivileged ports (PRIMARY_PORT,
@@ -125,6 +127,21 @@ logged_once "catalog members: 3 added, 0 removed, 0 reset, 0 moved; serving $CAT
   fail "local.sqlite3 has $(db_zones "$TMP/local.sqlite3")"
 echo "ok: a, b, c served as members; the root member left out; local.example. from its own [[secondary]]"
 
+# restart_consumer N: stops the consumer (its log kept as authd-N.log) and
+# starts it again; its members must be answered at once, from its DBs.
+restart_consumer() {
+  kill "${PIDS[-1]}" && wait "${PIDS[-1]}" 2>/dev/null || true
+  unset 'PIDS[-1]'
+  mv "$TMP/authd.log" "$TMP/authd-$1.log"
+  start_authd
+  for z in a.example. b.example. c.example. local.example.; do
+    served "$z" || fail "$z not served right after the consumer's restart"
+  done
+  ! grep "AXFR from" "$TMP/authd.log" || fail "the consumer transferred zones again after its restart"
+}
+restart_consumer 1
+echo "ok: after a restart the members are served at once from the DB, without AXFR"
+
 # 2. A new label for a.example.: reset.
 catalog "${GOOD/a1.zones/a2.zones}"
 wait_for 10 "the consumer resets a.example." grep -qF \
@@ -163,6 +180,10 @@ broken 'two PTRs at one label' "$WITHOUT_B
 c1.zones PTR d.example." \
   "catalog zone $CATZ: broken: member label c1 has 2 PTR records (RFC 9432 §4.3.1 allows one); $KEPT"
 grep -q "b.example.: data deleted" "$TMP/authd.log" && fail "b.example.'s data was deleted from a broken catalog"
+# A restart with the broken catalog in the DB: the members still serve.
+restart_consumer 2
+logged_once "catalog zone $CATZ: broken: member label c1 has 2 PTR records (RFC 9432 §4.3.1 allows one); $KEPT"
+echo "ok: after a restart with the broken catalog the members still serve"
 
 # 4. A good catalog without b.example.: removed.
 catalog "$WITHOUT_B"
