@@ -38,7 +38,7 @@ PREREQUISITES=(
     dnstap-read=bind9-dnsutils       # reads authd's dnstap (dnstap.rs)
     fstrm_capture=fstrm-bin          # a dnstap socket reader (dnstap.rs)
     sqlite3=sqlite3                  # zone-admin tests (SQL on the zone DB)
-    knotd=knot                       # reference server (dnssec.rs), secondary and primary (interop)
+    knotd=knot                       # reference server (dnssec.rs), secondary, primary and catalog producer (interop)
     kdig=knot-dnsutils               # dnssec.rs
     knsupdate=knot-dnsutils          # update.rs
     kzonecheck=knot-dnssecutils      # reference zone checker (rrtypes.rs)
@@ -159,6 +159,12 @@ step tests/interop/prometheus.sh
 # Zone transfers over TLS: BIND 9 and NSD follow authd over TLS (AXFR, IXFR
 # after NOTIFY), authd follows BIND 9 over TLS, certificates verified.
 step tests/interop/xot.sh
+# Catalog zones (RFC 9432): authd consumes the catalog Knot DNS generates
+# (members added, 1,000 in one change, a group, removed, reset, a restart),
+# and catalogs an authd primary serves from a master file (broken ones, a
+# member configured locally, a member PTR to the root).
+step tests/interop/catalog-knot.sh
+step tests/interop/catalog-broken.sh
 
 echo "=== summary" >&2
 printf '%s\n' "${summary[@]}" >&2

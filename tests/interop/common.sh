@@ -17,9 +17,15 @@ install_missing() {
   fi
 }
 
-# Builds the binaries; BIN is their folder.
-cargo build --quiet -p authd --bins
-BIN="${CARGO_TARGET_DIR:-target}/debug"
+# Builds the binaries (the debug profile, or the release one with
+# INTEROP_PROFILE=release, for measurements); BIN is their folder.
+INTEROP_PROFILE="${INTEROP_PROFILE:-debug}"
+if [ "$INTEROP_PROFILE" = release ]; then
+  cargo build --quiet --release -p authd --bins
+else
+  cargo build --quiet -p authd --bins
+fi
+BIN="${CARGO_TARGET_DIR:-target}/$INTEROP_PROFILE"
 BIN="$(cd "$BIN" && pwd)"
 
 # TMP holds every file; PIDS the processes started (stopped in reverse order).

@@ -309,6 +309,9 @@ impl Reloader {
         let sources = self.handle.load().sources().clone();
         let base = self.base.clone();
         let served = self.running.secondary.clone();
+        // At start the members come from the catalogs' DBs: they are new
+        // to the running configuration even when no catalog changed.
+        let had_none = self.consumer.members().is_empty();
         let mut consumer = std::mem::take(&mut self.consumer);
         let joined = tokio::task::spawn_blocking(move || {
             let mut local: HashSet<Name> = base.configured_zones().into_iter().collect();
@@ -322,7 +325,7 @@ impl Reloader {
             return None;
         };
         self.consumer = consumer;
-        if !report.changed() {
+        if !report.changed() && !(had_none && !self.consumer.members().is_empty()) {
             return None;
         }
         let base = self.base.clone();
