@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use authd_datasrc::sqlite_load::LoadReport;
 use authd_datasrc::write::{
-    Change, DiffRow, Difference, JournalPolicy, Scope, SecondaryState, SerialPolicy, UpdateReport,
+    CatalogMember, Change, DiffRow, Difference, JournalPolicy, Scope, SecondaryState, SerialPolicy,
+    UpdateReport,
 };
 use authd_datasrc::zonefile::SourcedRecord;
 use authd_datasrc::{Name, RType, Rdata, Record, WriteError, ZoneWriter};
@@ -273,14 +274,14 @@ impl ZoneWriter for CacheWriter {
         r
     }
 
-    fn catalog_members(&self, catalog: &Name) -> Result<Vec<(Name, String)>, WriteError> {
+    fn catalog_members(&self, catalog: &Name) -> Result<Vec<CatalogMember>, WriteError> {
         self.inner.catalog_members(catalog)
     }
 
     fn save_catalog_members(
         &self,
         catalog: &Name,
-        members: &[(Name, String)],
+        members: &[CatalogMember],
     ) -> Result<(), WriteError> {
         // No zone's data changes.
         self.inner.save_catalog_members(catalog, members)

@@ -25,8 +25,8 @@ use crate::rr::{Rdata, Record};
 use crate::sqlite::SqliteSource;
 use crate::sqlite_load::LoadReport;
 use crate::write::{
-    Change, DiffRow, Difference, JournalPolicy, Scope, SecondaryState, SerialPolicy, UpdateReport,
-    WriteError, ZoneWriter,
+    CatalogMember, Change, DiffRow, Difference, JournalPolicy, Scope, SecondaryState, SerialPolicy,
+    UpdateReport, WriteError, ZoneWriter,
 };
 use crate::zonefile::SourcedRecord;
 
@@ -237,14 +237,14 @@ impl ZoneWriter for MemoryWriter {
         self.db_writer.delete_zone(origin)
     }
 
-    fn catalog_members(&self, catalog: &Name) -> Result<Vec<(Name, String)>, WriteError> {
+    fn catalog_members(&self, catalog: &Name) -> Result<Vec<CatalogMember>, WriteError> {
         self.db_writer.catalog_members(catalog)
     }
 
     fn save_catalog_members(
         &self,
         catalog: &Name,
-        members: &[(Name, String)],
+        members: &[CatalogMember],
     ) -> Result<(), WriteError> {
         self.allowed(catalog)?;
         self.db_writer.save_catalog_members(catalog, members)
@@ -351,7 +351,7 @@ impl ZoneWriter for HistoryWriter {
         Err(self.refused(origin))
     }
 
-    fn catalog_members(&self, _catalog: &Name) -> Result<Vec<(Name, String)>, WriteError> {
+    fn catalog_members(&self, _catalog: &Name) -> Result<Vec<CatalogMember>, WriteError> {
         // No zone here is a catalog consumer's.
         Ok(Vec::new())
     }
@@ -359,7 +359,7 @@ impl ZoneWriter for HistoryWriter {
     fn save_catalog_members(
         &self,
         catalog: &Name,
-        _members: &[(Name, String)],
+        _members: &[CatalogMember],
     ) -> Result<(), WriteError> {
         Err(self.refused(catalog))
     }

@@ -374,6 +374,18 @@ pub struct SecondaryState {
     pub pending: bool,
 }
 
+/// A member zone a catalog consumer serves (RFC 9432 §4.3.1), as kept with
+/// its catalog zone so that a restart resumes where it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogMember {
+    /// The member zone's apex.
+    pub zone: Name,
+    /// Its unique label in the catalog.
+    pub label: String,
+    /// Its `group` property's values (§4.4.2).
+    pub groups: Vec<String>,
+}
+
 /// The write side of a data source: every change to a zone goes through it,
 /// each in one transaction (all of it or nothing, for a crash too).
 ///
@@ -482,19 +494,19 @@ pub trait ZoneWriter: Send + Sync {
     fn delete_zone(&self, origin: &Name) -> Result<bool, WriteError>;
 
     /// The member zones catalog consumer state records for catalog zone
-    /// `catalog`: (member apex, its unique label), by member name.
+    /// `catalog`, by member name.
     ///
     /// Errors: storage.
-    fn catalog_members(&self, catalog: &Name) -> Result<Vec<(Name, String)>, WriteError>;
+    fn catalog_members(&self, catalog: &Name) -> Result<Vec<CatalogMember>, WriteError>;
 
     /// Replaces the recorded members of catalog zone `catalog` with
-    /// `members` (member apex, unique label), in one transaction.
+    /// `members`, in one transaction.
     ///
     /// Errors: storage.
     fn save_catalog_members(
         &self,
         catalog: &Name,
-        members: &[(Name, String)],
+        members: &[CatalogMember],
     ) -> Result<(), WriteError>;
 }
 

@@ -6,8 +6,10 @@
 --   zone     the member zone apex, absolute, as in zones.name
 --   catalog  the catalog zone apex it belongs to
 --   label    its unique label in that catalog (the <unique-N> of section 4.3.1)
+--   groups   its group property's values (section 4.4.2), one per line
 CREATE TABLE IF NOT EXISTS authd_catalog_member (
     zone TEXT PRIMARY KEY,
     catalog TEXT NOT NULL,
-    label TEXT NOT NULL
+    label TEXT NOT NULL,
+    groups TEXT NOT NULL DEFAULT ''
 );

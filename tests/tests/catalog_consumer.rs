@@ -119,10 +119,7 @@ fn members_are_added_removed_reset_grouped_and_survive_a_restart() {
     load_zone_text(
         &pdb,
         "catalog.example.",
-        &catalog(
-            1,
-            "m1.zones 0 PTR a.example.\nm2.zones 0 PTR b.example.\n",
-        ),
+        &catalog(1, "m1.zones 0 PTR a.example.\nm2.zones 0 PTR b.example.\n"),
     );
     let _p = primary(dir.path(), &pdb, pport, cport);
     let members = dir.path().join("members.sqlite3");
@@ -159,8 +156,14 @@ fn members_are_added_removed_reset_grouped_and_survive_a_restart() {
         "member a.example.: label m1 -> m1new: resetting it (RFC 9432 §5.5)",
         Duration::from_secs(5)
     ));
-    assert!(c.wait_for_log("catalog member b.example.: data deleted", Duration::from_secs(5)));
-    assert!(eventually(5, || count(&c, "secondary zone a.example.: AXFR from") == 2));
+    assert!(c.wait_for_log(
+        "catalog member b.example.: data deleted",
+        Duration::from_secs(5)
+    ));
+    assert!(eventually(5, || count(
+        &c,
+        "secondary zone a.example.: AXFR from"
+    ) == 2));
     serves(&c, "a.example.", "192.0.2.1");
     assert_eq!(zones_in(&members), ["a.example.", "catalog.example."]);
     assert_eq!(zones_in(&grouped), ["c.example."]);
@@ -214,7 +217,11 @@ fn broken_catalogs_and_bad_members_leave_the_served_members_alone() {
     let broken = "catalog zone catalog.example.: broken: version.catalog.example. TXT is \
                   [\"1\"], not \"2\" (RFC 9432 §4.2); not processed, its 1 member(s) keep \
                   serving as they were";
-    assert!(c.wait_for_log(broken, Duration::from_secs(10)), "{}", c.stderr());
+    assert!(
+        c.wait_for_log(broken, Duration::from_secs(10)),
+        "{}",
+        c.stderr()
+    );
     assert_eq!(www(c.addr(), "a.example."), "192.0.2.1");
     assert_eq!(www(c.addr(), "b.example."), "Refused");
 
@@ -226,7 +233,11 @@ fn broken_catalogs_and_bad_members_leave_the_served_members_alone() {
     );
     let two = "catalog zone catalog.example.: broken: member label m1 has 2 PTR records \
                (RFC 9432 §4.3.1 allows one); not processed, its 1 member(s) keep serving";
-    assert!(c.wait_for_log(two, Duration::from_secs(10)), "{}", c.stderr());
+    assert!(
+        c.wait_for_log(two, Duration::from_secs(10)),
+        "{}",
+        c.stderr()
+    );
     assert_eq!(www(c.addr(), "a.example."), "192.0.2.1");
 
     // Good again, with a member configured locally and one at the root.
@@ -244,8 +255,16 @@ fn broken_catalogs_and_bad_members_leave_the_served_members_alone() {
                  configured locally; the local configuration wins";
     let root = "catalog zone catalog.example.: member label m4: member . cannot be a zone of \
                 its own (the root, or inside the catalog); ignored";
-    assert!(c.wait_for_log(local, Duration::from_secs(5)), "{}", c.stderr());
-    assert!(c.wait_for_log(root, Duration::from_secs(5)), "{}", c.stderr());
+    assert!(
+        c.wait_for_log(local, Duration::from_secs(5)),
+        "{}",
+        c.stderr()
+    );
+    assert!(
+        c.wait_for_log(root, Duration::from_secs(5)),
+        "{}",
+        c.stderr()
+    );
     assert_eq!(www(c.addr(), "l.example."), "192.0.2.10");
     assert_eq!(www(c.addr(), "a.example."), "192.0.2.1");
 
@@ -261,7 +280,11 @@ fn broken_catalogs_and_bad_members_leave_the_served_members_alone() {
     );
     let dup = "catalog zone catalog.example.: member label m5: zone a.example. is listed \
                under another label too; ignored";
-    assert!(c.wait_for_log(dup, Duration::from_secs(10)), "{}", c.stderr());
+    assert!(
+        c.wait_for_log(dup, Duration::from_secs(10)),
+        "{}",
+        c.stderr()
+    );
     assert_eq!(count(&c, local), 1);
     assert_eq!(count(&c, root), 1);
     assert_eq!(count(&c, "label m1 -> m5"), 0);
@@ -274,7 +297,11 @@ fn a_member_moves_to_another_catalog_only_with_a_coo_property() {
     let (pport, cport) = (free_port(), free_port());
     let pdb = dir.path().join("primary.sqlite3");
     load_zone_text(&pdb, "x.example.", &member(7));
-    load_zone_text(&pdb, "one.catalog.", &catalog(1, "m1.zones 0 PTR x.example.\n"));
+    load_zone_text(
+        &pdb,
+        "one.catalog.",
+        &catalog(1, "m1.zones 0 PTR x.example.\n"),
+    );
     load_zone_text(&pdb, "two.catalog.", &catalog(1, ""));
     let _p = primary(dir.path(), &pdb, pport, cport);
     let members = dir.path().join("members.sqlite3");
@@ -289,10 +316,18 @@ fn a_member_moves_to_another_catalog_only_with_a_coo_property() {
     serves(&c, "x.example.", "192.0.2.7");
 
     // Listed by two.catalog. too, without coo: stays with one.catalog.
-    load_zone_text(&pdb, "two.catalog.", &catalog(2, "m9.zones 0 PTR x.example.\n"));
+    load_zone_text(
+        &pdb,
+        "two.catalog.",
+        &catalog(2, "m9.zones 0 PTR x.example.\n"),
+    );
     let refused = "catalog zone two.catalog.: member label m9: zone x.example. belongs to \
                    catalog one.catalog. (no coo property naming two.catalog.); ignored";
-    assert!(c.wait_for_log(refused, Duration::from_secs(10)), "{}", c.stderr());
+    assert!(
+        c.wait_for_log(refused, Duration::from_secs(10)),
+        "{}",
+        c.stderr()
+    );
 
     // one.catalog. hands it over: moved, and reset (another label).
     load_zone_text(
@@ -304,8 +339,15 @@ fn a_member_moves_to_another_catalog_only_with_a_coo_property() {
         ),
     );
     let moved = "catalog zone two.catalog.: member x.example.: moved from catalog one.catalog.";
-    assert!(c.wait_for_log(moved, Duration::from_secs(10)), "{}", c.stderr());
-    assert!(eventually(5, || count(&c, "secondary zone x.example.: AXFR from") == 2));
+    assert!(
+        c.wait_for_log(moved, Duration::from_secs(10)),
+        "{}",
+        c.stderr()
+    );
+    assert!(eventually(5, || count(
+        &c,
+        "secondary zone x.example.: AXFR from"
+    ) == 2));
     serves(&c, "x.example.", "192.0.2.7");
     let out = Command::new("sqlite3")
         .arg(&members)

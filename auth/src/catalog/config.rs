@@ -96,13 +96,41 @@ pub struct RawCatalog {
 
 /// The `catalog` key as written: `[[catalog]]` tables, or one table (only
 /// `[[catalog.group]]`s written).
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug)]
 pub enum RawCatalogs {
     /// `[[catalog]]`.
     Many(Vec<RawCatalog>),
     /// `[catalog]` (or `[[catalog.group]]` alone).
     One(RawCatalog),
+}
+
+// By hand, not `untagged`: serde's own error for a table then names the
+// unknown key and the keys it takes.
+impl<'de> Deserialize<'de> for RawCatalogs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RawCatalogs, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = RawCatalogs;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("[[catalog]] tables or one [catalog] table")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                seq: A,
+            ) -> Result<RawCatalogs, A::Error> {
+                Vec::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+                    .map(RawCatalogs::Many)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RawCatalogs, A::Error> {
+                RawCatalog::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RawCatalogs::One)
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
 impl Default for RawCatalogs {

@@ -28,6 +28,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+use authd_datasrc::write::CatalogMember;
 use authd_datasrc::{Name, Record, SourceList, ZoneWriter};
 
 use super::config::CatalogConfig;
@@ -373,10 +374,14 @@ impl Consumer {
             if frozen.contains(&c.origin) {
                 continue;
             }
-            let rows: Vec<(Name, String)> = new
+            let rows: Vec<CatalogMember> = new
                 .iter()
                 .filter(|(_, s)| s.catalog == c.origin)
-                .map(|(z, s)| (z.clone(), s.label.clone()))
+                .map(|(z, s)| CatalogMember {
+                    zone: z.clone(),
+                    label: s.label.clone(),
+                    groups: s.groups.clone(),
+                })
                 .collect();
             match sources.writer(&c.origin) {
                 Ok(Some(w)) => {
@@ -434,11 +439,11 @@ fn stored_members(catalogs: &[&SecondaryZone], sources: &SourceList) -> BTreeMap
         };
         match rows {
             Ok(rows) => {
-                for (zone, label) in rows {
-                    out.entry(zone).or_insert(Served {
+                for m in rows {
+                    out.entry(m.zone).or_insert(Served {
                         catalog: c.origin.clone(),
-                        label,
-                        groups: Vec::new(),
+                        label: m.label,
+                        groups: m.groups,
                     });
                 }
             }

@@ -1021,3 +1021,54 @@ fn zone_in_a_datasource_and_a_secondary_names_both() {
          only"
     );
 }
+
+#[test]
+fn catalog_section_in_both_toml_forms() {
+    let groups_only = from_toml(
+        "[[secondary]]\nzone = \"catalog.example.\"\ncatalog = true\nprimaries = [\"192.0.2.1\"]\n\
+         file = \"m.sqlite3\"\n[[catalog.group]]\nname = \"signed\"\nfile = \"s.sqlite3\"\n\
+         min_refresh = 5\n[[catalog.group]]\nname = \"other\"\nprimaries = [\"192.0.2.9:5300\"]\n",
+    )
+    .expect("groups alone");
+    assert!(groups_only.secondary[0].catalog);
+    assert!(groups_only.catalog.producers.is_empty());
+    let names: Vec<&str> = groups_only
+        .catalog
+        .groups
+        .iter()
+        .map(|g| g.name.as_str())
+        .collect();
+    assert_eq!(names, ["signed", "other"]);
+    assert_eq!(groups_only.catalog.groups[0].min_refresh, Some(5));
+    assert_eq!(
+        groups_only.catalog.groups[1]
+            .primaries
+            .as_ref()
+            .map(|p| p[0].addr.to_string()),
+        Some("192.0.2.9:5300".to_string())
+    );
+    let both = from_toml(
+        "[[datasource]]\ntype = \"sqlite3\"\nfile = \"zones.sqlite3\"\n\
+         [[catalog]]\norigin = \"catalog.example.\"\nfile = \"zones.sqlite3\"\n\
+         [[catalog.group]]\nname = \"signed\"\n",
+    )
+    .expect("producer and a group");
+    assert_eq!(both.catalog.producers.len(), 1);
+    assert_eq!(
+        both.catalog.producers[0].origin.to_string(),
+        "catalog.example."
+    );
+    assert_eq!(both.catalog.groups.len(), 1);
+    let err = |text: &str| from_toml(text).expect_err("invalid").to_string();
+    assert!(
+        err("[[catalog.group]]\nname = \"a\"\n[[catalog.group]]\nname = \"a\"\n")
+            .contains("catalog.group[1].name: group \"a\" is listed twice in [[catalog.group]]")
+    );
+    assert!(err("[[catalog.group]]\nfile = \"x\"\n").contains("catalog.group[0].name: missing"));
+    assert!(
+        err("[[catalog.group]]\nname = \"a\"\nzone = \"x.\"\n").contains("unknown field `zone`")
+    );
+    assert!(
+        err("[[catalog]]\norigin = \"catalog.example.\"\n").contains("catalog[0].file: missing")
+    );
+}

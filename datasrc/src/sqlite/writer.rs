@@ -42,8 +42,8 @@ use crate::rr::{Rdata, Record};
 use crate::sqlite_admin::{self, DumpStyle, ZoneSummary};
 use crate::sqlite_load::{self, LoadError, LoadReport};
 use crate::write::{
-    Change, DiffRow, Difference, JournalPolicy, Scope, SecondaryState, SerialPolicy, UpdateReport,
-    WRITE_LOCK_WAIT, WriteError, ZoneWriter,
+    CatalogMember, Change, DiffRow, Difference, JournalPolicy, Scope, SecondaryState, SerialPolicy,
+    UpdateReport, WRITE_LOCK_WAIT, WriteError, ZoneWriter,
 };
 use crate::zonefile::SourcedRecord;
 
@@ -686,7 +686,7 @@ impl ZoneWriter for SqliteWriter {
         Ok(gone)
     }
 
-    fn catalog_members(&self, catalog: &Name) -> Result<Vec<(Name, String)>, WriteError> {
+    fn catalog_members(&self, catalog: &Name) -> Result<Vec<CatalogMember>, WriteError> {
         self.with_conn(|conn| {
             let action = "reading the catalog members";
             let exists: bool = conn
@@ -700,20 +700,33 @@ impl ZoneWriter for SqliteWriter {
             }
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT zone, label FROM authd_catalog_member WHERE catalog = ?1 ORDER BY zone",
+                    "SELECT zone, label, groups FROM authd_catalog_member WHERE catalog = ?1 \
+                     ORDER BY zone",
                 )
                 .map_err(sql(action))?;
             let rows = stmt
                 .query_map([catalog.to_string()], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                    ))
                 })
                 .map_err(sql(action))?;
             let mut out = Vec::new();
             for row in rows {
-                let (zone, label) = row.map_err(sql(action))?;
+                let (zone, label, groups) = row.map_err(sql(action))?;
                 // A row that does not parse is not ours to act on.
                 if let Ok(zone) = Name::parse(&zone, None) {
-                    out.push((zone, label));
+                    out.push(CatalogMember {
+                        zone,
+                        label,
+                        groups: groups
+                            .split('\n')
+                            .filter(|g| !g.is_empty())
+                            .map(str::to_string)
+                            .collect(),
+                    });
                 }
             }
             Ok(out)
@@ -723,7 +736,7 @@ impl ZoneWriter for SqliteWriter {
     fn save_catalog_members(
         &self,
         catalog: &Name,
-        members: &[(Name, String)],
+        members: &[CatalogMember],
     ) -> Result<(), WriteError> {
         self.write(|conn| {
             let action = "writing the catalog members";
@@ -737,11 +750,17 @@ impl ZoneWriter for SqliteWriter {
                 [catalog.to_string()],
             )
             .map_err(sql(action))?;
-            for (zone, label) in members {
+            for m in members {
                 tx.execute(
-                    "INSERT INTO authd_catalog_member (zone, catalog, label) VALUES (?1, ?2, ?3) \
-                     ON CONFLICT(zone) DO UPDATE SET catalog = excluded.catalog, label = excluded.label",
-                    params![zone.to_string(), catalog.to_string(), label],
+                    "INSERT INTO authd_catalog_member (zone, catalog, label, groups) \
+                     VALUES (?1, ?2, ?3, ?4) ON CONFLICT(zone) DO UPDATE SET \
+                     catalog = excluded.catalog, label = excluded.label, groups = excluded.groups",
+                    params![
+                        m.zone.to_string(),
+                        catalog.to_string(),
+                        m.label,
+                        m.groups.join("\n")
+                    ],
                 )
                 .map_err(sql(action))?;
             }
