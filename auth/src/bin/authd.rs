@@ -25,7 +25,8 @@
 //! version; one line `reload: N zones reloaded, M unchanged, K failed, S served
 //! from sqlite3` follows.
 //! Everything else the configuration says applies at once too (`[transfer]`,
-//! `[notify]`, `[chaos]`, the TSIG `[[key]]`s, the data sources, the `[[secondary]]` zones); only listen-address, `[server]
+//! `[notify]`, `[chaos]`, the TSIG `[[key]]`s, the data sources, the `[[secondary]]` zones, the
+//! `[[catalog]]` zones produced); only listen-address, `[server]
 //! udp_workers`, `[tcp]`, `[metrics]`, `[dnstap]` and `[control]` changes need
 //! a restart (a warning says so, and `authc reload` shows it). A
 //! start-up error (including a zone that fails to load) prints one line
@@ -48,12 +49,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, anyhow, bail};
+use authd::catalog::producer::Producers;
 use authd::config::{self, Config, DataSourceConfig, MemoryZoneConfig};
 use authd::keys::{self, Algorithm};
 use authd::metrics::Metrics;
 use authd::notify::Notifier;
 use authd::secondary::Refresher;
-use authd::server::build::{self, Reloader, log_serving, notify_settings, secondary_settings};
+use authd::server::build::{
+    self, Reloader, log_serving, notify_settings, producer_settings, secondary_settings,
+};
 use authd::server::reload;
 use authd::server::{DispatcherHandle, Server, ServerSettings};
 use authd_datasrc::ZoneWriter;
@@ -369,6 +373,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // Follow the secondary zones' primaries (RFC 1035 §4.3.5, RFC 1996).
     let refresher = Refresher::spawn(secondary_settings(&config, &sources), metrics.clone());
     let notify = notify_settings(&config, &sources);
+    let catalogs = producer_settings(&config, &sources);
     let handle = DispatcherHandle::new(Arc::new(build::dispatcher(
         &config,
         sources,
@@ -388,6 +393,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     // NOTIFY secondaries when a served sqlite3 zone's serial changes (RFC 1996).
     let notifier = Notifier::spawn(notify).context("cannot start the NOTIFY poller")?;
+    // Keep the [[catalog]] zones listing their DBs' zones (RFC 9432).
+    let producers = Producers::spawn(catalogs).context("cannot start the catalog producers")?;
     let (ask_reload, asked) = mpsc::channel(4);
     let stop = Arc::new(Notify::new());
     if let Some(path) = &config.control_socket {
@@ -404,7 +411,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         tracing::info!("control socket {}", path.display());
     }
     let catalog_changes = refresher.catalog_changes();
-    let mut reloader = Reloader::new(config, loaded.state, handle.clone(), notifier, refresher);
+    let mut reloader = Reloader::new(
+        config,
+        loaded.state,
+        handle.clone(),
+        notifier,
+        refresher,
+        producers,
+    );
     // Serve the catalog zones' members (RFC 9432) from the first query on.
     reloader.sync_catalogs().await;
     let reloader = tokio::spawn(reload_loop(cli, reloader, (hup, catalog_changes), asked));

@@ -1072,3 +1072,85 @@ fn catalog_section_in_both_toml_forms() {
         err("[[catalog]]\norigin = \"catalog.example.\"\n").contains("catalog[0].file: missing")
     );
 }
+
+/// `[[catalog]]` keeps its zone in a DB a `[[datasource]] type = "sqlite3"`
+/// serves whole, and its origin is not a `[[secondary]]` zone.
+#[test]
+fn a_catalog_needs_its_db_served_whole_and_is_no_secondary() {
+    let ok = from_toml(
+        r#"
+        [[datasource]]
+        type = "sqlite3"
+        file = "zones.sqlite3"
+        [[catalog]]
+        origin = "catalog.example"
+        file = "zones.sqlite3"
+        "#,
+    )
+    .expect("valid");
+    assert_eq!(
+        ok.catalog.producers,
+        vec![crate::catalog::config::ProducerConfig {
+            origin: "catalog.example.".parse().expect("name"),
+            file: PathBuf::from("/etc/authd/zones.sqlite3"),
+        }]
+    );
+    let err = |text: &str| from_toml(text).expect_err("invalid").to_string();
+    assert_eq!(
+        err(r#"
+        [[datasource]]
+        type = "sqlite3"
+        file = "other.sqlite3"
+        [[catalog]]
+        origin = "catalog.example."
+        file = "zones.sqlite3"
+        "#),
+        "config /etc/authd/authd.toml: catalog[0].file: /etc/authd/zones.sqlite3 is not the file \
+         of a [[datasource]] type = \"sqlite3\" serving every zone of it; the catalog zone is kept \
+         in that DB and must be served for consumers to transfer it"
+    );
+    assert_eq!(
+        err(r#"
+        [[datasource]]
+        type = "sqlite3"
+        file = "zones.sqlite3"
+        zones = ["example.com."]
+        [[catalog]]
+        origin = "catalog.example."
+        file = "zones.sqlite3"
+        "#),
+        "config /etc/authd/authd.toml: catalog[0].file: /etc/authd/zones.sqlite3 is not the file \
+         of a [[datasource]] type = \"sqlite3\" serving every zone of it, and datasource[0] serves \
+         only the zones it lists (zones = [...]); the catalog zone is kept in that DB and must be \
+         served for consumers to transfer it"
+    );
+    // A memory source copying the DB does not serve the catalog zone live.
+    assert!(
+        err(r#"
+        [[datasource]]
+        type = "memory"
+        db = "zones.sqlite3"
+        [[catalog]]
+        origin = "catalog.example."
+        file = "zones.sqlite3"
+        "#)
+        .starts_with("config /etc/authd/authd.toml: catalog[0].file: ")
+    );
+    assert_eq!(
+        err(r#"
+        [[datasource]]
+        type = "sqlite3"
+        file = "zones.sqlite3"
+        [[secondary]]
+        zone = "catalog.example."
+        primaries = ["192.0.2.1"]
+        file = "zones.sqlite3"
+        [[catalog]]
+        origin = "catalog.example."
+        file = "zones.sqlite3"
+        "#),
+        "config /etc/authd/authd.toml: catalog[0].origin: catalog.example. is a [[secondary]] \
+         zone (secondary[0]): a catalog zone authd produces cannot also be transferred from \
+         primaries"
+    );
+}

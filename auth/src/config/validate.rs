@@ -40,7 +40,72 @@ pub(super) fn config(
         key: e.key,
         reason: e.reason,
     })?;
+    check_catalogs(&config).map_err(|e| ConfigError::Invalid {
+        origin: origin.to_string(),
+        key: e.key,
+        reason: e.reason,
+    })?;
     Ok(config)
+}
+
+/// True when `a` and `b` name one file: the same path, or (both existing)
+/// the same file by two paths.
+fn same_file(a: &Path, b: &Path) -> bool {
+    a == b
+        || matches!(
+            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+            (Ok(x), Ok(y)) if x == y
+        )
+}
+
+/// Each `[[catalog]]` keeps its zone in (and lists the zones of) a DB a
+/// `[[datasource]] type = "sqlite3"` serves whole, so consumers can transfer
+/// it; its origin is not a `[[secondary]]` zone.
+fn check_catalogs(config: &Config) -> Result<(), Invalid> {
+    for (i, p) in config.catalog.producers.iter().enumerate() {
+        if let Some(j) = config.secondary.iter().position(|z| z.origin == p.origin) {
+            return Err(Invalid::new(
+                format!("catalog[{i}].origin"),
+                format!(
+                    "{} is a [[secondary]] zone (secondary[{j}]): a catalog zone authd produces \
+                     cannot also be transferred from primaries",
+                    p.origin
+                ),
+            ));
+        }
+        let mut restricted = None;
+        let served = config
+            .datasources
+            .iter()
+            .enumerate()
+            .any(|(k, ds)| match &ds.kind {
+                DataSourceKind::Sqlite3 { file, zones } if same_file(file, &p.file) => {
+                    if zones.is_some() && restricted.is_none() {
+                        restricted = Some(k);
+                    }
+                    zones.is_none()
+                }
+                _ => false,
+            });
+        if !served {
+            let why = match restricted {
+                Some(k) if k < config.datasources.len() - config.secondary_datasources().len() => {
+                    format!(", and datasource[{k}] serves only the zones it lists (zones = [...])")
+                }
+                _ => String::new(),
+            };
+            return Err(Invalid::new(
+                format!("catalog[{i}].file"),
+                format!(
+                    "{} is not the file of a [[datasource]] type = \"sqlite3\" serving every zone \
+                     of it{why}; the catalog zone is kept in that DB and must be served for \
+                     consumers to transfer it",
+                    p.file.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A primary written `"ADDR:PORT tls NAME"` needs `[tls] ca` to verify its

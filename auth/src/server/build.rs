@@ -34,6 +34,7 @@ use authd_datasrc::{Name, SourceList};
 use super::DispatcherHandle;
 use super::reload::{self, LoadState, Loaded};
 use crate::catalog::consumer::{Consumer, locally_served};
+use crate::catalog::producer::{ProducerSettings, Producers};
 use crate::config::{Config, ServerConfig};
 use crate::cookies::{CookieError, Cookies};
 use crate::dispatch::Dispatcher;
@@ -148,6 +149,15 @@ pub fn notify_settings(config: &Config, sources: &SourceList) -> NotifySettings 
     }
 }
 
+/// The catalog zones of `config` to produce (`[[catalog]]`), written
+/// through the write sides of `sources` (the producers' settings).
+pub fn producer_settings(config: &Config, sources: &SourceList) -> ProducerSettings {
+    ProducerSettings {
+        producers: config.catalog.producers.clone(),
+        sources: sources.clone(),
+    }
+}
+
 /// Most zone names a "serving" line lists before it says how many more.
 const ZONES_LISTED: usize = 20;
 
@@ -187,7 +197,8 @@ pub fn log_serving(sources: &SourceList, prefix: &str) {
 /// What a reload changes on a running server: the configuration in force,
 /// the state of the last load (what the next compares zones against), the
 /// handle the server answers through, and the background tasks given new
-/// settings (NOTIFY out, the secondary zones' refresher).
+/// settings (NOTIFY out, the secondary zones' refresher, the catalog
+/// producers).
 pub struct Reloader {
     running: Config,
     /// The configuration as read, without catalog members (what a catalog
@@ -199,6 +210,7 @@ pub struct Reloader {
     handle: DispatcherHandle,
     notifier: Notifier,
     refresher: Refresher,
+    producers: Producers,
     /// The TCP connection table counts clients by these from start to stop.
     tcp_prefixes: (u8, u8),
 }
@@ -206,14 +218,15 @@ pub struct Reloader {
 impl Reloader {
     /// The reloader of a server started with `running`, whose sources the
     /// load that left `state` built, answering through `handle`, announcing
-    /// serial changes with `notifier` and following its secondary zones with
-    /// `refresher`.
+    /// serial changes with `notifier`, following its secondary zones with
+    /// `refresher` and keeping its catalog zones with `producers`.
     pub fn new(
         running: Config,
         state: LoadState,
         handle: DispatcherHandle,
         notifier: Notifier,
         refresher: Refresher,
+        producers: Producers,
     ) -> Reloader {
         let tcp_prefixes = (
             running.rrl.settings.ipv4_prefix,
@@ -227,6 +240,7 @@ impl Reloader {
             handle,
             notifier,
             refresher,
+            producers,
             tcp_prefixes,
         }
     }
@@ -235,8 +249,9 @@ impl Reloader {
     /// file, environment, command line); it, the secondary zones' DBs and
     /// the zones are loaded on a blocking thread while the current
     /// dispatcher keeps answering; then a new dispatcher ([`reloaded`]) is
-    /// swapped in, the notifier given the new DBs, targets and keys, and the
-    /// refresher the new secondary zones. A reload whose configuration or
+    /// swapped in, the notifier given the new DBs, targets and keys, the
+    /// refresher the new secondary zones and the producers the new
+    /// `[[catalog]]` entries and sources. A reload whose configuration or
     /// sources cannot be read (a bad file, a DB, two sources claiming one
     /// zone) changes nothing; a zone that fails keeps its previous version.
     /// Returns the summary line, also logged: `reload: N zones reloaded, M
@@ -325,7 +340,7 @@ impl Reloader {
             return None;
         };
         self.consumer = consumer;
-        if !report.changed() && !(had_none && !self.consumer.members().is_empty()) {
+        if !report.changed() && (!had_none || self.consumer.members().is_empty()) {
             return None;
         }
         let base = self.base.clone();
@@ -353,6 +368,7 @@ impl Reloader {
         self.refresher
             .update(secondary_settings(&config, &loaded.sources));
         let notify = notify_settings(&config, &loaded.sources);
+        let producers = producer_settings(&config, &loaded.sources);
         log_serving(&loaded.sources, "reload: ");
         let next = reloaded(
             &config,
@@ -370,6 +386,7 @@ impl Reloader {
         self.handle.store(Arc::new(next));
         self.count(true);
         self.notifier.update(notify);
+        self.producers.update(producers);
         let mut warnings = restart_only(&self.running, &config);
         if (
             config.rrl.settings.ipv4_prefix,
@@ -690,6 +707,8 @@ mod tests {
             handle.clone(),
             notifier,
             refresher,
+            Producers::spawn(producer_settings(&config, &handle.load().sources().clone()))
+                .expect("producers"),
         );
         assert_eq!(www(&handle), 1);
 
