@@ -171,6 +171,7 @@ impl Consumer {
         local: &dyn Fn(&Name) -> bool,
     ) -> SyncReport {
         let catalogs: Vec<&SecondaryZone> = configured.iter().filter(|z| z.catalog).collect();
+        let first = self.members.is_none();
         let old = match self.members.take() {
             Some(m) => m,
             None => stored_members(&catalogs, sources),
@@ -395,7 +396,7 @@ impl Consumer {
                 }
             }
         }
-        if report.changed() {
+        if report.changed() || first {
             let per: Vec<String> = catalogs
                 .iter()
                 .map(|c| {
