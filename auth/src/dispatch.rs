@@ -144,6 +144,9 @@ pub struct Dispatcher {
     /// The TCP idle timeout in units of 100 ms, sent to TCP queries with
     /// edns-tcp-keepalive (RFC 7828 §3.3.2).
     keepalive: u16,
+    /// The TLS listeners' certificate and key (`[tls]`), taken by each new
+    /// TLS connection, so a reload's new certificate serves the next one.
+    tls_server: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// A routed query before the guards after the table: one message (of this
@@ -173,7 +176,22 @@ impl Dispatcher {
             secondary: SecondaryPolicy::default(),
             nsid: None,
             keepalive: edns::keepalive_units(crate::config::DEFAULT_TCP_IDLE_TIMEOUT_SECS),
+            tls_server: None,
         }
+    }
+
+    /// The same, taking TLS connections with `server` (`None`: none).
+    pub fn with_tls_server(self, server: Option<Arc<rustls::ServerConfig>>) -> Dispatcher {
+        Dispatcher {
+            tls_server: server,
+            ..self
+        }
+    }
+
+    /// The TLS server side new TLS connections take (`None`: no `[tls]`
+    /// certificate).
+    pub fn tls_server(&self) -> Option<&Arc<rustls::ServerConfig>> {
+        self.tls_server.as_ref()
     }
 
     /// The same, sending `nsid` to queries that ask for it (RFC 5001; `None`:

@@ -27,8 +27,10 @@
 //! client of today speaks it), ALPN `dot` offered and, when the peer offers
 //! ALPN at all, required. Sessions resume: the server issues tickets, and
 //! the client keeps the sessions of its primaries (in memory, 256).
-//! Like `listen`, the server side is applied at start only; the client side
-//! (`ca`) at every reload.
+//! `listen` is applied at start only; `certificate`, `key` and `ca` at every
+//! reload too: each new TLS connection takes the server side of the
+//! dispatcher in force (sessions open keep theirs; tickets issued before a
+//! reload no longer resume).
 
 use std::fmt;
 use std::net::SocketAddr;

@@ -125,6 +125,7 @@ fn build(
         .with_rrl(rrl)
         .with_metrics(metrics)
         .with_secondary(refresher.policy(&config.secondary, &config.notify.allow))
+        .with_tls_server(config.tls.server.clone())
         .with_dnstap(dnstap))
 }
 
@@ -425,6 +426,11 @@ impl Reloader {
             metrics_listen: running.metrics_listen,
             control_socket: running.control_socket,
             dnstap: running.dnstap,
+            // The TLS sockets stay; certificate, key and ca are applied.
+            tls: crate::tls::TlsConfig {
+                listen: running.tls.listen,
+                ..config.tls
+            },
             ..config
         };
         self.state = Some(loaded.state);
@@ -484,6 +490,10 @@ fn restart_only(running: &Config, config: &Config) -> Vec<String> {
         (
             config.control_socket != running.control_socket,
             "[control] socket changed; restart authd to apply it",
+        ),
+        (
+            config.tls.listen != running.tls.listen,
+            "[tls] listen changed; restart authd to apply it (certificate and key are applied)",
         ),
     ] {
         if changed {

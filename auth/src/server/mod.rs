@@ -331,16 +331,10 @@ impl Server {
                 Arc::clone(&conns),
                 Arc::clone(&proxy),
                 tcp_settings.clone(),
-                None,
+                false,
                 stop_rx.clone(),
             ));
         }
-        let acceptor = self
-            .settings
-            .tls
-            .server
-            .clone()
-            .map(tokio_rustls::TlsAcceptor::from);
         for (addr, listener) in self.tls {
             tasks.spawn(tcp::serve(
                 listener,
@@ -349,7 +343,7 @@ impl Server {
                 Arc::clone(&conns),
                 Arc::clone(&proxy),
                 tcp_settings.clone(),
-                acceptor.clone(),
+                true,
                 stop_rx.clone(),
             ));
         }

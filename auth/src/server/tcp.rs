@@ -72,7 +72,8 @@ static HANDSHAKE_LOG: LogLimit = LogLimit::new();
 
 /// Accepts connections until `stop` turns true, then waits up to
 /// [`SHUTDOWN_GRACE`] for open connections to finish. With `tls`, each
-/// connection is a TLS session ([`Transport::Tls`]).
+/// connection is a TLS session ([`Transport::Tls`]) with the certificate
+/// of the dispatcher in force when it is accepted.
 ///
 /// Errors: none; accept errors are logged.
 #[allow(clippy::too_many_arguments)]
@@ -83,7 +84,7 @@ pub(super) async fn serve(
     conns: Arc<ConnTable>,
     proxy: Arc<ProxyPolicy>,
     settings: TcpSettings,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    tls: bool,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), ServerError> {
     let mut tasks = JoinSet::new();
@@ -104,11 +105,27 @@ pub(super) async fn serve(
             }
         };
         let metrics = dispatcher.load().metrics().cloned();
+        // The certificate of the configuration in force: a reload's new
+        // one serves from the next connection on.
+        let acceptor = match (tls, dispatcher.load().tls_server()) {
+            (false, _) => None,
+            (true, Some(server)) => Some(tokio_rustls::TlsAcceptor::from(Arc::clone(server))),
+            (true, None) => {
+                if let Some(suppressed) = HANDSHAKE_LOG.allow() {
+                    tracing::warn!(
+                        suppressed,
+                        "TLS connection from {peer} on {local} closed: [tls] has no certificate \
+                         since the last reload (restart to close the listener)"
+                    );
+                }
+                continue;
+            }
+        };
         let conn = Connection {
             dispatcher: dispatcher.clone(),
             settings: settings.clone(),
             stop: stop.clone(),
-            tls: tls.clone(),
+            tls: acceptor,
         };
         if !proxy.is_off() && proxy.is_proxy(peer.ip()) {
             let conns = Arc::clone(&conns);
@@ -284,8 +301,9 @@ impl Connection {
     ) {
         let _ = stream.set_nodelay(true);
         let Some(acceptor) = self.tls.take() else {
+            let mut stream = stream;
             let ends = connection(
-                stream,
+                &mut stream,
                 Transport::Tcp,
                 (client, local),
                 &self.dispatcher,
@@ -318,8 +336,9 @@ impl Connection {
             .settings
             .first_query_timeout
             .saturating_sub(started.elapsed());
+        let mut session = session;
         let ends = connection(
-            session,
+            &mut session,
             Transport::Tls,
             (client, local),
             &self.dispatcher,
@@ -328,11 +347,21 @@ impl Connection {
             self.stop,
             false,
         );
-        if let Err(e) = ends.await {
-            tracing::debug!("TLS connection from {client}: {e}");
+        match ends.await {
+            // Closed by us (idle, stop, the table full) or by the client's
+            // EOF: end the session with close_notify (RFC 8446 §6.1), so the
+            // client can tell the end from a truncation; bounded, for a
+            // client that reads nothing.
+            Ok(()) => {
+                let _ = tokio::time::timeout(CLOSE_NOTIFY_WAIT, session.shutdown()).await;
+            }
+            Err(e) => tracing::debug!("TLS connection from {client}: {e}"),
         }
     }
 }
+
+/// How long closing a TLS session may wait to send its close_notify alert.
+const CLOSE_NOTIFY_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Logs (within [`HANDSHAKE_LOG`]'s budget) a TLS handshake from `client`
 /// that failed: the connection is closed.
@@ -388,7 +417,7 @@ enum Frame {
 /// session `stream`.
 #[allow(clippy::too_many_arguments)]
 async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
-    mut stream: S,
+    stream: &mut S,
     transport: Transport,
     (peer, local): (SocketAddr, Option<SocketAddr>),
     dispatcher: &DispatcherHandle,
@@ -406,7 +435,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
         // arrive in time.
         let read = async {
             let mut len = [0u8; 2];
-            if !read_full(&mut stream, &mut len, true).await? {
+            if !read_full(stream, &mut len, true).await? {
                 return Ok(Frame::Closed);
             }
             msg.resize(usize::from(u16::from_be_bytes(len)), 0);
@@ -416,13 +445,13 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
             let signature = proxy::SIGNATURE.split_at(2);
             if refuse_header && len == signature.0 {
                 let (head, tail) = rest.split_at_mut(signature.1.len());
-                read_full(&mut stream, head, false).await?;
+                read_full(stream, head, false).await?;
                 if head == signature.1 {
                     return Ok(Frame::ProxyHeader);
                 }
                 rest = tail;
             }
-            read_full(&mut stream, rest, false).await?;
+            read_full(stream, rest, false).await?;
             Ok::<Frame, io::Error>(Frame::Message)
         };
         let next = tokio::select! {
@@ -479,12 +508,12 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
         let write = async {
             match reply {
                 Reply::Nothing => Ok(()),
-                Reply::Message => write_frame(&mut stream, &mut frame, &out, peer, &settings).await,
+                Reply::Message => write_frame(stream, &mut frame, &out, peer, &settings).await,
                 // A zone transfer, in as many messages as needed, each
                 // rendered once the one before is written.
                 Reply::Stream(messages) => {
                     for message in messages {
-                        write_frame(&mut stream, &mut frame, &message, peer, &settings).await?;
+                        write_frame(stream, &mut frame, &message, peer, &settings).await?;
                     }
                     Ok(())
                 }
