@@ -77,7 +77,6 @@ labels() {
     awk -v s=".zones.$CATZ" '$4 == "PTR" && index($1, s) { sub(s, "", $1); print $1, $5 }' | sort -k2
 }
 cat_serial() { dig +tcp +short +norec +time=2 +tries=1 @127.0.0.1 -p "$1" "$CATZ" SOA | awk '{print $3}'; }
-not() { ! "$@"; }
 knot_updates_past() { # N: Knot has logged more than N catalog updates
   [ "$(grep -c "catalog, updating" "$TMP/knot.log")" -gt "$1" ]
 }
@@ -272,12 +271,14 @@ start="$(date +%s.%N)"
 sqlite3 "$DB" < "$TMP/bulk.sql" || fail "the bulk insert failed"
 python3 "$POLL" "$KNOT_PORT" "$SERIAL" "$TMP/bulk.names" "$BULK_TIMEOUT" "$start" > "$TMP/poll-knot.txt" &
 knot_poll=$!
+PIDS+=($knot_poll)
 python3 "$POLL" "$NAMED_PORT" "$SERIAL" "$TMP/bulk.names" "$BULK_TIMEOUT" "$start" > "$TMP/poll-named.txt" &
 named_poll=$!
+PIDS+=($named_poll)
 wait "$knot_poll" || fail "Knot did not serve all $BULK new members within $BULK_TIMEOUT s: $(cat "$TMP/poll-knot.txt")"
 wait "$named_poll" || fail "named did not serve all $BULK new members within $BULK_TIMEOUT s: $(cat "$TMP/poll-named.txt")"
-grep -q "catalog $CATZ: serial .*, added b0001.example. (label" "$TMP/authd.log" ||
-  fail "authd did not log the bulk members added in one catalog change"
+grep "catalog $CATZ: serial .*, added b0001.example. (label" "$TMP/authd.log" | grep -q "b$BULK.example. (label" ||
+  fail "authd did not log the $BULK members added in one catalog change"
 echo "catalog: $BULK members served by knot in $(cat "$TMP/poll-knot.txt") s, by bind in $(cat "$TMP/poll-named.txt") s"
 [ "$(labels "$AUTHD_PORT" | wc -l)" -eq $((BULK + 4)) ] || fail "authd's catalog does not list $((BULK + 4)) members"
 for z in m1.example. m3.example. m4.example. m5.example.; do check_served "$z"; done
