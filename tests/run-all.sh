@@ -162,9 +162,12 @@ step tests/interop/xot.sh
 # Catalog zones (RFC 9432): authd consumes the catalog Knot DNS generates
 # (members added, 1,000 in one change, a group, removed, reset, a restart),
 # and catalogs an authd primary serves from a master file (broken ones, a
-# member configured locally, a member PTR to the root).
+# member configured locally, a member PTR to the root); Knot DNS and BIND 9
+# consume the catalog authd produces (members created, deleted, a group,
+# a restart, 1,000 in one transaction).
 step tests/interop/catalog-knot.sh
 step tests/interop/catalog-broken.sh
+step tests/interop/catalog-consumers.sh
 
 echo "=== summary" >&2
 printf '%s\n' "${summary[@]}" >&2
