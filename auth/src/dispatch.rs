@@ -73,6 +73,7 @@ use crate::cookies::Cookies;
 use crate::edns::{self, Ede};
 use crate::keys::KeyRing;
 use crate::metrics::{Metrics, Seen, Sent};
+use crate::notify::NotifyWake;
 use crate::notify_in;
 use crate::query::{
     Answer, QueryProcessor, Response, ResponseKind, Transport, message_limit, render,
@@ -147,6 +148,9 @@ pub struct Dispatcher {
     /// The TLS listeners' certificate and key (`[tls]`), taken by each new
     /// TLS connection, so a reload's new certificate serves the next one.
     tls_server: Option<Arc<rustls::ServerConfig>>,
+    /// Woken after a successful UPDATE, so its NOTIFYs leave at once (one
+    /// for the process, carried by every snapshot; `None`: no notifier).
+    notify_wake: Option<NotifyWake>,
 }
 
 /// A routed query before the guards after the table: one message (of this
@@ -177,7 +181,21 @@ impl Dispatcher {
             nsid: None,
             keepalive: edns::keepalive_units(crate::config::DEFAULT_TCP_IDLE_TIMEOUT_SECS),
             tls_server: None,
+            notify_wake: None,
         }
+    }
+
+    /// The same, waking `wake` after each successful UPDATE.
+    pub fn with_notify_wake(self, wake: Option<NotifyWake>) -> Dispatcher {
+        Dispatcher {
+            notify_wake: wake,
+            ..self
+        }
+    }
+
+    /// What a successful UPDATE wakes (the NOTIFY poller), if anything.
+    pub fn notify_wake(&self) -> Option<&NotifyWake> {
+        self.notify_wake.as_ref()
     }
 
     /// The same, taking TLS connections with `server` (`None`: none).
@@ -520,6 +538,10 @@ impl Dispatcher {
             // reply is no larger than the request: no amplification. Limiting
             // it dropped replies to a busy nsupdate (retried after 3 s).
             if rcode == Rcode::NOERROR {
+                // Committed: NOTIFY the secondaries now, not at the next poll.
+                if let Some(w) = &self.notify_wake {
+                    w.wake();
+                }
                 return Handled::Unlimited;
             }
             return Handled::Message(ERROR);

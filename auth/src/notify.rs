@@ -309,12 +309,43 @@ impl PartialEq for NotifySettings {
     }
 }
 
+/// Wakes the NOTIFY poller before its next [`POLL_INTERVAL`] is up: a
+/// change this process has just committed (a DNS UPDATE) is announced at
+/// once rather than up to one interval later. Clones wake the same poller.
+#[derive(Clone, Default)]
+pub struct NotifyWake(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+impl NotifyWake {
+    /// Makes the poller poll now (or as soon as it finishes a poll).
+    pub fn wake(&self) {
+        let (woken, cond) = &*self.0;
+        let mut w = woken
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *w = true;
+        cond.notify_one();
+    }
+
+    /// Waits until woken or `timeout` has passed.
+    fn wait(&self, timeout: Duration) {
+        let (woken, cond) = &*self.0;
+        let w = woken
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (mut w, _) = cond
+            .wait_timeout_while(w, timeout, |w| !*w)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *w = false;
+    }
+}
+
 /// NOTIFY to secondaries, running: a poller thread and a sender task. Its
 /// settings can be replaced while it runs ([`Notifier::update`], on reload).
 /// Dropping it stops both.
 pub struct Notifier {
     settings: watch::Sender<NotifySettings>,
     sender: tokio::task::JoinHandle<()>,
+    wake: NotifyWake,
 }
 
 impl Notifier {
@@ -328,9 +359,11 @@ impl Notifier {
         let (settings_tx, settings_rx) = watch::channel(settings);
         let (tx, mut rx) = mpsc::channel::<SerialChange>(64);
         let poll_settings = settings_rx.clone();
+        let wake = NotifyWake::default();
+        let poll_wake = wake.clone();
         std::thread::Builder::new()
             .name("notify-poll".into())
-            .spawn(move || poll_loop(poll_settings, tx))?;
+            .spawn(move || poll_loop(poll_settings, tx, &poll_wake))?;
         let sender = tokio::spawn(async move {
             while let Some(change) = rx.recv().await {
                 // The targets and keys in force when the change is seen.
@@ -356,7 +389,13 @@ impl Notifier {
         Ok(Notifier {
             settings: settings_tx,
             sender,
+            wake,
         })
+    }
+
+    /// A handle that makes the poller poll now (after a commit).
+    pub fn waker(&self) -> NotifyWake {
+        self.wake.clone()
     }
 
     /// Replaces the DBs watched and the targets; applies from the next poll.
@@ -397,7 +436,11 @@ impl Watched {
 /// Polls the write sides of the current settings every [`POLL_INTERVAL`]
 /// until the sender task is gone. One that stays in the settings keeps its
 /// state; one that leaves them is forgotten; with no target nothing is polled.
-fn poll_loop(settings: watch::Receiver<NotifySettings>, tx: mpsc::Sender<SerialChange>) {
+fn poll_loop(
+    settings: watch::Receiver<NotifySettings>,
+    tx: mpsc::Sender<SerialChange>,
+    wake: &NotifyWake,
+) {
     let mut watched: Vec<Watched> = Vec::new();
     loop {
         let (writers, active) = {
@@ -445,7 +488,7 @@ fn poll_loop(settings: watch::Receiver<NotifySettings>, tx: mpsc::Sender<SerialC
         if tx.is_closed() {
             return;
         }
-        std::thread::sleep(POLL_INTERVAL);
+        wake.wait(POLL_INTERVAL);
     }
 }
 

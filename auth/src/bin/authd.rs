@@ -374,12 +374,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let refresher = Refresher::spawn(secondary_settings(&config, &sources), metrics.clone());
     let notify = notify_settings(&config, &sources);
     let catalogs = producer_settings(&config, &sources);
+    // NOTIFY secondaries when a served sqlite3 zone's serial changes (RFC
+    // 1996); a successful UPDATE wakes it at once.
+    let notifier = Notifier::spawn(notify).context("cannot start the NOTIFY poller")?;
     let handle = DispatcherHandle::new(Arc::new(build::dispatcher(
         &config,
         sources,
         &refresher,
-        metrics.clone(),
-        dnstap.clone(),
+        (metrics.clone(), dnstap.clone()),
+        Some(notifier.waker()),
     )?));
     if let Some(m) = &metrics {
         let h = handle.clone();
@@ -391,8 +394,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             .map_err(|e| anyhow!("cannot serve metrics on {listen}: {e}"))?;
         tracing::info!("metrics on http://{bound}/metrics");
     }
-    // NOTIFY secondaries when a served sqlite3 zone's serial changes (RFC 1996).
-    let notifier = Notifier::spawn(notify).context("cannot start the NOTIFY poller")?;
     // Keep the [[catalog]] zones listing their DBs' zones (RFC 9432).
     let producers = Producers::spawn(catalogs).context("cannot start the catalog producers")?;
     let (ask_reload, asked) = mpsc::channel(4);

@@ -40,23 +40,24 @@ use crate::cookies::{CookieError, Cookies};
 use crate::dispatch::Dispatcher;
 use crate::dnstap::Dnstap;
 use crate::metrics::Metrics;
-use crate::notify::{Notifier, NotifySettings};
+use crate::notify::{Notifier, NotifySettings, NotifyWake};
 use crate::rrl::RateLimiter;
 use crate::secondary::{Refresher, SecondarySettings};
 
 /// The dispatcher `config` asks for at start-up, answering from `sources`,
 /// counting into `metrics` and logging to `dnstap` (`None`: off; one of each
-/// for the process, carried by every reload).
+/// for the process, carried by every reload), waking `notify` (the NOTIFY
+/// poller) after each successful UPDATE.
 ///
 /// Errors: no random bytes for a cookie secret.
 pub fn dispatcher(
     config: &Config,
     sources: SourceList,
     refresher: &Refresher,
-    metrics: Option<Arc<Metrics>>,
-    dnstap: Option<Arc<Dnstap>>,
+    (metrics, dnstap): (Option<Arc<Metrics>>, Option<Arc<Dnstap>>),
+    notify: Option<NotifyWake>,
 ) -> Result<Dispatcher, CookieError> {
-    build(config, sources, refresher, None, metrics, dnstap)
+    Ok(build(config, sources, refresher, None, metrics, dnstap)?.with_notify_wake(notify))
 }
 
 /// The dispatcher a reload to `config` swaps in for `previous`, answering
@@ -71,7 +72,10 @@ pub fn reloaded(
 ) -> Result<Dispatcher, CookieError> {
     let metrics = previous.metrics().cloned();
     let dnstap = previous.dnstap().cloned();
-    build(config, sources, refresher, Some(previous), metrics, dnstap)
+    Ok(
+        build(config, sources, refresher, Some(previous), metrics, dnstap)?
+            .with_notify_wake(previous.notify_wake().cloned()),
+    )
 }
 
 /// Everything `config` says about answering, over `sources`, with the state
@@ -584,8 +588,8 @@ mod tests {
             &config,
             sources(),
             &refresher,
-            Some(Arc::clone(&metrics)),
-            Some(Arc::clone(&tap)),
+            (Some(Arc::clone(&metrics)), Some(Arc::clone(&tap))),
+            None,
         )
         .expect("first");
         let cookies = first.cookies().expect("cookies on").clone();
@@ -604,7 +608,7 @@ mod tests {
         assert!(Arc::ptr_eq(second.dnstap().expect("dnstap"), &tap));
 
         // Another start draws another key: the first one's cookies fail.
-        let other = dispatcher(&config, sources(), &refresher, None, None).expect("other");
+        let other = dispatcher(&config, sources(), &refresher, (None, None), None).expect("other");
         assert_ne!(other.cookies(), Some(&cookies));
         assert!(!takes(&other, client, &made, now));
 
@@ -635,7 +639,7 @@ mod tests {
         config.cookies.secret = Some([1; 16]);
         let now = crate::sys::unix_seconds();
         let client = *b"clientck";
-        let first = dispatcher(&config, sources(), &refresher, None, None).expect("first");
+        let first = dispatcher(&config, sources(), &refresher, (None, None), None).expect("first");
         let made = server_cookie(&first, client, now);
         config.cookies.secret = Some([2; 16]);
         let second = reloaded(&config, sources(), &refresher, &first).expect("reload");
@@ -705,8 +709,8 @@ mod tests {
             &config,
             loaded.sources,
             &refresher,
-            Some(Arc::clone(&metrics)),
-            None,
+            (Some(Arc::clone(&metrics)), None),
+            Some(notifier.waker()),
         )
         .expect("dispatcher");
         let handle = DispatcherHandle::new(Arc::new(first));
