@@ -192,6 +192,16 @@ impl ChangeWatch {
         }
     }
 
+    /// Polls `data_version` now, whenever the last poll was: a reader of
+    /// the change mark (NOTIFY out) is about to announce what it saw, and a
+    /// secondary's SOA query right after must not get the answer from
+    /// before another process's commit.
+    pub(crate) fn poll_now(&self) {
+        if let Ok(mut w) = self.watch.lock() {
+            self.poll(&mut w);
+        }
+    }
+
     /// This source's writer committed: read snapshots begun before must not
     /// be reused (the generation stays: the writer tells which zone changed).
     pub(crate) fn own_commit(&self) {

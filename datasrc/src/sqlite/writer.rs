@@ -520,7 +520,14 @@ impl ZoneWriter for SqliteWriter {
             return Err(WriteError::Gone("no change-mark connection".into()));
         };
         match super::pool::data_version(conn) {
-            Ok(v) => Ok(v.cast_unsigned()),
+            Ok(v) => {
+                // What the mark shows, the served source must show too
+                // before anyone announces it (NOTIFY out).
+                if let Some((_, watch)) = &self.served {
+                    watch.poll_now();
+                }
+                Ok(v.cast_unsigned())
+            }
             Err(e) => {
                 *mark = None;
                 Err(sql("reading data_version")(e))
@@ -833,6 +840,32 @@ mod tests {
             0,
             &mut plan,
         )
+    }
+
+    /// Another process's commit is seen by the served source by the time
+    /// the served writer's change mark shows it (NOTIFY out reads the mark
+    /// and then announces the serial: a secondary's SOA query that follows
+    /// must get the new one), without waiting for the source's own poll.
+    #[test]
+    fn the_change_mark_makes_the_served_source_see_another_writers_commit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("zones.sqlite3");
+        make_db(&path);
+        let source = SqliteSource::open(&path).expect("open");
+        let served = source.writer().expect("a write side");
+        let before_mark = served.change_mark().expect("mark");
+        let before = source.generation();
+        // Another writer: as `zone update` or the sqlite3 shell would.
+        let other = SqliteWriter::open(&path).expect("another writer");
+        add_one(&other, "b").expect("writes");
+        // Read at once: well within the source's own 200 ms poll.
+        let after_mark = served.change_mark().expect("mark");
+        assert_ne!(after_mark, before_mark);
+        assert_ne!(
+            source.generation(),
+            before,
+            "the served source has not seen it"
+        );
     }
 
     /// A DB deleted while served: a write is refused and creates no empty DB
