@@ -67,6 +67,9 @@ pub struct SqliteWriter {
     /// was made, then after each write): a shorter file is checked before
     /// the next write ([`super::durable::check_not_shortened`]).
     seen_len: AtomicU64,
+    /// [`authd_migrations::AUTHD_INDEXES`] are known to exist (made before
+    /// this writer's first write).
+    indexed: std::sync::atomic::AtomicBool,
 }
 
 fn sql(action: &'static str) -> impl Fn(rusqlite::Error) -> WriteError {
@@ -146,6 +149,7 @@ impl SqliteWriter {
             mark: Mutex::new(None),
             refused: None,
             seen_len: AtomicU64::new(super::durable::file_len(path)),
+            indexed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -162,6 +166,7 @@ impl SqliteWriter {
             mark: Mutex::new(None),
             refused: None,
             seen_len: AtomicU64::new(super::durable::file_len(path)),
+            indexed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -183,6 +188,7 @@ impl SqliteWriter {
                 path.display()
             )),
             seen_len: AtomicU64::new(super::durable::file_len(path)),
+            indexed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -202,6 +208,7 @@ impl SqliteWriter {
             mark: Mutex::new(None),
             refused,
             seen_len: AtomicU64::new(super::durable::file_len(path)),
+            indexed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -261,6 +268,13 @@ impl SqliteWriter {
             let last = self.seen_len.load(Ordering::Relaxed);
             super::durable::check_not_shortened(conn, &self.path, last)
                 .map_err(sql("checking the file before writing"))?;
+            // Once per writer; a failure (a locked DB) is tried again at
+            // the next write, and the write goes on without them.
+            if !self.indexed.load(Ordering::Relaxed)
+                && authd_migrations::ensure_authd_indexes(conn).is_ok()
+            {
+                self.indexed.store(true, Ordering::Relaxed);
+            }
             f(conn)
         };
         let mut result = self.run(&mut checked);
