@@ -120,7 +120,7 @@ for z in a.example. b.example. c.example. local.example.; do
 done
 logged_once "catalog zone $CATZ: member label r1: member . cannot be a zone of its own (the root, or inside the catalog); ignored"
 logged_once "catalog zone $CATZ: member label l1: zone local.example. is also configured locally; the local configuration wins"
-logged_once "catalog members: 3 added, 0 removed, 0 reset, 0 moved; serving $CATZ 3"
+logged_once "catalog members: 3 added, 0 removed, 0 reset, 0 moved, 0 regrouped; serving $CATZ 3"
 [ "$(db_zones "$TMP/members.sqlite3")" = "a.example. b.example. c.example. $CATZ " ] ||
   fail "members.sqlite3 has $(db_zones "$TMP/members.sqlite3")"
 [ "$(db_zones "$TMP/local.sqlite3")" = "local.example. " ] ||
@@ -149,7 +149,7 @@ wait_for 10 "the consumer resets a.example." grep -qF \
 wait_for 10 "the consumer transfers a.example. again" grep -q \
   "secondary zone a.example.: AXFR from 127.0.0.1:$PRIMARY_PORT: serial none -> 7" "$TMP/authd.log"
 wait_for 10 "the consumer serves a.example." served a.example.
-logged_once "catalog members: 0 added, 0 removed, 1 reset, 0 moved; serving $CATZ 3"
+logged_once "catalog members: 0 added, 0 removed, 1 reset, 0 moved, 0 regrouped; serving $CATZ 3"
 echo "ok: a.example. reset on its new label"
 GOOD="${GOOD/a1.zones/a2.zones}"
 WITHOUT_B="$(echo "$GOOD" | grep -v '^b1\.zones')"
@@ -189,7 +189,7 @@ echo "ok: after a restart with the broken catalog the members still serve"
 catalog "$WITHOUT_B"
 wait_for 10 "the consumer refuses b.example." refused b.example.
 wait_for 10 "the consumer deletes b.example.'s data" grep -q "catalog member b.example.: data deleted" "$TMP/authd.log"
-logged_once "catalog members: 0 added, 1 removed, 0 reset, 0 moved; serving $CATZ 2"
+logged_once "catalog members: 0 added, 1 removed, 0 reset, 0 moved, 0 regrouped; serving $CATZ 2"
 [ "$(db_zones "$TMP/members.sqlite3")" = "a.example. c.example. $CATZ " ] ||
   fail "members.sqlite3 has $(db_zones "$TMP/members.sqlite3")"
 for z in a.example. c.example. local.example.; do served "$z" || fail "$z not served at the end"; done

@@ -174,7 +174,7 @@ wait_for 20 "authd has the catalog, serial $CAT_SERIAL" has_serial "$AUTHD_PORT"
 for z in m1.example. m2.example. m3.example.; do
   wait_for 20 "authd serves $z serial $SERIAL with AA" served "$z"
 done
-grep -q "catalog members: 3 added, 0 removed, 0 reset, 0 moved; serving $CATZ 3" "$TMP/authd.log" ||
+grep -q "catalog members: 3 added, 0 removed, 0 reset, 0 moved, 0 regrouped; serving $CATZ 3" "$TMP/authd.log" ||
   fail "authd did not log the 3 members added"
 check_db "$TMP/members.sqlite3" "$CATZ m1.example. m2.example. m3.example."
 echo "ok: authd serves the 3 members of Knot's catalog"
@@ -223,7 +223,7 @@ for z in b0001.example. b0050.example. b0100.example.; do
   refused "$z" || fail "$z is not REFUSED: $(dig +norec @127.0.0.1 -p "$AUTHD_PORT" "$z" SOA)"
 done
 served b0101.example. || fail "b0101.example. not served after the removals"
-grep -q "catalog members: 0 added, 100 removed, 0 reset, 0 moved; serving $CATZ $((BULK + 3 - 100))" "$TMP/authd.log" ||
+grep -q "catalog members: 0 added, 100 removed, 0 reset, 0 moved, 0 regrouped; serving $CATZ $((BULK + 3 - 100))" "$TMP/authd.log" ||
   fail "authd did not log the 100 members removed"
 wait_for 10 "members.sqlite3 lost the 100 removed members" db_count "$TMP/members.sqlite3" $((BULK + 3 - 100))
 grep -qx 'b00[0-9][0-9]\.example\.\|b0100\.example\.' <<<"$(db_zones "$TMP/members.sqlite3")" &&

@@ -405,11 +405,12 @@ impl Consumer {
                 })
                 .collect();
             tracing::info!(
-                "catalog members: {} added, {} removed, {} reset, {} moved; serving {}",
+                "catalog members: {} added, {} removed, {} reset, {} moved, {} regrouped; serving {}",
                 report.added.len(),
                 report.removed.len(),
                 report.reset.len(),
                 report.moved.len(),
+                report.regrouped.len(),
                 per.join(", ")
             );
         }

@@ -295,8 +295,24 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
                             .filter(|z| !in_db.contains(z))
                             .map(ToString::to_string)
                             .collect();
+                        // Secondary zones (catalog members among them) are
+                        // absent until their first transfer: expected.
+                        let expected = absent
+                            .iter()
+                            .all(|z| config.secondary.iter().any(|s| s.origin.to_string() == *z));
                         match absent.as_slice() {
                             [] => {}
+                            [z] if expected => tracing::info!(
+                                "{label}: secondary zone {z} is not transferred yet; it is \
+                                 served once it is"
+                            ),
+                            more if expected => tracing::info!(
+                                "{label}: {} secondary zones are not transferred yet ({}{}); \
+                                 each is served once it is",
+                                more.len(),
+                                more[..more.len().min(5)].join(", "),
+                                if more.len() > 5 { ", …" } else { "" }
+                            ),
                             [z] => tracing::warn!(
                                 "{label}: zone {z} is not in {} (yet); it is served once it is",
                                 file.display()
