@@ -72,6 +72,13 @@ pub struct SqliteWriter {
     indexed: std::sync::atomic::AtomicBool,
 }
 
+/// Whether the DB behind `conn` has table `name` (authd's own tables are
+/// created when first written).
+fn has_table(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1")
+        .and_then(|mut s| s.exists([name]))
+}
+
 fn sql(action: &'static str) -> impl Fn(rusqlite::Error) -> WriteError {
     move |source| WriteError::Sqlite { action, source }
 }
@@ -610,12 +617,7 @@ impl ZoneWriter for SqliteWriter {
     fn secondary_state(&self, origin: &Name) -> Result<Option<SecondaryState>, WriteError> {
         self.with_conn(|conn| {
             let action = "reading the secondary state";
-            let exists: bool = conn
-                .prepare_cached(
-                    "SELECT 1 FROM sqlite_master WHERE type='table' AND name='authd_secondary'",
-                )
-                .and_then(|mut s| s.exists([]))
-                .map_err(sql(action))?;
+            let exists = has_table(conn, "authd_secondary").map_err(sql(action))?;
             if !exists {
                 return Ok(None);
             }
@@ -685,12 +687,7 @@ impl ZoneWriter for SqliteWriter {
             ] {
                 tx.execute(stmt, [id]).map_err(sql(action))?;
             }
-            let has_state: bool = tx
-                .prepare_cached(
-                    "SELECT 1 FROM sqlite_master WHERE type='table' AND name='authd_secondary'",
-                )
-                .and_then(|mut s| s.exists([]))
-                .map_err(sql(action))?;
+            let has_state = has_table(&tx, "authd_secondary").map_err(sql(action))?;
             if has_state {
                 tx.execute(
                     "DELETE FROM authd_secondary WHERE zone=?1",
@@ -710,12 +707,7 @@ impl ZoneWriter for SqliteWriter {
     fn catalog_members(&self, catalog: &Name) -> Result<Vec<CatalogMember>, WriteError> {
         self.with_conn(|conn| {
             let action = "reading the catalog members";
-            let exists: bool = conn
-                .prepare_cached(
-                    "SELECT 1 FROM sqlite_master WHERE type='table' AND name='authd_catalog_member'",
-                )
-                .and_then(|mut s| s.exists([]))
-                .map_err(sql(action))?;
+            let exists = has_table(conn, "authd_catalog_member").map_err(sql(action))?;
             if !exists {
                 return Ok(Vec::new());
             }
