@@ -334,6 +334,14 @@ impl<'a> Iterator for Labels<'a> {
     }
 }
 
+/// One label in presentation form (RFC 1035 §5.1: special bytes as `\X`
+/// or `\DDD`), without a dot.
+pub fn label_text(label: &[u8]) -> String {
+    let mut out = String::with_capacity(label.len());
+    write_label(&mut out, label);
+    out
+}
+
 fn write_label(out: &mut String, label: &[u8]) {
     for &b in label {
         match b {

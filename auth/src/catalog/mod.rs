@@ -104,19 +104,7 @@ impl Catalog {
 
 /// The presentation form of a single label, lower case.
 pub fn label_text(label: &[u8]) -> String {
-    let mut wire = Vec::with_capacity(label.len() + 2);
-    // A label from a Name is at most 63 bytes.
-    wire.push(u8::try_from(label.len()).unwrap_or(63));
-    wire.extend_from_slice(label);
-    wire.push(0);
-    match Name::from_wire(&wire) {
-        Ok(n) => n
-            .to_lowercase()
-            .to_string()
-            .trim_end_matches('.')
-            .to_string(),
-        Err(_) => String::from_utf8_lossy(label).to_lowercase(),
-    }
+    authd_datasrc::name::label_text(&label.to_ascii_lowercase())
 }
 
 /// `zones.$CATZ`.

@@ -644,8 +644,7 @@ impl Config {
     /// for the sources [`Self::secondary_datasources`] added, the
     /// `[[secondary]]` of the zone (`secondary[0] (sqlite3:/etc/authd/b)`).
     pub fn duplicate_zone(&self, zone: &Name, first: usize, second: usize) -> ConfigError {
-        let from_secondaries = self.secondary_datasources().len();
-        let explicit = self.datasources.len().saturating_sub(from_secondaries);
+        let explicit = self.explicit_datasources().len();
         let label = |i: usize| {
             let ds = &self.datasources[i];
             match self.secondary.iter().position(|z| z.origin == *zone) {
@@ -667,16 +666,22 @@ pub fn source_label(index: usize, ds: &DataSourceConfig) -> String {
 }
 
 impl Config {
+    /// The `[[datasource]]`s of the file: [`Self::datasources`] without the
+    /// ones [`Self::secondary_datasources`] appended.
+    fn explicit_datasources(&self) -> &[DataSourceConfig] {
+        let n = self
+            .datasources
+            .len()
+            .saturating_sub(self.secondary_datasources().len());
+        &self.datasources[..n]
+    }
+
     /// This configuration with catalog `members` (RFC 9432) served as
     /// secondary zones too: in `secondary`, and in the data sources
     /// [`Self::secondary_datasources`] makes for them.
     pub fn with_catalog_members(&self, members: Vec<SecondaryZone>) -> Config {
         let mut c = self.clone();
-        let explicit = c
-            .datasources
-            .len()
-            .saturating_sub(c.secondary_datasources().len());
-        c.datasources.truncate(explicit);
+        c.datasources.truncate(self.explicit_datasources().len());
         c.secondary.extend(members);
         c.datasources.extend(c.secondary_datasources());
         c
@@ -687,11 +692,7 @@ impl Config {
     /// ignored (RFC 9432 §5.4).
     pub fn configured_zones(&self) -> Vec<Name> {
         let mut out: Vec<Name> = self.secondary.iter().map(|z| z.origin.clone()).collect();
-        let explicit = self
-            .datasources
-            .len()
-            .saturating_sub(self.secondary_datasources().len());
-        for ds in &self.datasources[..explicit] {
+        for ds in self.explicit_datasources() {
             match &ds.kind {
                 DataSourceKind::Sqlite3 {
                     zones: Some(list), ..

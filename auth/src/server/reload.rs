@@ -282,24 +282,24 @@ pub fn load(config: &Config, previous: Option<&LoadState>) -> Result<Loaded, Loa
                     .into_iter()
                     .map(|z| z.origin)
                     .collect();
+                // A set to look in: a catalog consumer's DB holds thousands.
+                let stored: HashSet<&Name> = in_db.iter().collect();
                 let present = match zones {
-                    Some(list) => list.iter().filter(|z| in_db.contains(z)).count(),
+                    Some(list) => list.iter().filter(|z| stored.contains(z)).count(),
                     None => in_db.len(),
                 };
                 let served: Vec<Name> = match zones {
                     Some(list) => {
                         // One line, not one per zone: a catalog change may
                         // bring a thousand zones not transferred yet.
-                        let absent: Vec<String> = list
-                            .iter()
-                            .filter(|z| !in_db.contains(z))
-                            .map(ToString::to_string)
-                            .collect();
+                        let absent: Vec<&Name> =
+                            list.iter().filter(|z| !stored.contains(z)).collect();
                         // Secondary zones (catalog members among them) are
                         // absent until their first transfer: expected.
-                        let expected = absent
-                            .iter()
-                            .all(|z| config.secondary.iter().any(|s| s.origin.to_string() == *z));
+                        let secondaries: HashSet<&Name> =
+                            config.secondary.iter().map(|s| &s.origin).collect();
+                        let expected = absent.iter().all(|z| secondaries.contains(z));
+                        let absent: Vec<String> = absent.iter().map(ToString::to_string).collect();
                         match absent.as_slice() {
                             [] => {}
                             [z] if expected => tracing::info!(

@@ -104,10 +104,11 @@ pub(super) async fn serve(
                 continue;
             }
         };
-        let metrics = dispatcher.load().metrics().cloned();
+        let current = dispatcher.load();
+        let metrics = current.metrics().cloned();
         // The certificate of the configuration in force: a reload's new
         // one serves from the next connection on.
-        let acceptor = match (tls, dispatcher.load().tls_server()) {
+        let acceptor = match (tls, current.tls_server()) {
             (false, _) => None,
             (true, Some(server)) => Some(tokio_rustls::TlsAcceptor::from(Arc::clone(server))),
             (true, None) => {
@@ -121,6 +122,7 @@ pub(super) async fn serve(
                 continue;
             }
         };
+        drop(current);
         let conn = Connection {
             dispatcher: dispatcher.clone(),
             settings: settings.clone(),
