@@ -12,10 +12,12 @@ pub mod node;
 mod node_map;
 mod rdata_text;
 pub mod rr;
+pub mod signer;
 pub mod source;
 pub mod sqlite;
 pub mod sqlite_admin;
 pub mod sqlite_load;
+pub mod sqlite_signing;
 pub mod write;
 pub mod zonefile;
 

@@ -195,7 +195,7 @@ pub struct StoredRecord {
     pub record: Record,
 }
 
-fn parse_row(
+pub(crate) fn parse_row(
     table: &'static str,
     id: i64,
     origin: &Name,
@@ -226,7 +226,7 @@ fn parse_row(
     })
 }
 
-fn zone_records_by_id(
+pub(crate) fn zone_rows(
     conn: &Connection,
     origin: &Name,
     zone_id: i64,
@@ -319,7 +319,7 @@ fn read_rows(
 /// for the first row that does not parse.
 pub fn zone_records(conn: &Connection, origin: &Name) -> Result<Vec<StoredRecord>, AdminError> {
     let id = require_zone(conn, origin)?;
-    zone_records_by_id(conn, origin, id)
+    zone_rows(conn, origin, id)
 }
 
 /// How [`dump_zone`] writes RDATA.
@@ -506,7 +506,7 @@ fn check_rnames(conn: &Connection, origin: &Name) -> Result<(), AdminError> {
 }
 
 /// A copy of SOA RDATA (wire form) with SERIAL replaced.
-fn with_serial(soa: &Rdata, serial: u32) -> Option<Rdata> {
+pub(crate) fn with_serial(soa: &Rdata, serial: u32) -> Option<Rdata> {
     let d = soa.as_wire();
     let m = wire_name_len(d)?;
     let r = wire_name_len(d.get(m..)?)?;
@@ -519,7 +519,7 @@ fn with_serial(soa: &Rdata, serial: u32) -> Option<Rdata> {
     Some(Rdata::from_wire(&v))
 }
 
-fn rdata_text(rec: &Record) -> Result<String, AdminError> {
+pub(crate) fn rdata_text(rec: &Record) -> Result<String, AdminError> {
     rec.rdata
         .to_text(rec.rtype)
         .map_err(|e| AdminError::Update(format!("{} {}: {e}", rec.owner, rec.rtype)))
@@ -584,8 +584,12 @@ pub fn update_zone_with<E>(
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql("starting the transaction"))?;
     let zone_id = require_zone(&tx, origin)?;
+    // A signed zone is read whole: the signer rebuilds the chain around
+    // the change.
+    let signed = crate::sqlite_signing::is_signed(&tx, origin)?;
+    let scope = if signed { Scope::Zone } else { scope };
     let read = |tx: &Connection| match scope {
-        Scope::Zone => zone_records_by_id(tx, origin, zone_id),
+        Scope::Zone => zone_rows(tx, origin, zone_id),
         Scope::Names(names) => {
             let mut all = vec![origin.clone()];
             all.extend_from_slice(names);
@@ -613,9 +617,16 @@ pub fn update_zone_with<E>(
         .filter(|r| r.table == "records")
         .map(|r| r.record.clone())
         .collect();
-    let change = match plan(&stored) {
+    let mut change = match plan(&stored) {
         Ok(c) => c,
         Err(e) => return Ok(Err(e)),
+    };
+    let signing = if signed {
+        let all: Vec<Record> = before.iter().map(|r| r.record.clone()).collect();
+        crate::sqlite_signing::unsigned_change(origin, &change.add, &mut change.delete)?;
+        crate::sqlite_signing::signing_for(&tx, origin, &all, now)?
+    } else {
+        None
     };
     if change.is_empty() {
         return Ok(Ok(UpdateReport {
@@ -711,8 +722,8 @@ pub fn update_zone_with<E>(
             params![soa_id, rdata_text(&new_soa)?],
         )
         .map_err(sql(action))?;
-        let deleted_records: Vec<Record> = deleted.iter().map(|(_, r)| r.clone()).collect();
-        let rows = journal(&tx, zone_id, (&old_soa, &deleted_records), (&new_soa, add))?;
+        let mut deleted_records: Vec<Record> = deleted.iter().map(|(_, r)| r.clone()).collect();
+        let mut added_records: Vec<Record> = add.to_vec();
         let after = read(&tx)?;
         // A row this update inserted is rolled back with it: name the problem,
         // not that row's id.
@@ -734,6 +745,23 @@ pub fn update_zone_with<E>(
         if let Scope::Zone = scope {
             check_rnames(&tx, origin)?;
         }
+        if let Some(signing) = &signing {
+            let mut dirty = crate::signer::zone::Dirty::of(add.iter().chain(&deleted_records));
+            if let crate::signer::zone::Dirty::Rrsets(s) = &mut dirty {
+                s.insert((origin.clone(), RType::SOA));
+            }
+            let signed = crate::sqlite_signing::sign_in_tx(
+                &tx, origin, zone_id, &after, signing, &dirty, now,
+            )?;
+            deleted_records.extend(signed.delete);
+            added_records.extend(signed.add);
+        }
+        let rows = journal(
+            &tx,
+            zone_id,
+            (&old_soa, &deleted_records),
+            (&new_soa, &added_records),
+        )?;
         let report = UpdateReport {
             old_serial,
             new_serial,
@@ -748,7 +776,11 @@ pub fn update_zone_with<E>(
 }
 
 /// Inserts `add` into the `records` table of zone `zone_id`.
-fn insert_records(conn: &Connection, zone_id: i64, add: &[Record]) -> Result<(), AdminError> {
+pub(crate) fn insert_records(
+    conn: &Connection,
+    zone_id: i64,
+    add: &[Record],
+) -> Result<(), AdminError> {
     let action = "writing the update";
     let mut ins = conn
         .prepare(
@@ -780,7 +812,7 @@ fn insert_records(conn: &Connection, zone_id: i64, add: &[Record]) -> Result<(),
 /// layout: the old SOA and the deletions under the old serial (DELETE), the
 /// new SOA and the additions under the new serial (ADD). Returns the rows
 /// written.
-fn journal(
+pub(crate) fn journal(
     conn: &Connection,
     zone_id: i64,
     (old_soa, deleted): (&Record, &[Record]),
@@ -845,10 +877,21 @@ pub fn replace_zone_journaled(
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql("starting the transaction"))?;
     let old = match find_zone_id(&tx, origin)? {
-        Some(id) => Some(zone_records_by_id(&tx, origin, id)?),
+        Some(id) => Some(zone_rows(&tx, origin, id)?),
         None => None,
     };
+    let signed = crate::sqlite_signing::signed_load(
+        &tx,
+        origin,
+        records,
+        old.as_deref(),
+        crate::sqlite_signing::unix_now(),
+    )?;
+    let records = signed.as_deref().unwrap_or(records);
     let mut report = crate::sqlite_load::load_zone_in(&tx, origin, records, false, progress)?;
+    if signed.is_some() {
+        crate::sqlite_signing::clear_log(&tx, report.zone_id)?;
+    }
     if let Some(old) = old {
         let before = old.iter().map(|s| &s.record);
         let diff = Difference::between(before, records.iter().map(|s| &s.record));
@@ -982,7 +1025,7 @@ pub fn apply_differences(
             (&d.new_soa, &d.added),
         )?;
     }
-    let after = zone_records_by_id(&tx, origin, zone_id)?;
+    let after = zone_rows(&tx, origin, zone_id)?;
     check_zone(origin, &sourced("zone", &after)).map_err(loaded_error)?;
     check_rnames(&tx, origin)?;
     tx.commit().map_err(sql("committing"))?;

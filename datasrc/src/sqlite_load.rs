@@ -55,6 +55,10 @@ pub enum LoadError {
         /// The SQLite error.
         source: rusqlite::Error,
     },
+    /// The zone is under a signing policy and cannot be signed (see
+    /// [`crate::write::WriteError::Signing`]); nothing is written.
+    #[error("{0}")]
+    Signing(String),
 }
 
 /// Formats a [`ZoneFileError`] as `FILE:LINE: message`, leaving out line 0 (an
@@ -158,7 +162,14 @@ pub(crate) fn load_zone_with(
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql("starting the transaction"))?;
+    let signed = crate::sqlite_signing::signed_records(&tx, origin, records)
+        .map_err(|e| LoadError::Signing(e.to_string()))?;
+    let records = signed.as_deref().unwrap_or(records);
     let report = load_zone_in(&tx, origin, records, clear_journal, &mut progress)?;
+    if signed.is_some() {
+        crate::sqlite_signing::clear_log(&tx, report.zone_id)
+            .map_err(|e| LoadError::Signing(e.to_string()))?;
+    }
     tx.commit().map_err(sql("committing"))?;
     progress(records.len(), records.len());
     Ok(report)
@@ -316,7 +327,7 @@ pub(crate) fn load_zone_in(
 
 /// The leftmost label of `name` in presentation form (the NSEC3 hash of an NSEC3
 /// owner, RFC 5155 §3), or `.` for the root.
-fn first_label(name: &Name) -> String {
+pub(crate) fn first_label(name: &Name) -> String {
     match name.labels().next() {
         Some(label) => {
             let mut wire = Vec::with_capacity(label.len() + 2);

@@ -84,6 +84,11 @@ pub enum WriteError {
     /// message names the file.
     #[error("{0}")]
     Busy(String),
+    /// The zone is under a signing policy and cannot be signed (keys in the
+    /// zone that authd does not hold, the clock behind the last signing, a
+    /// corrupt key row); nothing is written, the signed version stays.
+    #[error("{0}")]
+    Signing(String),
     /// The storage behind the writer changed under it (the DB file was
     /// deleted or replaced while served): nothing is written until a reload
     /// opens the new one.

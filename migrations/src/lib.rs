@@ -560,7 +560,7 @@ pub fn open_or_create(path: &Path) -> Result<Connection, Error> {
 /// each `CREATE TABLE IF NOT EXISTS` and created when first written, so a DB
 /// authd only serves is never changed. Each is (table, DDL); a later column
 /// is added by [`ensure_authd_table`] from [`AUTHD_COLUMNS`].
-pub const AUTHD_TABLES: [(&str, &str); 2] = [
+pub const AUTHD_TABLES: [(&str, &str); 3] = [
     (
         "authd_secondary",
         include_str!("../sql/authd_secondary.sql"),
@@ -569,6 +569,8 @@ pub const AUTHD_TABLES: [(&str, &str); 2] = [
         "authd_catalog_member",
         include_str!("../sql/authd_catalog_member.sql"),
     ),
+    // With authd_dnssec_key, authd_signing_log and the triggers on records.
+    ("authd_signing", include_str!("../sql/authd_signing.sql")),
 ];
 
 /// Indexes authd adds to BIND 10's tables when it first writes a DB (a DB

@@ -1,0 +1,934 @@
+//! Online signing of sqlite3 zones: the policy and keys kept in the zone DB
+//! (`authd_signing`, `authd_dnssec_key`), and the signing step every writer
+//! of a zone under a policy runs inside its own transaction, so the signed
+//! difference commits (and is journaled, RFC 1995) with the change.
+//!
+//! Plain SQL edits of `records` are logged by triggers
+//! (`authd_signing_log`); [`sign_pending`] signs them, moves the serial and
+//! journals the edits with their signatures, as a server polling
+//! [`zones_with_edits`] does within a second.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use crate::name::Name;
+use crate::rr::{RType, Record};
+use crate::signer::keys::{self, Algorithm, KeyPair};
+use crate::signer::policy::{KeyLayout, Policy};
+use crate::signer::zone::{Dirty, SignedChange, SigningKey, is_signer_type, resign};
+use crate::sqlite_admin::{self, StoredRecord};
+use crate::write::{SerialPolicy, UpdateReport, WriteError, serial_gt};
+
+/// How many signatures that are only due for refresh one write re-makes
+/// (the rest wait for the next write or refresh pass): an UPDATE into a
+/// large zone is never held up by a zone-wide re-sign.
+pub const REFRESH_BUDGET: usize = 2000;
+
+/// How far back (seconds) the clock may appear to go from the last signing
+/// before signing is refused (RFC 4035 §5.3.1 validity is absolute time).
+pub const CLOCK_SLACK: u64 = 300;
+
+fn sql(action: &'static str) -> impl Fn(rusqlite::Error) -> WriteError {
+    move |source| WriteError::Sqlite { action, source }
+}
+
+/// The current Unix time, seconds.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// A key's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyRole {
+    /// Combined signing key: signs everything.
+    Csk,
+    /// Key signing key: signs the DNSKEY RRset.
+    Ksk,
+    /// Zone signing key: signs every other RRset.
+    Zsk,
+}
+
+impl KeyRole {
+    /// `csk`, `ksk`, `zsk`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyRole::Csk => "csk",
+            KeyRole::Ksk => "ksk",
+            KeyRole::Zsk => "zsk",
+        }
+    }
+
+    fn parse(s: &str) -> Option<KeyRole> {
+        match s {
+            "csk" => Some(KeyRole::Csk),
+            "ksk" => Some(KeyRole::Ksk),
+            "zsk" => Some(KeyRole::Zsk),
+            _ => None,
+        }
+    }
+}
+
+/// A key's state (RFC 6781 §4.1: published before it signs, retired
+/// before it is removed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyState {
+    /// In the DNSKEY RRset, not signing yet.
+    Published,
+    /// Published and signing.
+    Active,
+    /// Published, no longer signing.
+    Retired,
+    /// Gone from the zone; kept for the record.
+    Removed,
+}
+
+impl KeyState {
+    /// `published`, `active`, `retired`, `removed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyState::Published => "published",
+            KeyState::Active => "active",
+            KeyState::Retired => "retired",
+            KeyState::Removed => "removed",
+        }
+    }
+
+    fn parse(s: &str) -> Option<KeyState> {
+        match s {
+            "published" => Some(KeyState::Published),
+            "active" => Some(KeyState::Active),
+            "retired" => Some(KeyState::Retired),
+            "removed" => Some(KeyState::Removed),
+            _ => None,
+        }
+    }
+}
+
+/// One stored key of a zone.
+#[derive(Debug, Clone)]
+pub struct StoredKey {
+    /// `authd_dnssec_key.id`.
+    pub id: i64,
+    /// Its role.
+    pub role: KeyRole,
+    /// Its state.
+    pub state: KeyState,
+    /// The key pair.
+    pub pair: Arc<KeyPair>,
+    /// When it was made or imported (Unix seconds).
+    pub created: u64,
+}
+
+impl StoredKey {
+    fn signing(&self) -> SigningKey {
+        let live = self.state == KeyState::Active;
+        SigningKey {
+            pair: self.pair.clone(),
+            published: self.state != KeyState::Removed,
+            signs_keys: live && self.role != KeyRole::Zsk,
+            signs_zone: live && self.role != KeyRole::Ksk,
+        }
+    }
+}
+
+fn has_table(conn: &Connection, name: &str) -> Result<bool, WriteError> {
+    conn.prepare_cached("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1")
+        .and_then(|mut s| s.exists([name]))
+        .map_err(sql("reading the schema"))
+}
+
+fn zone_key(origin: &Name) -> String {
+    origin.to_lowercase().to_string()
+}
+
+/// Puts zone `origin` under `policy` (creating authd's signing tables and
+/// triggers with the DB's first policy). The zone is signed at its next
+/// write, or by [`sign_pending`]. Returns whether the stored policy changed.
+///
+/// Errors: storage.
+pub fn set_policy(conn: &Connection, origin: &Name, policy: &Policy) -> Result<bool, WriteError> {
+    let text = policy.to_text();
+    if policy_text(conn, origin)?.as_deref() == Some(text.as_str()) {
+        return Ok(false);
+    }
+    authd_migrations::ensure_authd_table(conn, "authd_signing")
+        .map_err(sql("creating the signing tables"))?;
+    conn.execute(
+        "INSERT INTO authd_signing (zone, policy) VALUES (?1, ?2) \
+         ON CONFLICT(zone) DO UPDATE SET policy=excluded.policy",
+        params![zone_key(origin), text],
+    )
+    .map_err(sql("storing the signing policy"))?;
+    Ok(true)
+}
+
+/// Takes zone `origin` out of signing (its keys and signatures stay; the
+/// zone is no longer re-signed). Returns whether it had a policy.
+///
+/// Errors: storage.
+pub fn clear_policy(conn: &Connection, origin: &Name) -> Result<bool, WriteError> {
+    if !has_table(conn, "authd_signing")? {
+        return Ok(false);
+    }
+    let n = conn
+        .execute(
+            "DELETE FROM authd_signing WHERE zone=?1",
+            [zone_key(origin)],
+        )
+        .map_err(sql("removing the signing policy"))?;
+    Ok(n > 0)
+}
+
+fn policy_text(conn: &Connection, origin: &Name) -> Result<Option<String>, WriteError> {
+    if !has_table(conn, "authd_signing")? {
+        return Ok(None);
+    }
+    conn.query_row(
+        "SELECT policy FROM authd_signing WHERE zone=?1",
+        [zone_key(origin)],
+        |r| r.get::<_, String>(0),
+    )
+    .optional()
+    .map_err(sql("reading the signing policy"))
+}
+
+/// The stored policy of zone `origin`, `None` when it is not signed online.
+///
+/// Errors: storage; [`WriteError::Signing`] for a stored policy that does
+/// not read back.
+pub fn policy_of(conn: &Connection, origin: &Name) -> Result<Option<Policy>, WriteError> {
+    policy_text(conn, origin)?
+        .map(|t| {
+            Policy::from_text(&t)
+                .map_err(|e| WriteError::Signing(format!("zone {origin}: stored policy: {e}")))
+        })
+        .transpose()
+}
+
+/// The zones of the DB under a policy.
+///
+/// Errors: storage, a stored zone name that does not parse.
+pub fn signed_zones(conn: &Connection) -> Result<Vec<Name>, WriteError> {
+    if !has_table(conn, "authd_signing")? {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn
+        .prepare("SELECT zone FROM authd_signing ORDER BY zone")
+        .map_err(sql("listing signed zones"))?;
+    let names: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .and_then(|rows| rows.collect())
+        .map_err(sql("listing signed zones"))?;
+    names
+        .iter()
+        .map(|n| {
+            n.parse()
+                .map_err(|e| WriteError::Signing(format!("authd_signing zone {n:?}: {e}")))
+        })
+        .collect()
+}
+
+/// The keys stored for zone `origin`, oldest first.
+///
+/// Errors: storage; [`WriteError::Signing`] naming the row of a corrupt key.
+pub fn keys_of(conn: &Connection, origin: &Name) -> Result<Vec<StoredKey>, WriteError> {
+    if !has_table(conn, "authd_dnssec_key")? {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT id, role, state, flags, algorithm, tag, private, created \
+             FROM authd_dnssec_key WHERE zone=?1 ORDER BY id",
+        )
+        .map_err(sql("reading the keys"))?;
+    type Row = (i64, String, String, i64, i64, i64, String, i64);
+    let rows: Vec<Row> = stmt
+        .query_map([zone_key(origin)], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+            ))
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(sql("reading the keys"))?;
+    rows.into_iter()
+        .map(|(id, role, state, flags, alg, tag, private, created)| {
+            let bad = |why: String| {
+                WriteError::Signing(format!(
+                    "zone {origin}: authd_dnssec_key row {id} (key tag {tag}): {why}"
+                ))
+            };
+            let role = KeyRole::parse(&role).ok_or_else(|| bad(format!("role {role:?}")))?;
+            let state = KeyState::parse(&state).ok_or_else(|| bad(format!("state {state:?}")))?;
+            let flags = u16::try_from(flags).map_err(|_| bad(format!("flags {flags}")))?;
+            let pair = KeyPair::from_private_text(flags, &private)
+                .map_err(|e| bad(format!("private key: {e}")))?;
+            if i64::from(pair.algorithm().number()) != alg || i64::from(pair.key_tag()) != tag {
+                return Err(bad(format!(
+                    "the private key is algorithm {} tag {}, not the row's",
+                    pair.algorithm().number(),
+                    pair.key_tag()
+                )));
+            }
+            Ok(StoredKey {
+                id,
+                role,
+                state,
+                pair: Arc::new(pair),
+                created: u64::try_from(created).unwrap_or(0),
+            })
+        })
+        .collect()
+}
+
+fn store_key(
+    conn: &Connection,
+    origin: &Name,
+    role: KeyRole,
+    state: KeyState,
+    pair: &KeyPair,
+    now: u64,
+) -> Result<(), WriteError> {
+    authd_migrations::ensure_authd_table(conn, "authd_signing")
+        .map_err(sql("creating the signing tables"))?;
+    conn.execute(
+        "INSERT INTO authd_dnssec_key (zone, role, state, flags, algorithm, tag, private, \
+         created, changed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+        params![
+            zone_key(origin),
+            role.as_str(),
+            state.as_str(),
+            pair.flags(),
+            pair.algorithm().number(),
+            pair.key_tag(),
+            pair.private_text(),
+            i64::try_from(now).unwrap_or(i64::MAX),
+        ],
+    )
+    .map_err(sql("storing a key"))?;
+    Ok(())
+}
+
+/// Imports a key from BIND 9's key files (the `K*.key` and `K*.private`
+/// texts) as an active key of zone `origin`, so a zone signed by BIND moves
+/// without a rollover. The role is `role`, or by the key's flags: SEP (257)
+/// → KSK, else ZSK. Returns the key tag.
+///
+/// Errors: [`WriteError::Signing`] for key files that do not parse or do not
+/// match, a key for another zone, a key already stored; storage.
+pub fn import_bind_key(
+    conn: &Connection,
+    origin: &Name,
+    key_text: &str,
+    private_text: &str,
+    role: Option<KeyRole>,
+) -> Result<u16, WriteError> {
+    let (pair, owner) = KeyPair::from_bind(key_text, private_text)
+        .map_err(|e| WriteError::Signing(format!("importing a key for {origin}: {e}")))?;
+    let owner: Name = owner
+        .parse()
+        .map_err(|e| WriteError::Signing(format!("the key's owner {owner:?}: {e}")))?;
+    if owner != *origin {
+        return Err(WriteError::Signing(format!(
+            "the key is for {owner}, not {origin}"
+        )));
+    }
+    let tag = pair.key_tag();
+    if keys_of(conn, origin)?
+        .iter()
+        .any(|k| k.pair.key_tag() == tag && k.pair.public_key() == pair.public_key())
+    {
+        return Err(WriteError::Signing(format!(
+            "zone {origin}: key {tag} is already stored"
+        )));
+    }
+    let role = role.unwrap_or(if pair.flags() & 1 == 1 {
+        KeyRole::Ksk
+    } else {
+        KeyRole::Zsk
+    });
+    store_key(conn, origin, role, KeyState::Active, &pair, unix_now())?;
+    Ok(tag)
+}
+
+/// The DS RRs (SHA-256, RFC 4509) of zone `origin`'s published SEP keys, in
+/// master-file form with TTL `ttl`, for the parent zone.
+///
+/// Errors: storage, a corrupt key row.
+pub fn ds_records(conn: &Connection, origin: &Name, ttl: u32) -> Result<Vec<String>, WriteError> {
+    let owner = origin.to_lowercase();
+    Ok(keys_of(conn, origin)?
+        .iter()
+        .filter(|k| k.role != KeyRole::Zsk && k.state != KeyState::Removed)
+        .map(|k| {
+            let digest = keys::ds_sha256(owner.as_wire(), &k.pair.dnskey_rdata());
+            format!(
+                "{owner} {ttl} IN DS {} {} 2 {}",
+                k.pair.key_tag(),
+                k.pair.algorithm().number(),
+                data_encoding::HEXUPPER.encode(&digest)
+            )
+        })
+        .collect())
+}
+
+/// A zone's policy and the keys it signs with, for one write.
+pub(crate) struct Signing {
+    pub(crate) policy: Policy,
+    pub(crate) keys: Vec<SigningKey>,
+}
+
+/// The signing of zone `origin` inside transaction `tx`, `None` when the
+/// zone has no policy. At the first signing, makes the policy's keys (a
+/// CSK, or a KSK and a ZSK).
+///
+/// Errors: [`WriteError::Signing`] when `stored` (the zone's records) has
+/// DNSKEYs whose keys are not stored (they must be imported: their tags
+/// are named), when the clock is more than [`CLOCK_SLACK`] behind the last
+/// signing, or for a corrupt key row; storage.
+pub(crate) fn signing_for(
+    tx: &Connection,
+    origin: &Name,
+    stored: &[Record],
+    now: u64,
+) -> Result<Option<Signing>, WriteError> {
+    let Some(policy) = policy_of(tx, origin)? else {
+        return Ok(None);
+    };
+    let last: Option<i64> = tx
+        .query_row(
+            "SELECT signed FROM authd_signing WHERE zone=?1",
+            [zone_key(origin)],
+            |r| r.get(0),
+        )
+        .map_err(sql("reading the signing time"))?;
+    if let Some(last) = last.and_then(|l| u64::try_from(l).ok()) {
+        if now + CLOCK_SLACK < last {
+            return Err(WriteError::Signing(format!(
+                "zone {origin}: the clock ({now}) is {} s behind the last signing ({last}); \
+                 not signing until it is past it",
+                last - now
+            )));
+        }
+    }
+    let mut stored_keys = keys_of(tx, origin)?;
+    let known: HashSet<u16> = stored_keys.iter().map(|k| k.pair.key_tag()).collect();
+    let mut foreign: Vec<u16> = stored
+        .iter()
+        .filter(|r| r.rtype == RType::DNSKEY && r.owner == *origin)
+        .map(|r| keys::key_tag_of(r.rdata.as_wire()))
+        .filter(|t| !known.contains(t))
+        .collect();
+    foreign.sort_unstable();
+    foreign.dedup();
+    if !foreign.is_empty() {
+        let tags: Vec<String> = foreign.iter().map(u16::to_string).collect();
+        return Err(WriteError::Signing(format!(
+            "zone {origin} carries DNSKEYs with key tags {} that are not in authd's key store; \
+             import their K*.key/K*.private files first (zone key-import), or delete them \
+             from the zone",
+            tags.join(", ")
+        )));
+    }
+    let live = |role: KeyRole| {
+        stored_keys
+            .iter()
+            .any(|k| k.role == role && k.state == KeyState::Active)
+    };
+    let need: Vec<(KeyRole, u16)> = match policy.keys {
+        KeyLayout::Csk if !live(KeyRole::Csk) && !(live(KeyRole::Ksk) && live(KeyRole::Zsk)) => {
+            vec![(KeyRole::Csk, 257)]
+        }
+        KeyLayout::KskZsk => {
+            let mut v = Vec::new();
+            if !live(KeyRole::Ksk) && !live(KeyRole::Csk) {
+                v.push((KeyRole::Ksk, 257));
+            }
+            if !live(KeyRole::Zsk) && !live(KeyRole::Csk) {
+                v.push((KeyRole::Zsk, 256));
+            }
+            v
+        }
+        KeyLayout::Csk => Vec::new(),
+    };
+    if !need.is_empty() {
+        for (role, flags) in need {
+            let pair = KeyPair::generate(policy.algorithm, flags)
+                .map_err(|e| WriteError::Signing(format!("zone {origin}: making a key: {e}")))?;
+            store_key(tx, origin, role, KeyState::Active, &pair, now)?;
+        }
+        stored_keys = keys_of(tx, origin)?;
+    }
+    Ok(Some(Signing {
+        policy,
+        keys: stored_keys
+            .iter()
+            .filter(|k| k.state != KeyState::Removed)
+            .map(StoredKey::signing)
+            .collect(),
+    }))
+}
+
+/// True when zone `origin` has a policy (cheap: no keys read).
+pub(crate) fn is_signed(conn: &Connection, origin: &Name) -> Result<bool, WriteError> {
+    Ok(policy_text(conn, origin)?.is_some())
+}
+
+/// Refuses a change that adds signer records (the signer makes them) and
+/// drops deletions of them (the signer removes what no longer applies).
+///
+/// Errors: [`WriteError::Update`] naming the record.
+pub(crate) fn unsigned_change(
+    origin: &Name,
+    add: &[Record],
+    delete: &mut Vec<Record>,
+) -> Result<(), WriteError> {
+    if let Some(r) = add.iter().find(|r| is_signer_type(r.rtype)) {
+        return Err(WriteError::Update(format!(
+            "{} {}: zone {origin} is signed by authd; its {} records are made by the signer",
+            r.owner, r.rtype, r.rtype
+        )));
+    }
+    delete.retain(|r| !is_signer_type(r.rtype));
+    Ok(())
+}
+
+/// Signs zone `origin` (`zone_id`) whose current rows are `rows`, the
+/// changed data RRsets being `dirty`; writes the signed difference into
+/// `tx` and returns it.
+///
+/// Errors: [`WriteError::Signing`]; storage.
+pub(crate) fn sign_in_tx(
+    tx: &Connection,
+    origin: &Name,
+    zone_id: i64,
+    rows: &[StoredRecord],
+    signing: &Signing,
+    dirty: &Dirty,
+    now: u64,
+) -> Result<SignedChange, WriteError> {
+    let records: Vec<Record> = rows.iter().map(|r| r.record.clone()).collect();
+    let change = resign(
+        origin,
+        &records,
+        dirty,
+        &signing.keys,
+        &signing.policy,
+        now,
+        REFRESH_BUDGET,
+    )
+    .map_err(|e| WriteError::Signing(e.to_string()))?;
+    write_change(tx, zone_id, rows, &change)?;
+    finish(tx, origin, zone_id, now)?;
+    Ok(change)
+}
+
+fn in_nsec3_table(r: &Record) -> bool {
+    r.rtype == RType::NSEC3
+        || (r.rtype == RType::RRSIG && r.rdata.rrsig_type_covered() == Some(RType::NSEC3))
+}
+
+/// Writes `change` (signer records) into zone `zone_id`, whose rows are
+/// `rows`: NSEC3 records and their RRSIGs in `nsec3`, the rest in `records`.
+fn write_change(
+    tx: &Connection,
+    zone_id: i64,
+    rows: &[StoredRecord],
+    change: &SignedChange,
+) -> Result<(), WriteError> {
+    let action = "writing signatures";
+    {
+        let mut del_records = tx
+            .prepare_cached("DELETE FROM records WHERE id=?1")
+            .map_err(sql(action))?;
+        let mut del_nsec3 = tx
+            .prepare_cached("DELETE FROM nsec3 WHERE id=?1")
+            .map_err(sql(action))?;
+        let mut gone: HashSet<(&'static str, i64)> = HashSet::new();
+        for d in &change.delete {
+            let row = rows.iter().find(|s| {
+                s.record.owner == d.owner
+                    && s.record.rtype == d.rtype
+                    && s.record.rdata == d.rdata
+                    && !gone.contains(&(s.table, s.id))
+            });
+            if let Some(s) = row {
+                gone.insert((s.table, s.id));
+                if s.table == "nsec3" {
+                    del_nsec3.execute([s.id]).map_err(sql(action))?;
+                } else {
+                    del_records.execute([s.id]).map_err(sql(action))?;
+                }
+            }
+        }
+    }
+    let (nsec3, plain): (Vec<Record>, Vec<Record>) =
+        change.add.iter().cloned().partition(in_nsec3_table);
+    sqlite_admin::insert_records(tx, zone_id, &plain)?;
+    let mut ins = tx
+        .prepare_cached(
+            "INSERT INTO nsec3 (zone_id, hash, owner, ttl, rdtype, rdata) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .map_err(sql(action))?;
+    for r in &nsec3 {
+        ins.execute(params![
+            zone_id,
+            crate::sqlite_load::first_label(&r.owner),
+            r.owner.to_string(),
+            r.ttl,
+            r.rtype.to_string(),
+            sqlite_admin::rdata_text(r)?
+        ])
+        .map_err(sql(action))?;
+    }
+    Ok(())
+}
+
+/// Records the signing time and deletes the zone's log rows (this
+/// transaction's own changes, now signed).
+fn finish(tx: &Connection, origin: &Name, zone_id: i64, now: u64) -> Result<(), WriteError> {
+    tx.execute(
+        "UPDATE authd_signing SET signed=?2 WHERE zone=?1",
+        params![zone_key(origin), i64::try_from(now).unwrap_or(i64::MAX)],
+    )
+    .map_err(sql("recording the signing time"))?;
+    clear_log(tx, zone_id)
+}
+
+/// Deletes the log rows of zone `zone_id`.
+pub(crate) fn clear_log(tx: &Connection, zone_id: i64) -> Result<(), WriteError> {
+    if has_table(tx, "authd_signing_log")? {
+        tx.execute("DELETE FROM authd_signing_log WHERE zone_id=?1", [zone_id])
+            .map_err(sql("clearing the signing log"))?;
+    }
+    Ok(())
+}
+
+/// The zones under a policy that have SQL edits not yet signed.
+///
+/// Errors: storage, a zone name that does not parse.
+pub fn zones_with_edits(conn: &Connection) -> Result<Vec<Name>, WriteError> {
+    if !has_table(conn, "authd_signing_log")? {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT DISTINCT z.name FROM authd_signing_log l JOIN zones z ON z.id = l.zone_id",
+        )
+        .map_err(sql("reading the signing log"))?;
+    let names: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .and_then(|rows| rows.collect())
+        .map_err(sql("reading the signing log"))?;
+    names
+        .iter()
+        .map(|n| {
+            n.parse()
+                .map_err(|e| WriteError::Signing(format!("zones.name {n:?}: {e}")))
+        })
+        .collect()
+}
+
+/// Signs what zone `origin` needs now: the plain SQL edits logged since the
+/// last signing (their RRSIGs and the NSEC/NSEC3 records around them) and
+/// up to [`REFRESH_BUDGET`] signatures due for refresh; moves the serial
+/// per `serial` (unless the edits already moved it) and journals the edits
+/// with the signatures as one difference, in one transaction. `None` when
+/// the zone has no policy or nothing needed signing.
+///
+/// Errors: [`WriteError::NoZone`], [`WriteError::Signing`], a row that does
+/// not parse, storage; nothing is written then.
+pub fn sign_pending(
+    conn: &mut Connection,
+    origin: &Name,
+    serial: SerialPolicy,
+    now: u64,
+) -> Result<Option<UpdateReport>, WriteError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql("starting the transaction"))?;
+    if !is_signed(&tx, origin)? {
+        return Ok(None);
+    }
+    let Some(zone_id) = sqlite_admin::find_zone_id(&tx, origin)? else {
+        return Err(WriteError::NoZone(origin.to_string()));
+    };
+    // The edits, netted: an add then a delete of one RR cancel.
+    let mut added: Vec<Record> = Vec::new();
+    let mut deleted: Vec<Record> = Vec::new();
+    if has_table(&tx, "authd_signing_log")? {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT id, op, name, rdtype, ttl, rdata FROM authd_signing_log \
+                 WHERE zone_id=?1 ORDER BY id",
+            )
+            .map_err(sql("reading the signing log"))?;
+        let rows: Vec<(i64, i64, String, String, i64, String)> = stmt
+            .query_map([zone_id], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(sql("reading the signing log"))?;
+        for (id, op, name, rdtype, ttl, rdata) in rows {
+            let rec = sqlite_admin::parse_row(
+                "authd_signing_log",
+                id,
+                origin,
+                &name,
+                &rdtype,
+                ttl,
+                &rdata,
+            )?;
+            let same = |r: &Record| {
+                r.owner == rec.owner
+                    && r.rtype == rec.rtype
+                    && r.rdata == rec.rdata
+                    && r.ttl == rec.ttl
+            };
+            if op == 0 {
+                match deleted.iter().position(same) {
+                    Some(i) => {
+                        deleted.remove(i);
+                    }
+                    None => added.push(rec),
+                }
+            } else {
+                match added.iter().position(same) {
+                    Some(i) => {
+                        added.remove(i);
+                    }
+                    None => deleted.push(rec),
+                }
+            }
+        }
+    }
+    let rows = sqlite_admin::zone_rows(&tx, origin, zone_id)?;
+    let Some(soa_row) = rows
+        .iter()
+        .find(|r| r.record.rtype == RType::SOA && r.record.owner == *origin)
+        .cloned()
+    else {
+        return Err(WriteError::Check(format!("zone {origin} has no SOA")));
+    };
+    let records: Vec<Record> = rows.iter().map(|r| r.record.clone()).collect();
+    let Some(signing) = signing_for(&tx, origin, &records, now)? else {
+        return Ok(None);
+    };
+    // A SOA edited by SQL: the journal starts at the old one.
+    let current_soa = soa_row.record.clone();
+    let old_soa = deleted
+        .iter()
+        .find(|r| r.rtype == RType::SOA && r.owner == *origin)
+        .cloned()
+        .unwrap_or_else(|| current_soa.clone());
+    added.retain(|r| !(r.rtype == RType::SOA && r.owner == *origin));
+    deleted.retain(|r| !(r.rtype == RType::SOA && r.owner == *origin));
+    let mut dirty = Dirty::of(added.iter().chain(&deleted));
+    // Without edits, only what is due for refresh.
+    let trial = resign(
+        origin,
+        &records,
+        &dirty,
+        &signing.keys,
+        &signing.policy,
+        now,
+        REFRESH_BUDGET,
+    )
+    .map_err(|e| WriteError::Signing(e.to_string()))?;
+    let soa_edited = current_soa.rdata != old_soa.rdata;
+    if trial.is_empty() && added.is_empty() && deleted.is_empty() && !soa_edited {
+        clear_log(&tx, zone_id)?;
+        tx.commit().map_err(sql("committing"))?;
+        return Ok(None);
+    }
+    let old_serial = old_soa
+        .rdata
+        .soa_serial()
+        .ok_or_else(|| WriteError::Check(format!("zone {origin}: unreadable SOA")))?;
+    let current_serial = current_soa.rdata.soa_serial().unwrap_or(old_serial);
+    let new_soa = if serial_gt(current_serial, old_serial) {
+        current_soa.clone()
+    } else {
+        let rdata = sqlite_admin::with_serial(&current_soa.rdata, serial.next(old_serial, now))
+            .ok_or_else(|| WriteError::Check(format!("zone {origin}: unreadable SOA")))?;
+        tx.execute(
+            "UPDATE records SET rdata=?2 WHERE id=?1",
+            params![
+                soa_row.id,
+                sqlite_admin::rdata_text(&Record {
+                    rdata: rdata.clone(),
+                    ..current_soa.clone()
+                })?
+            ],
+        )
+        .map_err(sql("moving the serial"))?;
+        Record {
+            rdata,
+            ..current_soa.clone()
+        }
+    };
+    if let Dirty::Rrsets(s) = &mut dirty {
+        s.insert((origin.clone(), RType::SOA));
+    }
+    let mut rows = rows;
+    if let Some(r) = rows
+        .iter_mut()
+        .find(|r| r.id == soa_row.id && r.table == "records")
+    {
+        r.record = new_soa.clone();
+    }
+    let change = sign_in_tx(&tx, origin, zone_id, &rows, &signing, &dirty, now)?;
+    let new_serial = new_soa.rdata.soa_serial().unwrap_or(old_serial);
+    let (n_add, n_del) = (added.len(), deleted.len());
+    deleted.extend(change.delete.iter().cloned());
+    added.extend(change.add.iter().cloned());
+    let journal_rows =
+        sqlite_admin::journal(&tx, zone_id, (&old_soa, &deleted), (&new_soa, &added))?;
+    tx.commit().map_err(sql("committing"))?;
+    Ok(Some(UpdateReport {
+        old_serial,
+        new_serial,
+        added: n_add,
+        deleted: n_del,
+        journal_rows,
+    }))
+}
+
+/// The records a whole-zone load of zone `origin` writes when the zone is
+/// under a policy: `records` without the signer records they carry, with
+/// the signatures of `old` (the zone's stored rows, when it existed) kept
+/// for the RRsets that did not change, and the rest signed. `None` when
+/// the zone has no policy (the records are loaded as they are).
+///
+/// Errors: as [`signing_for`]; [`WriteError::Signing`].
+pub(crate) fn signed_load(
+    tx: &Connection,
+    origin: &Name,
+    records: &[crate::zonefile::SourcedRecord],
+    old: Option<&[StoredRecord]>,
+    now: u64,
+) -> Result<Option<Vec<crate::zonefile::SourcedRecord>>, WriteError> {
+    if !is_signed(tx, origin)? {
+        return Ok(None);
+    }
+    let input: Vec<Record> = records.iter().map(|s| s.record.clone()).collect();
+    let Some(signing) = signing_for(tx, origin, &input, now)? else {
+        return Ok(None);
+    };
+    let data: Vec<&crate::zonefile::SourcedRecord> = records
+        .iter()
+        .filter(|s| !is_signer_type(s.record.rtype))
+        .collect();
+    let old_records: Vec<Record> = old
+        .unwrap_or(&[])
+        .iter()
+        .map(|s| s.record.clone())
+        .collect();
+    // Changed data RRsets: in one version and not the other.
+    let key = |r: &Record| (r.owner.to_lowercase(), r.rtype, r.rdata.clone(), r.ttl);
+    let old_set: HashSet<_> = old_records
+        .iter()
+        .filter(|r| !is_signer_type(r.rtype))
+        .map(key)
+        .collect();
+    let new_set: HashSet<_> = data.iter().map(|s| key(&s.record)).collect();
+    let dirty = if old.is_none() {
+        Dirty::All
+    } else {
+        Dirty::Rrsets(
+            old_set
+                .symmetric_difference(&new_set)
+                .map(|(o, t, _, _)| (o.clone(), *t))
+                .collect(),
+        )
+    };
+    let mut stored: Vec<Record> = data.iter().map(|s| s.record.clone()).collect();
+    stored.extend(
+        old_records
+            .iter()
+            .filter(|r| is_signer_type(r.rtype))
+            .cloned(),
+    );
+    let change = resign(
+        origin,
+        &stored,
+        &dirty,
+        &signing.keys,
+        &signing.policy,
+        now,
+        REFRESH_BUDGET,
+    )
+    .map_err(|e| WriteError::Signing(e.to_string()))?;
+    let mut kept: Vec<Record> = old_records
+        .into_iter()
+        .filter(|r| is_signer_type(r.rtype))
+        .collect();
+    for d in &change.delete {
+        if let Some(i) = kept.iter().position(|r| r == d) {
+            kept.remove(i);
+        }
+    }
+    let file = Arc::new(std::path::PathBuf::from("(signer)"));
+    let mut out: Vec<crate::zonefile::SourcedRecord> = data.into_iter().cloned().collect();
+    out.extend(
+        kept.into_iter()
+            .chain(change.add)
+            .map(|record| crate::zonefile::SourcedRecord {
+                record,
+                file: file.clone(),
+                line: 0,
+            }),
+    );
+    tx.execute(
+        "UPDATE authd_signing SET signed=?2 WHERE zone=?1",
+        params![zone_key(origin), i64::try_from(now).unwrap_or(i64::MAX)],
+    )
+    .map_err(sql("recording the signing time"))?;
+    Ok(Some(out))
+}
+
+/// [`signed_load`] with the zone's stored rows read from `tx`.
+///
+/// Errors: as [`signed_load`].
+pub(crate) fn signed_records(
+    tx: &Connection,
+    origin: &Name,
+    records: &[crate::zonefile::SourcedRecord],
+) -> Result<Option<Vec<crate::zonefile::SourcedRecord>>, WriteError> {
+    if !is_signed(tx, origin)? {
+        return Ok(None);
+    }
+    let old = match sqlite_admin::find_zone_id(tx, origin)? {
+        Some(id) => Some(sqlite_admin::zone_rows(tx, origin, id)?),
+        None => None,
+    };
+    signed_load(tx, origin, records, old.as_deref(), unix_now())
+}
+
+/// Algorithms a policy may name, for messages.
+pub fn algorithms() -> [Algorithm; 3] {
+    [
+        Algorithm::EcdsaP256Sha256,
+        Algorithm::Ed25519,
+        Algorithm::RsaSha256,
+    ]
+}

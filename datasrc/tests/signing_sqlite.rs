@@ -1,0 +1,306 @@
+//! Online signing of an sqlite3 zone on each write path (first signing,
+//! `update`, a plain SQL edit, a whole-zone replace), checked after each
+//! step by BIND 9's `dnssec-verify` and ldns' `ldns-verify-zone` on a dump
+//! of the zone, and the journal checked to chain through every step.
+
+use std::path::Path;
+use std::process::Command;
+
+use authd_datasrc::Name;
+use authd_datasrc::rr::RType;
+use authd_datasrc::signer::policy::{Denial, KeyLayout, Policy};
+use authd_datasrc::sqlite_admin::{self, DumpStyle, SerialPolicy};
+use authd_datasrc::sqlite_signing::{self, KeyRole};
+use authd_datasrc::zonefile::{SourcedRecord, parse_master_text};
+use rusqlite::Connection;
+
+const ZONE: &str = "$TTL 300
+@ SOA ns1 hostmaster 1 3600 900 1209600 300
+@ NS ns1
+@ NS ns2.other.net.
+@ MX 10 mail
+ns1 A 192.0.2.1
+mail A 192.0.2.2
+www A 192.0.2.3
+www AAAA 2001:db8::3
+*.wild TXT \"wildcard\"
+a.b.c TXT \"deep\"
+sub NS ns.sub
+ns.sub A 192.0.2.53
+secure NS ns.other.net.
+secure DS 12345 13 2 0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF
+";
+
+fn origin() -> Name {
+    "example.org.".parse().expect("origin")
+}
+
+fn records(text: &str) -> Vec<SourcedRecord> {
+    let text = if text.starts_with("$TTL") {
+        text.to_string()
+    } else {
+        format!("$TTL 300\n{text}")
+    };
+    parse_master_text(&text, Path::new("zone"), &origin()).expect("parses")
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("-h")
+        .output()
+        .map(|_| true)
+        .unwrap_or(false)
+}
+
+fn serial(conn: &Connection) -> u32 {
+    let soa = sqlite_admin::zone_records(conn, &origin())
+        .expect("records")
+        .into_iter()
+        .find(|r| r.record.rtype == RType::SOA)
+        .expect("SOA");
+    soa.record.rdata.soa_serial().expect("serial")
+}
+
+fn count(conn: &Connection, t: RType) -> usize {
+    sqlite_admin::zone_records(conn, &origin())
+        .expect("records")
+        .iter()
+        .filter(|r| r.record.rtype == t)
+        .count()
+}
+
+/// Dumps the zone and runs both validators on it; panics with their output
+/// when one fails. Skipped (with a note) when the tools are not installed.
+fn verify(conn: &Connection, dir: &Path, step: &str, csk: bool) {
+    let file = dir.join(format!("{step}.zone"));
+    let mut out = Vec::new();
+    sqlite_admin::dump_zone(conn, &origin(), &mut out, DumpStyle::Bind).expect("dumps");
+    std::fs::write(&file, &out).expect("writes");
+    if have("dnssec-verify") {
+        let o = Command::new("dnssec-verify")
+            .args(["-q", "-o", "example.org."])
+            .args(if csk { &["-z"][..] } else { &[][..] })
+            .arg(&file)
+            .output()
+            .expect("runs");
+        assert!(
+            o.status.success(),
+            "{step}: dnssec-verify: {}{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+            String::from_utf8_lossy(&out)
+        );
+    } else {
+        eprintln!("dnssec-verify not installed: {step} not checked by BIND");
+    }
+    if have("ldns-verify-zone") {
+        let o = Command::new("ldns-verify-zone")
+            .arg(&file)
+            .output()
+            .expect("runs");
+        assert!(
+            o.status.success(),
+            "{step}: ldns-verify-zone: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    } else {
+        eprintln!("ldns-verify-zone not installed: {step} not checked by ldns");
+    }
+}
+
+fn journal_chains(conn: &Connection, from: u32, to: u32) -> usize {
+    let id = sqlite_admin::find_zone_id(conn, &origin())
+        .expect("id")
+        .expect("zone");
+    sqlite_admin::read_journal(conn, id, &origin(), from, to)
+        .expect("reads")
+        .unwrap_or_else(|| panic!("journal {from} to {to}"))
+        .len()
+}
+
+fn every_write_path(policy: Policy, nsec3_expected: usize, nsec_expected: usize) {
+    let csk = policy.keys == KeyLayout::Csk;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("zone.sqlite3");
+    let mut conn = authd_migrations::open_or_create(&path).expect("creates");
+    authd_datasrc::sqlite_load::load_zone(&mut conn, &origin(), &records(ZONE), |_, _| {})
+        .expect("loads");
+    assert!(sqlite_signing::set_policy(&conn, &origin(), &policy).expect("policy"));
+    assert!(!sqlite_signing::set_policy(&conn, &origin(), &policy).expect("same"));
+
+    // First signing.
+    let now = sqlite_signing::unix_now();
+    let r = sqlite_signing::sign_pending(&mut conn, &origin(), SerialPolicy::Increment, now)
+        .expect("signs")
+        .expect("something to sign");
+    assert_eq!((r.old_serial, r.new_serial), (1, 2));
+    let keys = sqlite_signing::keys_of(&conn, &origin()).expect("keys");
+    let roles: Vec<KeyRole> = keys.iter().map(|k| k.role).collect();
+    match policy.keys {
+        KeyLayout::Csk => assert_eq!(roles, [KeyRole::Csk]),
+        KeyLayout::KskZsk => assert_eq!(roles, [KeyRole::Ksk, KeyRole::Zsk]),
+    }
+    assert_eq!(count(&conn, RType::DNSKEY), keys.len());
+    assert_eq!(count(&conn, RType::NSEC3), nsec3_expected);
+    assert_eq!(count(&conn, RType::NSEC), nsec_expected);
+    verify(&conn, dir.path(), "first", csk);
+    // Nothing more to do.
+    assert_eq!(
+        sqlite_signing::sign_pending(&mut conn, &origin(), SerialPolicy::Increment, now + 1)
+            .expect("second pass"),
+        None
+    );
+    assert_eq!(serial(&conn), 2);
+
+    // An update: one name added, one RR deleted.
+    let add = records("new A 192.0.2.99\n");
+    let del = records("www AAAA 2001:db8::3\n");
+    let change = sqlite_admin::Change {
+        add: vec![add[0].record.clone()],
+        delete: vec![del[0].record.clone()],
+        soa: None,
+    };
+    let r = sqlite_admin::update_zone_with(
+        &mut conn,
+        &origin(),
+        sqlite_admin::Scope::Names(&[]),
+        SerialPolicy::Increment,
+        now + 2,
+        |_| Ok::<_, ()>(change),
+    )
+    .expect("updates")
+    .expect("planned");
+    assert_eq!((r.old_serial, r.new_serial), (2, 3));
+    verify(&conn, dir.path(), "update", csk);
+    // Adding a signer record by update is refused; nothing changes.
+    let nsec = records("x NSEC y.example.org. A\n");
+    let e = sqlite_admin::update_zone(&mut conn, &origin(), &[nsec[0].record.clone()], &[])
+        .expect_err("refused");
+    assert!(e.to_string().contains("made by the signer"), "{e}");
+    assert_eq!(serial(&conn), 3);
+
+    // A plain SQL edit: an insert and a delete, signed by sign_pending.
+    let zone_id = sqlite_admin::find_zone_id(&conn, &origin())
+        .expect("id")
+        .expect("zone");
+    conn.execute(
+        "INSERT INTO records (zone_id, name, rname, ttl, rdtype, sigtype, rdata) \
+         VALUES (?1, 'sql.example.org.', 'org.example.sql.', 300, 'TXT', NULL, '\"by sql\"')",
+        [zone_id],
+    )
+    .expect("insert");
+    conn.execute(
+        "DELETE FROM records WHERE zone_id=?1 AND name='mail.example.org.' AND rdtype='A'",
+        [zone_id],
+    )
+    .expect("delete");
+    assert_eq!(
+        sqlite_signing::zones_with_edits(&conn).expect("edits"),
+        [origin()]
+    );
+    let r = sqlite_signing::sign_pending(&mut conn, &origin(), SerialPolicy::Increment, now + 3)
+        .expect("signs the edit")
+        .expect("edits");
+    assert_eq!(
+        (r.old_serial, r.new_serial, r.added, r.deleted),
+        (3, 4, 1, 1)
+    );
+    assert!(
+        sqlite_signing::zones_with_edits(&conn)
+            .expect("edits")
+            .is_empty()
+    );
+    verify(&conn, dir.path(), "sql", csk);
+
+    // A whole-zone replace at serial 10 keeps the unchanged RRsets' RRSIGs.
+    let mx_sig = |conn: &Connection| {
+        sqlite_admin::zone_records(conn, &origin())
+            .expect("records")
+            .into_iter()
+            .find(|r| {
+                r.record.rtype == RType::RRSIG
+                    && r.record.rdata.rrsig_type_covered() == Some(RType::MX)
+            })
+            .map(|r| r.record.rdata)
+            .expect("MX RRSIG")
+    };
+    let before = mx_sig(&conn);
+    let v10 = ZONE.replace(" 1 3600 900", " 10 3600 900") + "extra A 192.0.2.100\n";
+    sqlite_admin::replace_zone_journaled(&mut conn, &origin(), &records(&v10), &mut |_, _| {})
+        .expect("replaces");
+    assert_eq!(serial(&conn), 10);
+    assert_eq!(mx_sig(&conn), before, "the MX RRSIG is kept byte for byte");
+    verify(&conn, dir.path(), "replace", csk);
+
+    // The journal chains from the first signing through every step.
+    assert!(journal_chains(&conn, 1, 4) > 0);
+    assert!(journal_chains(&conn, 4, 10) > 0);
+}
+
+#[test]
+fn nsec3_with_a_csk_through_every_write_path() {
+    // apex, ns1, mail, www, wild + *.wild, a.b.c + b.c + c, secure, sub: 11
+    every_write_path(Policy::default(), 11, 0);
+}
+
+#[test]
+fn nsec3_opt_out_with_a_ksk_and_zsk_through_every_write_path() {
+    let mut p = Policy::default();
+    p.keys = KeyLayout::KskZsk;
+    p.denial = Denial::Nsec3 { opt_out: true };
+    every_write_path(p, 10, 0);
+}
+
+#[test]
+fn nsec_with_ed25519_through_every_write_path() {
+    let mut p = Policy::default();
+    p.denial = Denial::Nsec;
+    p.set("algorithm", "ed25519").expect("ed25519");
+    // apex, ns1, mail, www, *.wild, a.b.c, sub, secure: 8
+    every_write_path(p, 0, 8);
+}
+
+#[test]
+fn foreign_keys_and_a_clock_gone_back_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("zone.sqlite3");
+    let mut conn = authd_migrations::open_or_create(&path).expect("creates");
+    let with_key = format!(
+        "{ZONE}@ 3600 DNSKEY 257 3 13 \
+         mdsswUyr3DPW132mOi8V9xESWE8jTo0dxCjjnopKl+GqJxpVXckHAeF+KkxLbxILfDLUT0rAK9iUzy1L53eKGQ==\n"
+    );
+    authd_datasrc::sqlite_load::load_zone(&mut conn, &origin(), &records(&with_key), |_, _| {})
+        .expect("loads");
+    sqlite_signing::set_policy(&conn, &origin(), &Policy::default()).expect("policy");
+    let now = sqlite_signing::unix_now();
+    let e = sqlite_signing::sign_pending(&mut conn, &origin(), SerialPolicy::Increment, now)
+        .expect_err("a foreign key");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("key tags 2371") && msg.contains("import"),
+        "{msg}"
+    );
+    assert!(
+        sqlite_signing::keys_of(&conn, &origin())
+            .expect("keys")
+            .is_empty()
+    );
+    assert_eq!(serial(&conn), 1);
+
+    // Loading it again with the key is refused too, naming the tag.
+    let e =
+        authd_datasrc::sqlite_load::load_zone(&mut conn, &origin(), &records(&with_key), |_, _| {})
+            .expect_err("a foreign key in a load");
+    assert!(e.to_string().contains("key tags 2371"), "{e}");
+    // Without it, the load itself signs; a clock a day back is refused.
+    authd_datasrc::sqlite_load::load_zone(&mut conn, &origin(), &records(ZONE), |_, _| {})
+        .expect("reloads");
+    assert_eq!(count(&conn, RType::DNSKEY), 1);
+    assert_eq!(count(&conn, RType::NSEC3PARAM), 1);
+    verify(&conn, dir.path(), "load", true);
+    let e =
+        sqlite_signing::sign_pending(&mut conn, &origin(), SerialPolicy::Increment, now - 86_400)
+            .expect_err("clock");
+    assert!(e.to_string().contains("behind the last signing"), "{e}");
+}
