@@ -27,6 +27,7 @@ pub mod secondary;
 pub mod sections;
 pub mod server;
 pub mod settings;
+pub mod signing;
 pub mod sys;
 pub mod tls;
 pub mod tsig;

@@ -286,4 +286,38 @@ impl ZoneWriter for CacheWriter {
         // No zone's data changes.
         self.inner.save_catalog_members(catalog, members)
     }
+
+    fn set_signing(
+        &self,
+        origin: &Name,
+        policy: Option<&authd_datasrc::signer::policy::Policy>,
+    ) -> Result<bool, WriteError> {
+        // Nothing served changes until the zone is signed.
+        self.inner.set_signing(origin, policy)
+    }
+
+    fn sign_pending(
+        &self,
+        origin: &Name,
+        serial: SerialPolicy,
+        now: u64,
+    ) -> Result<Option<UpdateReport>, WriteError> {
+        let r = self.inner.sign_pending(origin, serial, now);
+        // SQL edits and new signatures: anything of the zone may differ.
+        match &r {
+            Ok(None) => r,
+            _ => self.written(origin, Changed::All, r),
+        }
+    }
+
+    fn signed_zones(&self) -> Result<Vec<authd_datasrc::write::SignedZone>, WriteError> {
+        self.inner.signed_zones()
+    }
+
+    fn signing_keys(
+        &self,
+        origin: &Name,
+    ) -> Result<Vec<authd_datasrc::write::KeyStatus>, WriteError> {
+        self.inner.signing_keys(origin)
+    }
 }

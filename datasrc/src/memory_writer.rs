@@ -249,6 +249,39 @@ impl ZoneWriter for MemoryWriter {
         self.allowed(catalog)?;
         self.db_writer.save_catalog_members(catalog, members)
     }
+
+    fn set_signing(
+        &self,
+        origin: &Name,
+        policy: Option<&crate::signer::policy::Policy>,
+    ) -> Result<bool, WriteError> {
+        self.allowed(origin)?;
+        self.db_writer.set_signing(origin, policy)
+    }
+
+    fn sign_pending(
+        &self,
+        origin: &Name,
+        serial: SerialPolicy,
+        now: u64,
+    ) -> Result<Option<UpdateReport>, WriteError> {
+        self.allowed(origin)?;
+        let report = self.db_writer.sign_pending(origin, serial, now)?;
+        if report.is_some() {
+            self.rebuild(origin)?;
+        }
+        Ok(report)
+    }
+
+    fn signed_zones(&self) -> Result<Vec<crate::write::SignedZone>, WriteError> {
+        let mut all = self.db_writer.signed_zones()?;
+        all.retain(|z| self.writable.contains(&z.origin));
+        Ok(all)
+    }
+
+    fn signing_keys(&self, origin: &Name) -> Result<Vec<crate::write::KeyStatus>, WriteError> {
+        self.db_writer.signing_keys(origin)
+    }
 }
 
 /// The write side of a source of master-file zones (see the module docs).
@@ -362,5 +395,29 @@ impl ZoneWriter for HistoryWriter {
         _members: &[CatalogMember],
     ) -> Result<(), WriteError> {
         Err(self.refused(catalog))
+    }
+    fn set_signing(
+        &self,
+        origin: &Name,
+        _policy: Option<&crate::signer::policy::Policy>,
+    ) -> Result<bool, WriteError> {
+        Err(self.refused(origin))
+    }
+
+    fn sign_pending(
+        &self,
+        origin: &Name,
+        _serial: SerialPolicy,
+        _now: u64,
+    ) -> Result<Option<UpdateReport>, WriteError> {
+        Err(self.refused(origin))
+    }
+
+    fn signed_zones(&self) -> Result<Vec<crate::write::SignedZone>, WriteError> {
+        Ok(Vec::new())
+    }
+
+    fn signing_keys(&self, _origin: &Name) -> Result<Vec<crate::write::KeyStatus>, WriteError> {
+        Ok(Vec::new())
     }
 }

@@ -15,7 +15,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::name::Name;
 use crate::rr::{RType, Record};
-use crate::signer::keys::{self, Algorithm, KeyPair};
+use crate::signer::keys::{self, KeyPair};
 use crate::signer::policy::{KeyLayout, Policy};
 use crate::signer::zone::{Dirty, SignedChange, SigningKey, is_signer_type, resign};
 use crate::sqlite_admin::{self, StoredRecord};
@@ -371,15 +371,7 @@ pub fn ds_records(conn: &Connection, origin: &Name, ttl: u32) -> Result<Vec<Stri
     Ok(keys_of(conn, origin)?
         .iter()
         .filter(|k| k.role != KeyRole::Zsk && k.state != KeyState::Removed)
-        .map(|k| {
-            let digest = keys::ds_sha256(owner.as_wire(), &k.pair.dnskey_rdata());
-            format!(
-                "{owner} {ttl} IN DS {} {} 2 {}",
-                k.pair.key_tag(),
-                k.pair.algorithm().number(),
-                data_encoding::HEXUPPER.encode(&digest)
-            )
-        })
+        .map(|k| ds_text(&owner, ttl, &k.pair))
         .collect())
 }
 
@@ -924,11 +916,66 @@ pub(crate) fn signed_records(
     signed_load(tx, origin, records, old.as_deref(), unix_now())
 }
 
-/// Algorithms a policy may name, for messages.
-pub fn algorithms() -> [Algorithm; 3] {
-    [
-        Algorithm::EcdsaP256Sha256,
-        Algorithm::Ed25519,
-        Algorithm::RsaSha256,
-    ]
+/// Every zone of the DB under a policy: whether SQL edits wait to be
+/// signed, and when it was last signed.
+///
+/// Errors: storage, a stored zone name that does not parse.
+pub fn zone_states(conn: &Connection) -> Result<Vec<crate::write::SignedZone>, WriteError> {
+    if !has_table(conn, "authd_signing")? {
+        return Ok(Vec::new());
+    }
+    let edits = zones_with_edits(conn)?;
+    let mut stmt = conn
+        .prepare("SELECT zone, signed FROM authd_signing ORDER BY zone")
+        .map_err(sql("listing signed zones"))?;
+    let rows: Vec<(String, Option<i64>)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .and_then(|rows| rows.collect())
+        .map_err(sql("listing signed zones"))?;
+    rows.into_iter()
+        .map(|(zone, signed)| {
+            let origin: Name = zone
+                .parse()
+                .map_err(|e| WriteError::Signing(format!("authd_signing zone {zone:?}: {e}")))?;
+            Ok(crate::write::SignedZone {
+                edits: edits.contains(&origin),
+                origin,
+                signed: signed.and_then(|s| u64::try_from(s).ok()),
+            })
+        })
+        .collect()
+}
+
+/// The keys of zone `origin` without their private material, with the DS
+/// (SHA-256) of each KSK or CSK at the policy's DNSKEY TTL.
+///
+/// Errors: storage, a corrupt key row.
+pub fn key_statuses(
+    conn: &Connection,
+    origin: &Name,
+) -> Result<Vec<crate::write::KeyStatus>, WriteError> {
+    let ttl = policy_of(conn, origin)?.map(|p| p.dnskey_ttl).unwrap_or(3600);
+    let owner = origin.to_lowercase();
+    Ok(keys_of(conn, origin)?
+        .iter()
+        .map(|k| crate::write::KeyStatus {
+            role: k.role.as_str(),
+            state: k.state.as_str(),
+            algorithm: k.pair.algorithm().number(),
+            tag: k.pair.key_tag(),
+            flags: k.pair.flags(),
+            created: k.created,
+            ds: (k.role != KeyRole::Zsk).then(|| ds_text(&owner, ttl, &k.pair)),
+        })
+        .collect())
+}
+
+fn ds_text(owner: &Name, ttl: u32, pair: &KeyPair) -> String {
+    let digest = keys::ds_sha256(owner.as_wire(), &pair.dnskey_rdata());
+    format!(
+        "{owner} {ttl} IN DS {} {} 2 {}",
+        pair.key_tag(),
+        pair.algorithm().number(),
+        data_encoding::HEXUPPER.encode(&digest)
+    )
 }

@@ -391,6 +391,37 @@ pub struct CatalogMember {
     pub groups: Vec<String>,
 }
 
+/// A zone under a signing policy, as its storage records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedZone {
+    /// The zone's apex.
+    pub origin: Name,
+    /// Plain SQL edits are waiting to be signed.
+    pub edits: bool,
+    /// When it was last signed (Unix seconds), `None`: not yet.
+    pub signed: Option<u64>,
+}
+
+/// One key of a zone signed online, without its private material
+/// (`authc dnssec status`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyStatus {
+    /// `csk`, `ksk` or `zsk`.
+    pub role: &'static str,
+    /// `published`, `active`, `retired` or `removed`.
+    pub state: &'static str,
+    /// The DNSSEC algorithm number (RFC 8624 §3.1).
+    pub algorithm: u8,
+    /// The key tag (RFC 4034 Appendix B).
+    pub tag: u16,
+    /// The DNSKEY flags (256 or 257).
+    pub flags: u16,
+    /// When it was made or imported (Unix seconds).
+    pub created: u64,
+    /// Its DS RR (SHA-256, RFC 4509) in master-file form, for a KSK or CSK.
+    pub ds: Option<String>,
+}
+
 /// The write side of a data source: every change to a zone goes through it,
 /// each in one transaction (all of it or nothing, for a crash too).
 ///
@@ -513,6 +544,45 @@ pub trait ZoneWriter: Send + Sync {
         catalog: &Name,
         members: &[CatalogMember],
     ) -> Result<(), WriteError>;
+
+    /// Puts zone `origin` under signing `policy` (online DNSSEC: every
+    /// later write of it is signed in its own transaction), or with `None`
+    /// takes it out (its signatures stay until they expire). Returns
+    /// whether the stored policy changed. The zone is signed at its next
+    /// write or [`ZoneWriter::sign_pending`].
+    ///
+    /// Errors: [`WriteError::NotSupported`] where zones cannot be signed
+    /// (a zone from a master file); storage.
+    fn set_signing(
+        &self,
+        origin: &Name,
+        policy: Option<&crate::signer::policy::Policy>,
+    ) -> Result<bool, WriteError>;
+
+    /// Signs what zone `origin` needs now: its first signing, plain SQL
+    /// edits not yet signed, signatures due for refresh (a bounded batch),
+    /// moving the serial per `serial` at Unix time `now` (seconds) and
+    /// journaling the signed difference. `None`: nothing needed it, or the
+    /// zone has no policy.
+    ///
+    /// Errors: [`WriteError::Signing`], [`WriteError::NoZone`], storage;
+    /// nothing is written then.
+    fn sign_pending(
+        &self,
+        origin: &Name,
+        serial: SerialPolicy,
+        now: u64,
+    ) -> Result<Option<UpdateReport>, WriteError>;
+
+    /// The zones of this storage under a signing policy.
+    ///
+    /// Errors: storage.
+    fn signed_zones(&self) -> Result<Vec<SignedZone>, WriteError>;
+
+    /// The keys of zone `origin` (none when it is not signed online).
+    ///
+    /// Errors: storage, a corrupt key row ([`WriteError::Signing`]).
+    fn signing_keys(&self, origin: &Name) -> Result<Vec<KeyStatus>, WriteError>;
 }
 
 /// How long a write waits for another writer's lock before failing

@@ -29,6 +29,10 @@ pub const UDP_ATTEMPTS: usize = 3;
 /// How long [`AuthdProcess::start`] waits for the `listening on` line.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long a reference server or resolver ([`Daemon`]) may take to
+/// answer its first query.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How long [`run_authd`] lets a process run before killing it.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -901,3 +905,127 @@ pub fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
     }
     check()
 }
+
+/// A reference server or resolver process, killed by PID on drop.
+pub struct Daemon {
+    child: Child,
+    name: &'static str,
+    log: PathBuf,
+    /// Where it answers.
+    pub addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    /// What it logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until `probe` gets a reply over TCP (bounded by [`READY_TIMEOUT`]).
+    pub fn wait_ready(&mut self, probe: &QueryBuilder) {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("{} exited ({status}):\n{}", self.name, self.log());
+            }
+            if let Ok(mut s) =
+                std::net::TcpStream::connect_timeout(&self.addr, Duration::from_millis(500))
+            {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                tcp_send(&mut s, &probe.wire());
+                if tcp_recv(&mut s).is_ok() {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not answer within {READY_TIMEOUT:?}:\n{}",
+                self.name,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `cmd` as the reference process `name` answering on `addr`, its
+/// output in a log in `dir` (kept until it is dropped).
+pub fn spawn_daemon(
+    name: &'static str,
+    cmd: &mut Command,
+    dir: tempfile::TempDir,
+    addr: SocketAddr,
+) -> Daemon {
+    let log = dir.path().join(format!("{name}.log"));
+    let file = std::fs::File::create(&log).expect("log file");
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("log file"))
+        .stderr(file)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+    Daemon {
+        child,
+        name,
+        log,
+        addr,
+        _dir: dir,
+    }
+}
+
+/// A validating Unbound on 127.0.0.1 whose only upstream is `upstream`, for
+/// `stubs` (zones with their trust anchors), with its clock at `date`
+/// (YYYYMMDDHHMMSS, inside the signatures' validity; `None`: the real clock). It sends from 127.0.0.1
+/// only, so it can never reach an address off this machine (delegations in
+/// the test zones point at documentation addresses).
+pub fn start_unbound(upstream: SocketAddr, stubs: &[(&str, &str)], date: Option<&str>) -> Daemon {
+    require_tool("unbound", "-V", "unbound");
+    let dir = tempdir();
+    let port = free_port();
+    let d = dir.path().display();
+    let mut conf = format!(
+        "server:\n    interface: 127.0.0.1@{port}\n    port: {port}\n    do-daemonize: no\n    \
+         username: \"\"\n    chroot: \"\"\n    directory: \"{d}\"\n    pidfile: \"\"\n    \
+         use-syslog: no\n    logfile: \"\"\n    verbosity: 1\n    val-log-level: 2\n    \
+         do-ip6: no\n    do-not-query-localhost: no\n    outgoing-interface: 127.0.0.1\n    \
+         target-fetch-policy: \"0 0 0 0 0\"\n    qname-minimisation: no\n    \
+         harden-referral-path: no\n    prefetch: no\n    \
+         module-config: \"validator iterator\"\n    \
+         access-control: 127.0.0.0/8 allow\n"
+    );
+    if let Some(date) = date {
+        conf.push_str(&format!("    val-override-date: \"{date}\"\n"));
+    }
+    for (_, anchor) in stubs {
+        conf.push_str(&format!("    trust-anchor: \"{anchor}\"\n"));
+    }
+    conf.push_str("remote-control:\n    control-enable: no\n");
+    for (zone, _) in stubs {
+        conf.push_str(&format!(
+            "stub-zone:\n    name: \"{zone}\"\n    stub-addr: {}@{}\n",
+            upstream.ip(),
+            upstream.port()
+        ));
+    }
+    let conf_path = write_file(dir.path(), "unbound.conf", &conf);
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut ub = spawn_daemon(
+        "unbound",
+        Command::new("unbound").arg("-d").arg("-c").arg(&conf_path),
+        dir,
+        addr,
+    );
+    ub.wait_ready(&QueryBuilder::new(stubs[0].0, "SOA").rd(true));
+    ub
+}
+

@@ -24,19 +24,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use authd_tests::{
-    AuthdProcess, QueryBuilder, binary, free_port, parse_reply, query_tcp, query_udp, require_tool,
-    run_with_timeout,
+    AuthdProcess, Daemon, QueryBuilder, READY_TIMEOUT, binary, free_port, parse_reply, query_tcp,
+    query_udp, require_tool, run_with_timeout, spawn_daemon as spawn, start_unbound,
 };
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{Record, RecordType};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
-
-/// How long Knot or Unbound may take to answer its first query.
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn data(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("data").join(rel)
@@ -52,79 +49,6 @@ fn zones() -> Vec<(&'static str, PathBuf)> {
             data("bind10/loadzone/normal/example.com.signed"),
         ),
     ]
-}
-
-/// A reference server or resolver process, killed by PID on drop.
-struct Daemon {
-    child: Child,
-    name: &'static str,
-    log: PathBuf,
-    addr: SocketAddr,
-    _dir: tempfile::TempDir,
-}
-
-impl Daemon {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits until `probe` gets a reply over TCP (bounded by [`READY_TIMEOUT`]).
-    fn wait_ready(&mut self, probe: &QueryBuilder) {
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("{} exited ({status}):\n{}", self.name, self.log());
-            }
-            if let Ok(mut s) =
-                std::net::TcpStream::connect_timeout(&self.addr, Duration::from_millis(500))
-            {
-                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-                authd_tests::tcp_send(&mut s, &probe.wire());
-                if authd_tests::tcp_recv(&mut s).is_ok() {
-                    return;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} did not answer within {READY_TIMEOUT:?}:\n{}",
-                self.name,
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn(
-    name: &'static str,
-    cmd: &mut Command,
-    dir: tempfile::TempDir,
-    addr: SocketAddr,
-) -> Daemon {
-    let log = dir.path().join(format!("{name}.log"));
-    let file = std::fs::File::create(&log).expect("log file");
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().expect("log file"))
-        .stderr(file)
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
-    Daemon {
-        child,
-        name,
-        log,
-        addr,
-        _dir: dir,
-    }
 }
 
 /// Knot DNS serving the zone files as they are: no signing, no semantic
@@ -474,49 +398,6 @@ const EXAMPLE_DS: &str =
 const EXAMPLE_COM_DS: &str =
     "example.com. DS 4456 5 2 930B44A6D1B590479FBCAC25ABCE1F52FDED1D65C076136F293BB81C7462ABDD";
 
-/// A validating Unbound on 127.0.0.1 whose only upstream is `upstream`, for
-/// `stubs` (zones with their trust anchors), with its clock at `date`
-/// (YYYYMMDDHHMMSS, inside the signatures' validity). It sends from 127.0.0.1
-/// only, so it can never reach an address off this machine (delegations in
-/// the test zones point at documentation addresses).
-fn start_unbound(upstream: SocketAddr, stubs: &[(&str, &str)], date: &str) -> Daemon {
-    require_tool("unbound", "-V", "unbound");
-    let dir = authd_tests::tempdir();
-    let port = free_port();
-    let d = dir.path().display();
-    let mut conf = format!(
-        "server:\n    interface: 127.0.0.1@{port}\n    port: {port}\n    do-daemonize: no\n    \
-         username: \"\"\n    chroot: \"\"\n    directory: \"{d}\"\n    pidfile: \"\"\n    \
-         use-syslog: no\n    logfile: \"\"\n    verbosity: 1\n    val-log-level: 2\n    \
-         do-ip6: no\n    do-not-query-localhost: no\n    outgoing-interface: 127.0.0.1\n    \
-         target-fetch-policy: \"0 0 0 0 0\"\n    qname-minimisation: no\n    \
-         harden-referral-path: no\n    prefetch: no\n    \
-         module-config: \"validator iterator\"\n    val-override-date: \"{date}\"\n    \
-         access-control: 127.0.0.0/8 allow\n"
-    );
-    for (_, anchor) in stubs {
-        conf.push_str(&format!("    trust-anchor: \"{anchor}\"\n"));
-    }
-    conf.push_str("remote-control:\n    control-enable: no\n");
-    for (zone, _) in stubs {
-        conf.push_str(&format!(
-            "stub-zone:\n    name: \"{zone}\"\n    stub-addr: {}@{}\n",
-            upstream.ip(),
-            upstream.port()
-        ));
-    }
-    let conf_path = authd_tests::write_file(dir.path(), "unbound.conf", &conf);
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let mut ub = spawn(
-        "unbound",
-        Command::new("unbound").arg("-d").arg("-c").arg(&conf_path),
-        dir,
-        addr,
-    );
-    ub.wait_ready(&QueryBuilder::new(stubs[0].0, "SOA").rd(true));
-    ub
-}
-
 /// In-zone queries for the validator (none below a zone cut, which would send
 /// it to the child's servers), with whether the answer must be secure (AD).
 /// Not secure by the data itself: the RFC 5155 zone sets opt-out on every
@@ -635,13 +516,13 @@ fn responses_validate_with_unbound() {
     let stubs_2020 = [(".", ROOT_DS)];
     // The reference verdicts: Knot's replies through the same validator.
     let ref_2010 = {
-        let ub = start_unbound(knot.addr, &stubs_2010, "20100401000000");
+        let ub = start_unbound(knot.addr, &stubs_2010, Some("20100401000000"));
         let v = verdicts(&ub, VALIDATE_2010);
         check_validation("knot", &ub, VALIDATE_2010, &v);
         v
     };
     let ref_2020 = {
-        let ub = start_unbound(knot.addr, &stubs_2020, "20201020000000");
+        let ub = start_unbound(knot.addr, &stubs_2020, Some("20201020000000"));
         let v = verdicts(&ub, VALIDATE_2020);
         check_validation("knot", &ub, VALIDATE_2020, &v);
         v
@@ -650,10 +531,10 @@ fn responses_validate_with_unbound() {
         let dir = authd_tests::tempdir();
         let authd = start_authd(backend, dir.path());
         let name = format!("authd ({backend})");
-        let ub = start_unbound(authd.addr(), &stubs_2010, "20100401000000");
+        let ub = start_unbound(authd.addr(), &stubs_2010, Some("20100401000000"));
         check_validation(&name, &ub, VALIDATE_2010, &ref_2010);
         drop(ub);
-        let ub = start_unbound(authd.addr(), &stubs_2020, "20201020000000");
+        let ub = start_unbound(authd.addr(), &stubs_2020, Some("20201020000000"));
         check_validation(&name, &ub, VALIDATE_2020, &ref_2020);
     }
 }

@@ -57,6 +57,7 @@ use authd::notify::Notifier;
 use authd::secondary::Refresher;
 use authd::server::build::{
     self, Reloader, log_serving, notify_settings, producer_settings, secondary_settings,
+    signer_settings,
 };
 use authd::server::reload;
 use authd::server::{DispatcherHandle, Server, ServerSettings};
@@ -374,6 +375,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let refresher = Refresher::spawn(secondary_settings(&config, &sources), metrics.clone());
     let notify = notify_settings(&config, &sources);
     let catalogs = producer_settings(&config, &sources);
+    let signed = signer_settings(&config, &sources);
     // NOTIFY secondaries when a served sqlite3 zone's serial changes (RFC
     // 1996); a successful UPDATE wakes it at once.
     let notifier = Notifier::spawn(notify).context("cannot start the NOTIFY poller")?;
@@ -396,6 +398,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     // Keep the [[catalog]] zones listing their DBs' zones (RFC 9432).
     let producers = Producers::spawn(catalogs).context("cannot start the catalog producers")?;
+    // Sign the [[signing.zone]]s: their first signing, plain SQL edits,
+    // refreshes (every other write signs itself).
+    let signer = authd::signing::Signer::spawn(signed).context("cannot start the signer")?;
     let (ask_reload, asked) = mpsc::channel(4);
     let stop = Arc::new(Notify::new());
     if let Some(path) = &config.control_socket {
@@ -418,7 +423,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         handle.clone(),
         notifier,
         refresher,
-        producers,
+        (producers, signer),
     );
     // Serve the catalog zones' members (RFC 9432) from the first query on.
     reloader.sync_catalogs().await;

@@ -428,6 +428,8 @@ sections! {
     /// Catalog zones produced (`[[catalog]]`) and consumer groups
     /// (`[[catalog.group]]`), RFC 9432.
     catalog: crate::catalog::config::CatalogConfig = "catalog" crate::catalog::config::RawCatalogs,
+    /// Zones signed online (`[signing]`, `[[signing.zone]]`).
+    signing: crate::signing::SigningConfig = "signing" crate::signing::RawSigning,
 }
 
 /// `listen` when unset: [`DEFAULT_LISTEN`].
@@ -628,9 +630,23 @@ impl Config {
         self.transfer.policy()
     }
 
-    /// Who may update which zones (RFC 2136).
+    /// Who may update which zones (RFC 2136). A zone signed online
+    /// (`[[signing.zone]]`) takes updates of its data however `[update]
+    /// dnssec` is set: authd signs them in the update's transaction.
     pub fn update_policy(&self) -> crate::update::UpdatePolicy {
-        self.update.clone()
+        let mut policy = self.update.clone();
+        for z in &self.signing.zones {
+            match policy.zones.iter_mut().find(|u| u.origin == z.origin) {
+                Some(u) => u.dnssec = Some(true),
+                None => policy.zones.push(crate::update::ZoneUpdate {
+                    origin: z.origin.clone(),
+                    allow: None,
+                    dnssec: Some(true),
+                    serial: None,
+                }),
+            }
+        }
+        policy
     }
 
     /// The TSIG keys, for verifying requests and signing what is sent.

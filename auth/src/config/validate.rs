@@ -45,6 +45,11 @@ pub(super) fn config(
         key: e.key,
         reason: e.reason,
     })?;
+    check_signing(&config).map_err(|e| ConfigError::Invalid {
+        origin: origin.to_string(),
+        key: e.key,
+        reason: e.reason,
+    })?;
     Ok(config)
 }
 
@@ -101,6 +106,44 @@ fn check_catalogs(config: &Config) -> Result<(), Invalid> {
                      of it{why}; the catalog zone is kept in that DB and must be served for \
                      consumers to transfer it",
                     p.file.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Each `[[signing.zone]]` is a zone an sqlite3 DB keeps: served by a
+/// `[[datasource]]` of type sqlite3 (or memory loaded from one), not a
+/// master file, not a `[[secondary]]` zone (signing transferred zones is
+/// not built yet).
+fn check_signing(config: &Config) -> Result<(), Invalid> {
+    for (i, z) in config.signing.zones.iter().enumerate() {
+        let at = format!("signing.zone[{i}].origin");
+        if let Some(j) = config.secondary.iter().position(|s| s.origin == z.origin) {
+            return Err(Invalid::new(
+                at,
+                format!(
+                    "{} is a [[secondary]] zone (secondary[{j}]): authd does not sign zones                      it transfers in yet; sign it on its primary, or serve it from an sqlite3                      [[datasource]]",
+                    z.origin
+                ),
+            ));
+        }
+        let from_file = config.explicit_datasources().iter().enumerate().find_map(|(k, ds)| {
+            match &ds.kind {
+                DataSourceKind::Memory { zones, .. } => zones
+                    .iter()
+                    .any(|m| m.origin == z.origin && m.file.is_some())
+                    .then_some(k),
+                _ => None,
+            }
+        });
+        if let Some(k) = from_file {
+            return Err(Invalid::new(
+                at,
+                format!(
+                    "{} is loaded from a master file by datasource[{k}]: a zone signed online                      must be kept in an sqlite3 DB (loadzone it into one)",
+                    z.origin
                 ),
             ));
         }

@@ -35,6 +35,7 @@ use super::DispatcherHandle;
 use super::reload::{self, LoadState, Loaded};
 use crate::catalog::consumer::{Consumer, locally_served};
 use crate::catalog::producer::{ProducerSettings, Producers};
+use crate::signing::{Signer, SignerSettings};
 use crate::config::{Config, ServerConfig};
 use crate::cookies::{CookieError, Cookies};
 use crate::dispatch::Dispatcher;
@@ -163,6 +164,16 @@ pub fn producer_settings(config: &Config, sources: &SourceList) -> ProducerSetti
     }
 }
 
+/// The zones of `config` signed online (`[[signing.zone]]`), signed
+/// through the write sides of `sources` (the signer's settings).
+pub fn signer_settings(config: &Config, sources: &SourceList) -> SignerSettings {
+    SignerSettings {
+        zones: config.signing.zones.clone(),
+        sources: sources.clone(),
+        serial: config.update_policy().serial,
+    }
+}
+
 /// Most zone names a "serving" line lists before it says how many more.
 const ZONES_LISTED: usize = 20;
 
@@ -216,6 +227,7 @@ pub struct Reloader {
     notifier: Notifier,
     refresher: Refresher,
     producers: Producers,
+    signer: Signer,
     /// The TCP connection table counts clients by these from start to stop.
     tcp_prefixes: (u8, u8),
 }
@@ -224,14 +236,15 @@ impl Reloader {
     /// The reloader of a server started with `running`, whose sources the
     /// load that left `state` built, answering through `handle`, announcing
     /// serial changes with `notifier`, following its secondary zones with
-    /// `refresher` and keeping its catalog zones with `producers`.
+    /// `refresher`, keeping its catalog zones with `producers` and signing
+    /// its signed zones' SQL edits with `signer`.
     pub fn new(
         running: Config,
         state: LoadState,
         handle: DispatcherHandle,
         notifier: Notifier,
         refresher: Refresher,
-        producers: Producers,
+        (producers, signer): (Producers, Signer),
     ) -> Reloader {
         let tcp_prefixes = (
             running.rrl.settings.ipv4_prefix,
@@ -246,6 +259,7 @@ impl Reloader {
             notifier,
             refresher,
             producers,
+            signer,
             tcp_prefixes,
         }
     }
@@ -374,6 +388,7 @@ impl Reloader {
             .update(secondary_settings(&config, &loaded.sources));
         let notify = notify_settings(&config, &loaded.sources);
         let producers = producer_settings(&config, &loaded.sources);
+        let signer = signer_settings(&config, &loaded.sources);
         log_serving(&loaded.sources, "reload: ");
         let next = reloaded(
             &config,
@@ -392,6 +407,7 @@ impl Reloader {
         self.count(true);
         self.notifier.update(notify);
         self.producers.update(producers);
+        self.signer.update(signer);
         let mut warnings = restart_only(&self.running, &config);
         if (
             config.rrl.settings.ipv4_prefix,
@@ -721,8 +737,12 @@ mod tests {
             handle.clone(),
             notifier,
             refresher,
-            Producers::spawn(producer_settings(&config, &handle.load().sources().clone()))
-                .expect("producers"),
+            (
+                Producers::spawn(producer_settings(&config, &handle.load().sources().clone()))
+                    .expect("producers"),
+                Signer::spawn(signer_settings(&config, &handle.load().sources().clone()))
+                    .expect("signer"),
+            ),
         );
         assert_eq!(www(&handle), 1);
 

@@ -74,11 +74,23 @@ impl Default for Policy {
     }
 }
 
-/// A policy setting that is out of range or unknown; the message names the
-/// key and the value.
+/// A policy setting that is out of range or unknown: the `[signing]` key
+/// and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct PolicyError(pub String);
+#[error("signing.{key}: {reason}")]
+pub struct PolicyError {
+    /// The key (`algorithm`, `signature_refresh`, ...).
+    pub key: String,
+    /// What is wrong with its value.
+    pub reason: String,
+}
+
+fn bad(key: &str, reason: impl Into<String>) -> PolicyError {
+    PolicyError {
+        key: key.to_string(),
+        reason: reason.into(),
+    }
+}
 
 impl Policy {
     /// Sets `key` (a `[signing]` key name) from its text `value`, as the
@@ -88,19 +100,20 @@ impl Policy {
     /// number that does not parse.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), PolicyError> {
         let number = |v: &str| {
-            v.trim().parse::<u32>().map_err(|_| {
-                PolicyError(format!(
-                    "signing.{key}: {v:?} is not a whole number of seconds"
-                ))
-            })
+            v.trim()
+                .parse::<u32>()
+                .map_err(|_| bad(key, format!("{v:?} is not a whole number of seconds")))
         };
         match key {
             "algorithm" => {
                 self.algorithm = Algorithm::from_name(value.trim()).ok_or_else(|| {
-                    PolicyError(format!(
-                        "signing.algorithm: unknown algorithm {value:?} \
-                         (known: ecdsap256sha256, ed25519, rsasha256)"
-                    ))
+                    bad(
+                        "algorithm",
+                        format!(
+                            "unknown algorithm {value:?} \
+                             (known: ecdsap256sha256, ed25519, rsasha256)"
+                        ),
+                    )
                 })?
             }
             "keys" => {
@@ -108,9 +121,10 @@ impl Policy {
                     "csk" => KeyLayout::Csk,
                     "ksk+zsk" => KeyLayout::KskZsk,
                     _ => {
-                        return Err(PolicyError(format!(
-                            "signing.keys: {value:?} is neither \"csk\" nor \"ksk+zsk\""
-                        )));
+                        return Err(bad(
+                            "keys",
+                            format!("{value:?} is neither \"csk\" nor \"ksk+zsk\""),
+                        ));
                     }
                 }
             }
@@ -123,9 +137,10 @@ impl Policy {
                     "nsec" => Denial::Nsec,
                     "nsec3" => Denial::Nsec3 { opt_out },
                     _ => {
-                        return Err(PolicyError(format!(
-                            "signing.denial: {value:?} is neither \"nsec\" nor \"nsec3\""
-                        )));
+                        return Err(bad(
+                            "denial",
+                            format!("{value:?} is neither \"nsec\" nor \"nsec3\""),
+                        ));
                     }
                 }
             }
@@ -134,17 +149,16 @@ impl Policy {
                     "true" => true,
                     "false" => false,
                     v => {
-                        return Err(PolicyError(format!(
-                            "signing.nsec3_opt_out: {v:?} is neither true nor false"
-                        )));
+                        return Err(bad(
+                            "nsec3_opt_out",
+                            format!("{v:?} is neither true nor false"),
+                        ));
                     }
                 };
                 if let Denial::Nsec3 { opt_out } = &mut self.denial {
                     *opt_out = on;
                 } else if on {
-                    return Err(PolicyError(
-                        "signing.nsec3_opt_out = true needs denial = \"nsec3\"".into(),
-                    ));
+                    return Err(bad("nsec3_opt_out", "true needs denial = \"nsec3\""));
                 }
             }
             "signature_validity" => self.signature_validity = number(value)?,
@@ -161,7 +175,7 @@ impl Policy {
                     .map(String::from)
                     .collect()
             }
-            _ => return Err(PolicyError(format!("signing.{key}: unknown setting"))),
+            _ => return Err(bad(key, "unknown setting")),
         }
         Ok(())
     }
@@ -172,22 +186,28 @@ impl Policy {
     /// validity, a TTL over RFC 2181 §8's maximum.
     pub fn validate(&self) -> Result<(), PolicyError> {
         if !(3600..=315_360_000).contains(&self.signature_validity) {
-            return Err(PolicyError(format!(
-                "signing.signature_validity = {}: must be 3600 to 315360000 seconds",
-                self.signature_validity
-            )));
+            return Err(bad(
+                "signature_validity",
+                format!(
+                    "{} is out of range: 3600 to 315360000 seconds",
+                    self.signature_validity
+                ),
+            ));
         }
         if self.signature_refresh >= self.signature_validity {
-            return Err(PolicyError(format!(
-                "signing.signature_refresh = {} must be less than signature_validity = {}",
-                self.signature_refresh, self.signature_validity
-            )));
+            return Err(bad(
+                "signature_refresh",
+                format!(
+                    "{} must be less than signature_validity ({})",
+                    self.signature_refresh, self.signature_validity
+                ),
+            ));
         }
         if self.dnskey_ttl > i32::MAX as u32 {
-            return Err(PolicyError(format!(
-                "signing.dnskey_ttl = {}: over 2147483647 (RFC 2181 §8)",
-                self.dnskey_ttl
-            )));
+            return Err(bad(
+                "dnskey_ttl",
+                format!("{} is over 2147483647 (RFC 2181 §8)", self.dnskey_ttl),
+            ));
         }
         Ok(())
     }
@@ -225,7 +245,7 @@ impl Policy {
         let mut p = Policy::default();
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let Some((k, v)) = line.split_once('=') else {
-                return Err(PolicyError(format!("stored policy line {line:?}")));
+                return Err(bad("(stored)", format!("line {line:?} is not key = value")));
             };
             p.set(k.trim(), v.trim())?;
         }
@@ -256,16 +276,21 @@ mod tests {
     fn bad_settings_are_named() {
         let mut p = Policy::default();
         let e = p.set("algorithm", "dsa").expect_err("unknown");
+        assert_eq!(e.key, "algorithm");
         assert!(
-            e.0.contains("signing.algorithm") && e.0.contains("dsa"),
+            e.to_string()
+                .starts_with("signing.algorithm: unknown algorithm \"dsa\""),
             "{e}"
         );
         let e = p.set("keys", "two").expect_err("layout");
-        assert!(e.0.contains("signing.keys"), "{e}");
+        assert_eq!(e.key, "keys");
         let e = p.set("dnskey_ttl", "-1").expect_err("number");
-        assert!(e.0.contains("signing.dnskey_ttl"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "signing.dnskey_ttl: \"-1\" is not a whole number of seconds"
+        );
         let e = p.set("colour", "red").expect_err("unknown key");
-        assert_eq!(e.0, "signing.colour: unknown setting");
+        assert_eq!(e.to_string(), "signing.colour: unknown setting");
         p.signature_refresh = p.signature_validity;
         assert!(p.validate().is_err());
         p.set("denial", "nsec").expect("nsec");

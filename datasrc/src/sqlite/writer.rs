@@ -781,6 +781,42 @@ impl ZoneWriter for SqliteWriter {
             Ok(())
         })
     }
+
+    fn set_signing(
+        &self,
+        origin: &Name,
+        policy: Option<&crate::signer::policy::Policy>,
+    ) -> Result<bool, WriteError> {
+        let changed = self.write(|conn| match policy {
+            Some(p) => crate::sqlite_signing::set_policy(conn, origin, p),
+            None => crate::sqlite_signing::clear_policy(conn, origin),
+        })?;
+        if changed {
+            self.committed();
+        }
+        Ok(changed)
+    }
+
+    fn sign_pending(
+        &self,
+        origin: &Name,
+        serial: SerialPolicy,
+        now: u64,
+    ) -> Result<Option<UpdateReport>, WriteError> {
+        let r = self.write(|conn| crate::sqlite_signing::sign_pending(conn, origin, serial, now))?;
+        if r.is_some() {
+            self.committed();
+        }
+        Ok(r)
+    }
+
+    fn signed_zones(&self) -> Result<Vec<crate::write::SignedZone>, WriteError> {
+        self.with_conn(|conn| crate::sqlite_signing::zone_states(conn))
+    }
+
+    fn signing_keys(&self, origin: &Name) -> Result<Vec<crate::write::KeyStatus>, WriteError> {
+        self.with_conn(|conn| crate::sqlite_signing::key_statuses(conn, origin))
+    }
 }
 
 impl Drop for SqliteWriter {
