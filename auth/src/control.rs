@@ -4,7 +4,8 @@
 //! is `ok` or `error: WHY`; what follows is the command's output.
 //!
 //! Commands: `status`, `reload [ZONE]`, `flush-cache`, `stats`,
-//! `zone-status [ZONE]`, `querylog on|off`, `stop`.
+//! `zone-status [ZONE]`, `querylog on|off`, `dnssec status [ZONE]`,
+//! `dnssec ds ZONE`, `stop`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -39,6 +40,11 @@ pub enum Command {
     ZoneStatus(Option<Name>),
     /// Log every query, or stop.
     QueryLog(bool),
+    /// The keys of one zone signed online (or of every one), with their
+    /// roles, states and tags.
+    DnssecStatus(Option<Name>),
+    /// The DS RRs (SHA-256) of a zone signed online, for its parent.
+    DnssecDs(Name),
     /// Stop authd (as SIGTERM).
     Stop,
 }
@@ -62,11 +68,14 @@ pub fn parse(line: &str) -> Result<Command, String> {
         ["zone-status", z] => Ok(Command::ZoneStatus(Some(zone(z)?))),
         ["querylog", "on"] => Ok(Command::QueryLog(true)),
         ["querylog", "off"] => Ok(Command::QueryLog(false)),
+        ["dnssec", "status"] => Ok(Command::DnssecStatus(None)),
+        ["dnssec", "status", z] => Ok(Command::DnssecStatus(Some(zone(z)?))),
+        ["dnssec", "ds", z] => Ok(Command::DnssecDs(zone(z)?)),
         ["stop"] => Ok(Command::Stop),
         [] => Err("empty command".into()),
         _ => Err(format!(
             "unknown command {:?} (status, reload [ZONE], flush-cache, stats, \
-             zone-status [ZONE], querylog on|off, stop)",
+             zone-status [ZONE], querylog on|off, dnssec status [ZONE], dnssec ds ZONE, stop)",
             line.trim()
         )),
     }
@@ -197,6 +206,21 @@ async fn run(control: &Control, command: Command) -> Result<String, String> {
                 .map_err(|e| format!("cannot render the metrics: {e}"))?;
             Ok(format!("{}\n", metrics_json(&text)))
         }
+        Command::DnssecStatus(zone) => dnssec_status(control, zone.as_ref()),
+        Command::DnssecDs(zone) => {
+            let keys = signing_keys(control, &zone)?;
+            let ds: Vec<String> = keys
+                .iter()
+                .filter(|k| k.state != "removed")
+                .filter_map(|k| k.ds.clone())
+                .collect();
+            if ds.is_empty() {
+                return Err(format!(
+                    "zone {zone} is not signed online by authd (no keys)"
+                ));
+            }
+            Ok(ds.iter().map(|d| format!("{d}\n")).collect())
+        }
         Command::QueryLog(on) => {
             QUERY_LOG.store(on, Ordering::Relaxed);
             Ok(format!("querylog {}\n", if on { "on" } else { "off" }))
@@ -313,4 +337,60 @@ mod tests {
         assert_eq!(json[0]["value"], 3.0);
         assert_eq!(json[1]["value"], 1.5);
     }
+}
+
+/// The keys of zone `zone` from the write side of the source serving it.
+fn signing_keys(
+    control: &Control,
+    zone: &Name,
+) -> Result<Vec<authd_datasrc::write::KeyStatus>, String> {
+    let dispatcher = control.handle.load();
+    let writer = dispatcher
+        .sources()
+        .writer(zone)
+        .map_err(|e| format!("zone {zone}: {e}"))?
+        .ok_or_else(|| format!("zone {zone} is not served"))?;
+    writer
+        .signing_keys(zone)
+        .map_err(|e| format!("zone {zone}: {e}"))
+}
+
+/// `dnssec status [ZONE]`: per zone signed online, when it was last signed
+/// and whether SQL edits wait, then one line per key.
+fn dnssec_status(control: &Control, zone: Option<&Name>) -> Result<String, String> {
+    let dispatcher = control.handle.load();
+    let mut out = String::new();
+    let mut found = false;
+    for w in dispatcher.sources().writers() {
+        let zones = w
+            .signed_zones()
+            .map_err(|e| format!("{}: {e}", w.describe()))?;
+        for z in zones.iter().filter(|z| zone.is_none_or(|o| *o == z.origin)) {
+            found = true;
+            let _ = writeln!(
+                out,
+                "{} signed: {} edits-pending: {}",
+                z.origin,
+                z.signed.map_or("never".to_string(), |t| t.to_string()),
+                if z.edits { "yes" } else { "no" }
+            );
+            for k in w
+                .signing_keys(&z.origin)
+                .map_err(|e| format!("zone {}: {e}", z.origin))?
+            {
+                let _ = writeln!(
+                    out,
+                    "  key {} {} {} algorithm {} flags {} created {}",
+                    k.tag, k.role, k.state, k.algorithm, k.flags, k.created
+                );
+            }
+        }
+    }
+    if !found {
+        return Err(match zone {
+            Some(z) => format!("zone {z} is not signed online by authd"),
+            None => "no zone is signed online".to_string(),
+        });
+    }
+    Ok(out)
 }

@@ -40,7 +40,9 @@ use authd_datasrc::{Name, SourceList, ZoneWriter};
 use serde::Deserialize;
 use tokio::sync::watch;
 
-use crate::settings::{Context, Invalid, Kind, Schema, Section, parse_origin, string_or_list, whole};
+use crate::settings::{
+    Context, Invalid, Kind, Schema, Section, parse_origin, string_or_list, whole,
+};
 
 /// How often the signer looks for plain SQL edits (each DB's change mark).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
@@ -241,7 +243,9 @@ impl Section for RawSigning {
         for (i, z) in self.zone.unwrap_or_default().into_iter().enumerate() {
             let table = format!("signing.zone[{i}]");
             let origin = match &z.origin {
-                Some(o) => parse_origin(o).map_err(|r| Invalid::new(format!("{table}.origin"), r))?,
+                Some(o) => {
+                    parse_origin(o).map_err(|r| Invalid::new(format!("{table}.origin"), r))?
+                }
                 None => return Err(Invalid::new(format!("{table}.origin"), "missing")),
             };
             if out.zone(&origin).is_some() {
@@ -501,11 +505,20 @@ mod tests {
         .expect("valid");
         assert_eq!(c.zones.len(), 2);
         let a = &c.zones[0].policy;
-        assert_eq!((a.algorithm, a.keys, a.denial), (Algorithm::Ed25519, KeyLayout::Csk, Denial::Nsec));
+        assert_eq!(
+            (a.algorithm, a.keys, a.denial),
+            (Algorithm::Ed25519, KeyLayout::Csk, Denial::Nsec)
+        );
         let b = &c.zones[1].policy;
         assert_eq!(c.zones[1].origin.to_string(), "b.example.");
         assert_eq!(
-            (b.algorithm, b.keys, b.denial, b.signature_validity, b.signature_refresh),
+            (
+                b.algorithm,
+                b.keys,
+                b.denial,
+                b.signature_validity,
+                b.signature_refresh
+            ),
             (
                 Algorithm::Ed25519,
                 KeyLayout::KskZsk,
@@ -524,9 +537,14 @@ mod tests {
             .expect_err("refresh");
         assert_eq!(e.key, "signing.zone[0].signature_refresh");
         let e = read("[signing]\n[[signing.zone]]\nkeys = \"csk\"\n").expect_err("origin");
-        assert_eq!((e.key.as_str(), e.reason.as_str()), ("signing.zone[0].origin", "missing"));
-        let e = read("[signing]\n[[signing.zone]]\norigin = \"x.\"\n[[signing.zone]]\norigin = \"X\"\n")
-            .expect_err("twice");
+        assert_eq!(
+            (e.key.as_str(), e.reason.as_str()),
+            ("signing.zone[0].origin", "missing")
+        );
+        let e = read(
+            "[signing]\n[[signing.zone]]\norigin = \"x.\"\n[[signing.zone]]\norigin = \"X\"\n",
+        )
+        .expect_err("twice");
         assert_eq!(e.key, "signing.zone[1].origin");
         let e = read("[signing]\nparent_agents = [\"ns.example\"]\n").expect_err("agent");
         assert_eq!(e.key, "signing.parent_agents[0]");

@@ -954,7 +954,9 @@ pub fn key_statuses(
     conn: &Connection,
     origin: &Name,
 ) -> Result<Vec<crate::write::KeyStatus>, WriteError> {
-    let ttl = policy_of(conn, origin)?.map(|p| p.dnskey_ttl).unwrap_or(3600);
+    let ttl = policy_of(conn, origin)?
+        .map(|p| p.dnskey_ttl)
+        .unwrap_or(3600);
     let owner = origin.to_lowercase();
     Ok(keys_of(conn, origin)?
         .iter()

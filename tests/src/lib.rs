@@ -1028,4 +1028,3 @@ pub fn start_unbound(upstream: SocketAddr, stubs: &[(&str, &str)], date: Option<
     ub.wait_ready(&QueryBuilder::new(stubs[0].0, "SOA").rd(true));
     ub
 }
-

@@ -7,6 +7,8 @@
 //! authc [--socket PATH] stats
 //! authc [--socket PATH] zone-status [ZONE]
 //! authc [--socket PATH] querylog on|off
+//! authc [--socket PATH] dnssec status [ZONE]
+//! authc [--socket PATH] dnssec ds ZONE
 //! authc [--socket PATH] stop
 //! ```
 //!
@@ -34,7 +36,8 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
     name = "authc",
     version,
     after_help = "Commands: status, reload [ZONE], flush-cache, stats (the metrics as JSON), \
-                  zone-status [ZONE], querylog on|off, stop. See docs/CONFIG.md, [control]."
+                  zone-status [ZONE], querylog on|off, dnssec status [ZONE], dnssec ds ZONE, stop. \
+                  See docs/CONFIG.md, [control]."
 )]
 struct Cli {
     /// authd's control socket (`[control] socket` in its configuration).

@@ -129,15 +129,17 @@ fn check_signing(config: &Config) -> Result<(), Invalid> {
                 ),
             ));
         }
-        let from_file = config.explicit_datasources().iter().enumerate().find_map(|(k, ds)| {
-            match &ds.kind {
+        let from_file = config
+            .explicit_datasources()
+            .iter()
+            .enumerate()
+            .find_map(|(k, ds)| match &ds.kind {
                 DataSourceKind::Memory { zones, .. } => zones
                     .iter()
                     .any(|m| m.origin == z.origin && m.file.is_some())
                     .then_some(k),
                 _ => None,
-            }
-        });
+            });
         if let Some(k) = from_file {
             return Err(Invalid::new(
                 at,

@@ -35,7 +35,6 @@ use super::DispatcherHandle;
 use super::reload::{self, LoadState, Loaded};
 use crate::catalog::consumer::{Consumer, locally_served};
 use crate::catalog::producer::{ProducerSettings, Producers};
-use crate::signing::{Signer, SignerSettings};
 use crate::config::{Config, ServerConfig};
 use crate::cookies::{CookieError, Cookies};
 use crate::dispatch::Dispatcher;
@@ -44,6 +43,7 @@ use crate::metrics::Metrics;
 use crate::notify::{Notifier, NotifySettings, NotifyWake};
 use crate::rrl::RateLimiter;
 use crate::secondary::{Refresher, SecondarySettings};
+use crate::signing::{Signer, SignerSettings};
 
 /// The dispatcher `config` asks for at start-up, answering from `sources`,
 /// counting into `metrics` and logging to `dnstap` (`None`: off; one of each

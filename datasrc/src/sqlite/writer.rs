@@ -803,7 +803,8 @@ impl ZoneWriter for SqliteWriter {
         serial: SerialPolicy,
         now: u64,
     ) -> Result<Option<UpdateReport>, WriteError> {
-        let r = self.write(|conn| crate::sqlite_signing::sign_pending(conn, origin, serial, now))?;
+        let r =
+            self.write(|conn| crate::sqlite_signing::sign_pending(conn, origin, serial, now))?;
         if r.is_some() {
             self.committed();
         }

@@ -1,0 +1,362 @@
+//! End to end: a zone signed online by a running authd (`[[signing.zone]]`),
+//! changed on every write path a server sees, with real clients and
+//! validators over 127.0.0.1:
+//!
+//! - the first signing, then a DNS UPDATE (`nsupdate`), then a plain SQL
+//!   edit made with the `sqlite3` shell (signed by the server's signer,
+//!   serial moved), then a `loadzone` replace; after each, an AXFR (`dig`)
+//!   passes `dnssec-verify`, `ldns-verify-zone` and `kzonecheck -d on`;
+//! - a validating Unbound with the zone's KSK as trust anchor resolves
+//!   positive answers, NXDOMAIN, NODATA, a wildcard, a secure and an
+//!   insecure delegation's DS through authd: no SERVFAIL, AD set;
+//! - `authc dnssec ds` gives the DS of the key the zone is signed with.
+//!
+//! Needs `dig`, `nsupdate` (bind9-dnsutils), `dnssec-verify` (bind9-utils),
+//! `ldns-verify-zone` (ldnsutils), `kzonecheck` (knot), `sqlite3`, `unbound`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use authd_tests::hickory_proto::op::ResponseCode;
+use authd_tests::{
+    AuthdProcess, QueryBuilder, binary, load_zone_text, parse_reply, query_tcp, require_tool,
+    run_with_timeout, start_unbound, tempdir, write_file,
+};
+
+const KEY: &str = "hmac-sha256:ddns.:8SAbJ0JpR9OwJgRTLHX8YMi1jUUT/gzPPRd6Wp44Dg4=";
+
+const ZONE: &str = "$TTL 300
+@ SOA ns1 hostmaster 1 3600 900 1209600 300
+@ NS ns1
+@ MX 10 mail
+ns1 A 192.0.2.1
+mail A 192.0.2.2
+www A 192.0.2.3
+*.wild TXT \"wildcard\"
+secure NS ns.secure
+ns.secure A 192.0.2.53
+secure DS 12345 13 2 0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF
+insecure NS ns.insecure
+ns.insecure A 192.0.2.54
+";
+
+struct Served {
+    authd: AuthdProcess,
+    db: PathBuf,
+    control: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+fn serve(policy: &str) -> Served {
+    let dir = tempdir();
+    let db = dir.path().join("zones.sqlite3");
+    load_zone_text(&db, "example.com.", ZONE);
+    let control = dir.path().join("control.sock");
+    let config = format!(
+        "[[key]]\nname = \"ddns.\"\nalgorithm = \"hmac-sha256\"\n\
+         secret = \"8SAbJ0JpR9OwJgRTLHX8YMi1jUUT/gzPPRd6Wp44Dg4=\"\n\
+         [[datasource]]\ntype = \"sqlite3\"\nfile = \"{}\"\n\
+         [transfer]\nallow = [\"127.0.0.1\"]\n[update]\nallow = [\"key ddns.\"]\n\
+         [control]\nsocket = \"{}\"\n\
+         [signing]\n{policy}\n[[signing.zone]]\norigin = \"example.com.\"\n",
+        db.display(),
+        control.display()
+    );
+    let path = write_file(dir.path(), "authd.toml", &config);
+    let authd = AuthdProcess::start(["--config".as_ref(), path.as_os_str()]);
+    Served {
+        authd,
+        db,
+        control,
+        dir,
+    }
+}
+
+fn soa_serial(addr: SocketAddr) -> Option<u32> {
+    let r = parse_reply(&query_tcp(
+        addr,
+        &QueryBuilder::new("example.com.", "SOA").wire(),
+    ));
+    r.answers.iter().find_map(|rr| match &rr.data {
+        authd_tests::hickory_proto::rr::RData::SOA(soa) => Some(soa.serial),
+        _ => None,
+    })
+}
+
+/// RRSIGs in the answer to a DO query.
+fn signatures(addr: SocketAddr, qname: &str, qtype: &str) -> usize {
+    let q = QueryBuilder::new(qname, qtype).edns(4096, true);
+    let r = parse_reply(&query_tcp(addr, &q.wire()));
+    r.answers
+        .iter()
+        .filter(|rr| rr.record_type() == authd_tests::hickory_proto::rr::RecordType::RRSIG)
+        .count()
+}
+
+/// Waits (bounded) until `cond` holds; returns how long it took.
+fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    start.elapsed()
+}
+
+/// An AXFR of example.com. from `addr` (dig, one SOA), written to `dir`.
+fn axfr(addr: SocketAddr, dir: &Path, step: &str) -> PathBuf {
+    let out = run_with_timeout(
+        Command::new("dig").args([
+            "@127.0.0.1",
+            "-p",
+            &addr.port().to_string(),
+            "example.com.",
+            "AXFR",
+            "+onesoa",
+            "+nocmd",
+            "+nostats",
+            "+nocomments",
+        ]),
+        Duration::from_secs(20),
+    );
+    assert!(
+        out.status.success(),
+        "dig AXFR: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        text.contains("RRSIG"),
+        "{step}: the transfer is not signed:\n{text}"
+    );
+    write_file(dir, &format!("{step}.zone"), &text)
+}
+
+/// The three validators on the AXFR at `step`.
+fn verify(addr: SocketAddr, dir: &Path, step: &str, csk: bool) {
+    let file = axfr(addr, dir, step);
+    let mut bind = Command::new("dnssec-verify");
+    bind.args(["-q", "-o", "example.com."]);
+    if csk {
+        bind.arg("-z");
+    }
+    let checks: [(&str, Command); 3] = [
+        ("dnssec-verify", {
+            bind.arg(&file);
+            bind
+        }),
+        ("ldns-verify-zone", {
+            let mut c = Command::new("ldns-verify-zone");
+            c.arg(&file);
+            c
+        }),
+        ("kzonecheck", {
+            let mut c = Command::new("kzonecheck");
+            c.args(["-o", "example.com.", "-d", "on"]).arg(&file);
+            c
+        }),
+    ];
+    for (name, mut cmd) in checks {
+        let out = run_with_timeout(&mut cmd, Duration::from_secs(60));
+        assert!(
+            out.status.success(),
+            "{step}: {name} fails on the AXFR:\n{}{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(&file).unwrap_or_default()
+        );
+    }
+}
+
+fn nsupdate(addr: SocketAddr, commands: &str) {
+    let script = format!(
+        "server 127.0.0.1 {}\nzone example.com.\n{commands}\nsend\n",
+        addr.port()
+    );
+    let dir = tempdir();
+    let file = write_file(dir.path(), "update.txt", &script);
+    let out = run_with_timeout(
+        Command::new("nsupdate").args(["-y", KEY]).arg(&file),
+        Duration::from_secs(20),
+    );
+    assert!(
+        out.status.success(),
+        "nsupdate: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn sqlite3(db: &Path, sql: &str) {
+    let out = run_with_timeout(
+        Command::new("sqlite3").arg(db).arg(sql),
+        Duration::from_secs(20),
+    );
+    assert!(
+        out.status.success(),
+        "sqlite3: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn authc(control: &Path, args: &[&str]) -> String {
+    let out = run_with_timeout(
+        Command::new(binary("authc"))
+            .arg("--socket")
+            .arg(control)
+            .args(args),
+        Duration::from_secs(20),
+    );
+    assert!(
+        out.status.success(),
+        "authc {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn require_tools() {
+    require_tool("dig", "-v", "bind9-dnsutils");
+    require_tool("nsupdate", "-V", "bind9-dnsutils");
+    require_tool("dnssec-verify", "-V", "bind9-utils");
+    require_tool("ldns-verify-zone", "-v", "ldnsutils");
+    require_tool("kzonecheck", "-V", "knot");
+    require_tool("sqlite3", "-version", "sqlite3");
+}
+
+fn every_write_path(policy: &str, csk: bool) {
+    require_tools();
+    let s = serve(policy);
+    let addr = s.authd.addr();
+    // The first signing, by the signer at start.
+    wait_for("the first signing", Duration::from_secs(20), || {
+        signatures(addr, "example.com.", "SOA") > 0
+    });
+    assert_eq!(soa_serial(addr), Some(2));
+    verify(addr, s.dir.path(), "first", csk);
+
+    // DNS UPDATE: the reply comes after the signed change is committed.
+    nsupdate(
+        addr,
+        "update add new.example.com. 300 A 192.0.2.99\nupdate delete www.example.com. A",
+    );
+    assert_eq!(soa_serial(addr), Some(3));
+    assert!(signatures(addr, "new.example.com.", "A") > 0);
+    verify(addr, s.dir.path(), "update", csk);
+
+    // A plain SQL edit with the sqlite3 shell: signed by the server.
+    sqlite3(
+        &s.db,
+        "INSERT INTO records (zone_id, name, rname, ttl, rdtype, sigtype, rdata) \
+         SELECT id, 'sql.example.com.', 'com.example.sql.', 300, 'TXT', NULL, '\"by sql\"' \
+         FROM zones WHERE name='example.com.'; \
+         DELETE FROM records WHERE name='mail.example.com.' AND rdtype='A';",
+    );
+    let took = wait_for("the SQL edit signed", Duration::from_secs(10), || {
+        soa_serial(addr) == Some(4)
+    });
+    eprintln!("SQL edit signed and served {took:?} after the commit");
+    assert!(signatures(addr, "sql.example.com.", "TXT") > 0);
+    verify(addr, s.dir.path(), "sql", csk);
+
+    // loadzone replacing the whole zone (serial 10), through the same DB.
+    let file = write_file(
+        s.dir.path(),
+        "v10.zone",
+        &(ZONE.replace(" 1 3600 900", " 10 3600 900") + "extra A 192.0.2.100\n"),
+    );
+    let out = run_with_timeout(
+        Command::new(binary("loadzone"))
+            .arg("--db")
+            .arg(&s.db)
+            .arg("example.com.")
+            .arg(&file),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "loadzone: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for("the replace served", Duration::from_secs(10), || {
+        soa_serial(addr) == Some(10)
+    });
+    assert!(signatures(addr, "extra.example.com.", "A") > 0);
+    verify(addr, s.dir.path(), "replace", csk);
+
+    // The DS for the parent names the key that signs the DNSKEY RRset.
+    let ds = authc(&s.control, &["dnssec", "ds", "example.com."]);
+    let line = ds.lines().next().expect("a DS line");
+    assert!(line.starts_with("example.com. 3600 IN DS "), "{ds}");
+
+    // A validating resolver with that key as trust anchor.
+    let dnskey = {
+        let out = run_with_timeout(
+            Command::new("dig").args([
+                "@127.0.0.1",
+                "-p",
+                &addr.port().to_string(),
+                "+short",
+                "example.com.",
+                "DNSKEY",
+            ]),
+            Duration::from_secs(20),
+        );
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let ksk = text
+            .lines()
+            .find(|l| l.starts_with("257 "))
+            .unwrap_or_else(|| panic!("no KSK in\n{text}"))
+            .to_string();
+        format!("example.com. DNSKEY {ksk}")
+    };
+    let anchor = dnskey.replace('\t', " ");
+    let ub = start_unbound(addr, &[("example.com.", anchor.as_str())], None);
+    let cases: &[(&str, &str, ResponseCode)] = &[
+        ("ns1.example.com.", "A", ResponseCode::NoError),
+        // The replace at serial 10 brought back www and mail and added extra.
+        ("www.example.com.", "A", ResponseCode::NoError),
+        ("extra.example.com.", "A", ResponseCode::NoError),
+        ("example.com.", "MX", ResponseCode::NoError),
+        ("sql.example.com.", "TXT", ResponseCode::NXDomain),
+        ("ns1.example.com.", "TXT", ResponseCode::NoError),
+        ("nx.example.com.", "A", ResponseCode::NXDomain),
+        ("foo.wild.example.com.", "TXT", ResponseCode::NoError),
+        ("secure.example.com.", "DS", ResponseCode::NoError),
+        ("insecure.example.com.", "DS", ResponseCode::NoError),
+        ("example.com.", "DNSKEY", ResponseCode::NoError),
+    ];
+    let mut failures = Vec::new();
+    for &(qname, qtype, rcode) in cases {
+        let q = QueryBuilder::new(qname, qtype).rd(true).edns(4096, true);
+        let r = parse_reply(&query_tcp(ub.addr, &q.wire()));
+        let (got, ad) = (r.metadata.response_code, r.metadata.authentic_data);
+        if got != rcode || !ad {
+            failures.push(format!(
+                "{qname} {qtype}: {got:?} ad={ad} (want {rcode:?} ad=1)"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "through unbound:\n{}\n\nunbound log:\n{}",
+        failures.join("\n"),
+        ub.log()
+    );
+}
+
+#[test]
+fn a_csk_zone_with_nsec3_is_signed_on_every_write_path() {
+    every_write_path("", true);
+}
+
+#[test]
+fn a_ksk_zsk_zone_with_nsec_is_signed_on_every_write_path() {
+    every_write_path(
+        "keys = \"ksk+zsk\"\ndenial = \"nsec\"\nalgorithm = \"ed25519\"",
+        false,
+    );
+}
