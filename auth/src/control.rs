@@ -309,36 +309,6 @@ fn metrics_json(text: &str) -> String {
     serde_json::Value::Array(samples).to_string()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn commands_parse_or_say_what_is_known() {
-        assert_eq!(parse("status\n"), Ok(Command::Status));
-        assert_eq!(
-            parse("reload example.com"),
-            Ok(Command::Reload(Some("example.com.".parse().expect("name"))))
-        );
-        assert_eq!(parse("querylog on"), Ok(Command::QueryLog(true)));
-        let e = parse("querylog maybe").expect_err("bad");
-        assert!(e.contains("unknown command \"querylog maybe\""), "{e}");
-        assert!(parse("").is_err());
-    }
-
-    #[test]
-    fn metrics_become_json_samples() {
-        let text =
-            "# HELP a_total x\n# TYPE a_total counter\na_total{kind=\"answer\",x=\"y\"} 3\nb 1.5\n";
-        let json: serde_json::Value = serde_json::from_str(&metrics_json(text)).expect("json");
-        assert_eq!(json[0]["name"], "a_total");
-        assert_eq!(json[0]["labels"]["kind"], "answer");
-        assert_eq!(json[0]["labels"]["x"], "y");
-        assert_eq!(json[0]["value"], 3.0);
-        assert_eq!(json[1]["value"], 1.5);
-    }
-}
-
 /// The keys of zone `zone` from the write side of the source serving it.
 fn signing_keys(
     control: &Control,
@@ -393,4 +363,34 @@ fn dnssec_status(control: &Control, zone: Option<&Name>) -> Result<String, Strin
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_parse_or_say_what_is_known() {
+        assert_eq!(parse("status\n"), Ok(Command::Status));
+        assert_eq!(
+            parse("reload example.com"),
+            Ok(Command::Reload(Some("example.com.".parse().expect("name"))))
+        );
+        assert_eq!(parse("querylog on"), Ok(Command::QueryLog(true)));
+        let e = parse("querylog maybe").expect_err("bad");
+        assert!(e.contains("unknown command \"querylog maybe\""), "{e}");
+        assert!(parse("").is_err());
+    }
+
+    #[test]
+    fn metrics_become_json_samples() {
+        let text =
+            "# HELP a_total x\n# TYPE a_total counter\na_total{kind=\"answer\",x=\"y\"} 3\nb 1.5\n";
+        let json: serde_json::Value = serde_json::from_str(&metrics_json(text)).expect("json");
+        assert_eq!(json[0]["name"], "a_total");
+        assert_eq!(json[0]["labels"]["kind"], "answer");
+        assert_eq!(json[0]["labels"]["x"], "y");
+        assert_eq!(json[0]["value"], 3.0);
+        assert_eq!(json[1]["value"], 1.5);
+    }
 }

@@ -405,14 +405,14 @@ pub(crate) fn signing_for(
             |r| r.get(0),
         )
         .map_err(sql("reading the signing time"))?;
-    if let Some(last) = last.and_then(|l| u64::try_from(l).ok()) {
-        if now + CLOCK_SLACK < last {
-            return Err(WriteError::Signing(format!(
-                "zone {origin}: the clock ({now}) is {} s behind the last signing ({last}); \
-                 not signing until it is past it",
-                last - now
-            )));
-        }
+    if let Some(last) = last.and_then(|l| u64::try_from(l).ok())
+        && now + CLOCK_SLACK < last
+    {
+        return Err(WriteError::Signing(format!(
+            "zone {origin}: the clock ({now}) is {} s behind the last signing ({last}); \
+             not signing until it is past it",
+            last - now
+        )));
     }
     let mut stored_keys = keys_of(tx, origin)?;
     let known: HashSet<u16> = stored_keys.iter().map(|k| k.pair.key_tag()).collect();
@@ -439,7 +439,8 @@ pub(crate) fn signing_for(
             .any(|k| k.role == role && k.state == KeyState::Active)
     };
     let need: Vec<(KeyRole, u16)> = match policy.keys {
-        KeyLayout::Csk if !live(KeyRole::Csk) && !(live(KeyRole::Ksk) && live(KeyRole::Zsk)) => {
+        // A CSK, unless one (or a KSK and a ZSK, from an import) signs.
+        KeyLayout::Csk if !(live(KeyRole::Csk) || live(KeyRole::Ksk) && live(KeyRole::Zsk)) => {
             vec![(KeyRole::Csk, 257)]
         }
         KeyLayout::KskZsk => {

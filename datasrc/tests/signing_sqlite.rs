@@ -246,16 +246,20 @@ fn nsec3_with_a_csk_through_every_write_path() {
 
 #[test]
 fn nsec3_opt_out_with_a_ksk_and_zsk_through_every_write_path() {
-    let mut p = Policy::default();
-    p.keys = KeyLayout::KskZsk;
-    p.denial = Denial::Nsec3 { opt_out: true };
+    let p = Policy {
+        keys: KeyLayout::KskZsk,
+        denial: Denial::Nsec3 { opt_out: true },
+        ..Policy::default()
+    };
     every_write_path(p, 10, 0);
 }
 
 #[test]
 fn nsec_with_ed25519_through_every_write_path() {
-    let mut p = Policy::default();
-    p.denial = Denial::Nsec;
+    let mut p = Policy {
+        denial: Denial::Nsec,
+        ..Policy::default()
+    };
     p.set("algorithm", "ed25519").expect("ed25519");
     // apex, ns1, mail, www, *.wild, a.b.c, sub, secure: 8
     every_write_path(p, 0, 8);

@@ -168,8 +168,8 @@ pub fn signed_data(fields: &SigFields, owner: &Name, class: Class, rdatas: &[&Rd
 }
 
 /// Signs the RRset (`owner`, `rtype`, class IN, `ttl`, `rdatas`) with `key`,
-/// valid from `inception` to `expiration` (seconds since 1970), signer name
-/// `apex`. Returns the RRSIG RDATA (wire).
+/// valid from `inception` to `expiration` (`validity`, seconds since 1970),
+/// signer name `apex`. Returns the RRSIG RDATA (wire).
 ///
 /// Errors: the key's signing failed ([`KeyError`]).
 pub fn sign_rrset(
@@ -179,8 +179,7 @@ pub fn sign_rrset(
     rtype: RType,
     ttl: u32,
     rdatas: &[&Rdata],
-    inception: u32,
-    expiration: u32,
+    (inception, expiration): (u32, u32),
 ) -> Result<Rdata, KeyError> {
     let fields = SigFields {
         covered: rtype,
@@ -256,8 +255,16 @@ mod tests {
             let key = KeyPair::generate(alg, 256).expect("key");
             let a1 = rdata(RType::A, "192.0.2.1", &apex);
             let a2 = rdata(RType::A, "192.0.2.2", &apex);
-            let sig = sign_rrset(&key, &apex, &owner, RType::A, 300, &[&a2, &a1, &a1], 10, 20)
-                .expect("signs");
+            let sig = sign_rrset(
+                &key,
+                &apex,
+                &owner,
+                RType::A,
+                300,
+                &[&a2, &a1, &a1],
+                (10, 20),
+            )
+            .expect("signs");
             let dnskey = key.dnskey_rdata();
             // Order, duplicates and owner case do not matter (RFC 4034 §6).
             let lower = owner.to_lowercase();

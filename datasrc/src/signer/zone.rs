@@ -509,7 +509,13 @@ pub fn resign(
                 .wrapping_sub(jitter(&set.owner, *t, window));
             let rdatas: Vec<&Rdata> = set.rdatas.iter().collect();
             sign_rrset(
-                &key.pair, origin, &set.owner, *t, set.ttl, &rdatas, inception, expiration,
+                &key.pair,
+                origin,
+                &set.owner,
+                *t,
+                set.ttl,
+                &rdatas,
+                (inception, expiration),
             )
             .map(|rdata| Record {
                 owner: set.owner.clone(),
@@ -611,8 +617,10 @@ mod tests {
     fn nsec_chain_skips_glue_and_signs_only_authoritative_sets() {
         let (origin, mut recs) = zone(ZONE);
         let keys = csk();
-        let mut p = Policy::default();
-        p.denial = Denial::Nsec;
+        let p = Policy {
+            denial: Denial::Nsec,
+            ..Policy::default()
+        };
         let c = resign(&origin, &recs, &Dirty::All, &keys, &p, 1_800_000_000, 100).expect("signs");
         assert!(c.delete.is_empty());
         apply(&mut recs, &c);
@@ -698,8 +706,10 @@ mod tests {
     fn nsec3_opt_out_leaves_insecure_delegations_out() {
         let (origin, mut recs) = zone(ZONE);
         let keys = csk();
-        let mut p = Policy::default();
-        p.denial = Denial::Nsec3 { opt_out: true };
+        let p = Policy {
+            denial: Denial::Nsec3 { opt_out: true },
+            ..Policy::default()
+        };
         let c = resign(&origin, &recs, &Dirty::All, &keys, &p, 1_800_000_000, 100).expect("signs");
         apply(&mut recs, &c);
         let params = Nsec3Params {
@@ -748,8 +758,10 @@ mod tests {
     fn refresh_is_bounded_by_the_budget() {
         let (origin, mut recs) = zone(ZONE);
         let keys = csk();
-        let mut p = Policy::default();
-        p.denial = Denial::Nsec;
+        let p = Policy {
+            denial: Denial::Nsec,
+            ..Policy::default()
+        };
         let t0 = 1_800_000_000u64;
         let c = resign(&origin, &recs, &Dirty::All, &keys, &p, t0, 100).expect("signs");
         apply(&mut recs, &c);
