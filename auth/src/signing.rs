@@ -74,10 +74,12 @@ impl SigningConfig {
     }
 }
 
-/// The policy keys as written, in `[signing]` or a `[[signing.zone]]`.
+/// `[signing]` or one `[[signing.zone]]` as written: the policy keys, with
+/// `zone` (the `[[signing.zone]]` tables) in the first and `origin` in the
+/// others (the schema keeps each key to its table).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawSigningZone {
+pub struct RawSigning {
     origin: Option<String>,
     algorithm: Option<String>,
     keys: Option<String>,
@@ -97,31 +99,43 @@ pub struct RawSigningZone {
     propagation_delay: Option<u32>,
     #[serde(default, deserialize_with = "string_or_list")]
     parent_agents: Option<Vec<String>>,
+    zone: Option<Vec<RawSigning>>,
 }
 
-/// The `[signing]` table as written.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawSigning {
-    algorithm: Option<String>,
-    keys: Option<String>,
-    denial: Option<String>,
-    nsec3_opt_out: Option<bool>,
-    #[serde(default, deserialize_with = "whole")]
-    signature_validity: Option<u32>,
-    #[serde(default, deserialize_with = "whole")]
-    signature_refresh: Option<u32>,
-    #[serde(default, deserialize_with = "whole")]
-    dnskey_ttl: Option<u32>,
-    #[serde(default, deserialize_with = "whole")]
-    zsk_lifetime: Option<u32>,
-    #[serde(default, deserialize_with = "whole")]
-    ksk_lifetime: Option<u32>,
-    #[serde(default, deserialize_with = "whole")]
-    propagation_delay: Option<u32>,
-    #[serde(default, deserialize_with = "string_or_list")]
-    parent_agents: Option<Vec<String>>,
-    zone: Option<Vec<RawSigningZone>>,
+impl RawSigning {
+    /// The policy keys set in this table, as `Policy::set` takes them, in a
+    /// fixed order (`denial` before `nsec3_opt_out`).
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        for (k, v) in [
+            ("algorithm", &self.algorithm),
+            ("keys", &self.keys),
+            ("denial", &self.denial),
+        ] {
+            if let Some(v) = v {
+                out.push((k, v.clone()));
+            }
+        }
+        if let Some(b) = self.nsec3_opt_out {
+            out.push(("nsec3_opt_out", b.to_string()));
+        }
+        for (k, v) in [
+            ("signature_validity", self.signature_validity),
+            ("signature_refresh", self.signature_refresh),
+            ("dnskey_ttl", self.dnskey_ttl),
+            ("zsk_lifetime", self.zsk_lifetime),
+            ("ksk_lifetime", self.ksk_lifetime),
+            ("propagation_delay", self.propagation_delay),
+        ] {
+            if let Some(v) = v {
+                out.push((k, v.to_string()));
+            }
+        }
+        if let Some(list) = &self.parent_agents {
+            out.push(("parent_agents", list.join(",")));
+        }
+        out
+    }
 }
 
 /// The policy keys and their kinds (both tables take them all).
@@ -151,37 +165,6 @@ const fn with(extra: (&'static str, Kind)) -> [(&'static str, Kind); 12] {
 
 const SIGNING_KEYS: [(&str, Kind); 12] = with(("zone", Kind::Tables));
 const ZONE_KEYS: [(&str, Kind); 12] = with(("origin", Kind::Text));
-
-/// The keys set in one table, as `Policy::set` takes them, in a fixed
-/// order (`denial` before `nsec3_opt_out`).
-#[allow(clippy::too_many_arguments)]
-fn pairs(
-    algorithm: &Option<String>,
-    keys: &Option<String>,
-    denial: &Option<String>,
-    nsec3_opt_out: Option<bool>,
-    numbers: [(&'static str, Option<u32>); 6],
-    parent_agents: &Option<Vec<String>>,
-) -> Vec<(&'static str, String)> {
-    let mut out = Vec::new();
-    for (k, v) in [("algorithm", algorithm), ("keys", keys), ("denial", denial)] {
-        if let Some(v) = v {
-            out.push((k, v.clone()));
-        }
-    }
-    if let Some(b) = nsec3_opt_out {
-        out.push(("nsec3_opt_out", b.to_string()));
-    }
-    for (k, v) in numbers {
-        if let Some(v) = v {
-            out.push((k, v.to_string()));
-        }
-    }
-    if let Some(list) = parent_agents {
-        out.push(("parent_agents", list.join(",")));
-    }
-    out
-}
 
 /// `policy` with the `pairs` of the table at `table` (`signing`,
 /// `signing.zone[0]`) applied and checked.
@@ -220,25 +203,7 @@ impl Section for RawSigning {
     /// policy checked (known algorithm, layout and denial; refresh below
     /// validity); origins present and unique.
     fn check(self, _cx: &Context<'_>) -> Result<SigningConfig, Invalid> {
-        let base = apply(
-            Policy::default(),
-            "signing",
-            &pairs(
-                &self.algorithm,
-                &self.keys,
-                &self.denial,
-                self.nsec3_opt_out,
-                [
-                    ("signature_validity", self.signature_validity),
-                    ("signature_refresh", self.signature_refresh),
-                    ("dnskey_ttl", self.dnskey_ttl),
-                    ("zsk_lifetime", self.zsk_lifetime),
-                    ("ksk_lifetime", self.ksk_lifetime),
-                    ("propagation_delay", self.propagation_delay),
-                ],
-                &self.parent_agents,
-            ),
-        )?;
+        let base = apply(Policy::default(), "signing", &self.pairs())?;
         let mut out = SigningConfig::default();
         for (i, z) in self.zone.unwrap_or_default().into_iter().enumerate() {
             let table = format!("signing.zone[{i}]");
@@ -254,25 +219,7 @@ impl Section for RawSigning {
                     format!("zone {origin} is listed twice in [[signing.zone]]"),
                 ));
             }
-            let policy = apply(
-                base.clone(),
-                &table,
-                &pairs(
-                    &z.algorithm,
-                    &z.keys,
-                    &z.denial,
-                    z.nsec3_opt_out,
-                    [
-                        ("signature_validity", z.signature_validity),
-                        ("signature_refresh", z.signature_refresh),
-                        ("dnskey_ttl", z.dnskey_ttl),
-                        ("zsk_lifetime", z.zsk_lifetime),
-                        ("ksk_lifetime", z.ksk_lifetime),
-                        ("propagation_delay", z.propagation_delay),
-                    ],
-                    &z.parent_agents,
-                ),
-            )?;
+            let policy = apply(base.clone(), &table, &z.pairs())?;
             out.zones.push(SignedZoneConfig { origin, policy });
         }
         Ok(out)
