@@ -555,7 +555,7 @@ pub fn update_zone(
         origin,
         Scope::Zone,
         SerialPolicy::Increment,
-        0,
+        crate::sqlite_signing::unix_now(),
         |_| Ok::<_, AdminError>(change),
     )?
 }

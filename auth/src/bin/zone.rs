@@ -8,6 +8,8 @@
 //! zone dump   --db DB ORIGIN [FILE] [--portable]
 //! zone check  --db DB ORIGIN
 //! zone update --db DB ORIGIN [--add RR]... [--delete RR]... [--ttl SECONDS]
+//! zone key-import --db DB ORIGIN KFILE.key [--role ksk|zsk|csk]
+//! zone ds     --db DB ORIGIN [--ttl SECONDS]
 //! ```
 //!
 //! ORIGIN is taken as absolute whether or not it ends in a dot. Every change is
@@ -116,6 +118,34 @@ enum Command {
         delete: Vec<String>,
         /// TTL for RRs given without one, seconds (0 to 2147483647, RFC 2181 §8).
         #[arg(long, default_value_t = 3600, allow_negative_numbers = true,
+              value_parser = clap::value_parser!(u32).range(..=MAX_TTL))]
+        ttl: u32,
+    },
+    /// Imports a DNSSEC key made by BIND 9 (`K<zone>.+<alg>+<tag>.key` and
+    /// the `.private` file beside it) into the zone's key store, so a zone
+    /// signed by BIND moves to authd's online signing without a rollover.
+    KeyImport {
+        /// The zone DB.
+        #[arg(long, value_name = "DB")]
+        db: PathBuf,
+        /// The zone apex.
+        origin: String,
+        /// The `.key` file; its `.private` file is read from beside it.
+        key: PathBuf,
+        /// The key's role; by default a SEP key (flags 257) is a KSK, else a ZSK.
+        #[arg(long, value_parser = ["ksk", "zsk", "csk"])]
+        role: Option<String>,
+    },
+    /// Prints the DS RRs (SHA-256, RFC 4509) of the zone's KSK or CSK, for
+    /// the parent zone.
+    Ds {
+        /// The zone DB.
+        #[arg(long, value_name = "DB")]
+        db: PathBuf,
+        /// The zone apex.
+        origin: String,
+        /// The DS TTL, seconds.
+        #[arg(long, default_value_t = 3600,
               value_parser = clap::value_parser!(u32).range(..=MAX_TTL))]
         ttl: u32,
     },
@@ -317,6 +347,44 @@ fn run(command: Command) -> Result<(), String> {
                 "updated zone {origin}: serial {} -> {}, {} added, {} deleted, {} journal rows",
                 r.old_serial, r.new_serial, r.added, r.deleted, r.journal_rows
             );
+            Ok(())
+        }
+        Command::KeyImport {
+            db,
+            origin,
+            key,
+            role,
+        } => {
+            let origin = authd::config::parse_origin(&origin)?;
+            let private = key.with_extension("private");
+            let read =
+                |p: &Path| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
+            let (key_text, private_text) = (read(&key)?, read(&private)?);
+            let role = role.as_deref().map(|r| match r {
+                "ksk" => authd_datasrc::sqlite_signing::KeyRole::Ksk,
+                "zsk" => authd_datasrc::sqlite_signing::KeyRole::Zsk,
+                _ => authd_datasrc::sqlite_signing::KeyRole::Csk,
+            });
+            let tag = open_existing(&db)?
+                .import_key(&origin, &key_text, &private_text, role)
+                .map_err(|e| format!("{}: {e}", key.display()))?;
+            println!("zone {origin}: key {tag} imported from {}", key.display());
+            Ok(())
+        }
+        Command::Ds { db, origin, ttl } => {
+            let origin = authd::config::parse_origin(&origin)?;
+            let ds = open_read(&db)?
+                .ds_records(&origin, ttl)
+                .map_err(admin(&db))?;
+            if ds.is_empty() {
+                return Err(format!(
+                    "zone {origin} in {} has no KSK or CSK (it is not signed online)",
+                    db.display()
+                ));
+            }
+            for line in ds {
+                println!("{line}");
+            }
             Ok(())
         }
     }

@@ -431,6 +431,33 @@ impl SqliteWriter {
         Ok(r)
     }
 
+    /// Imports a key of zone `origin` from BIND 9's key files (`zone
+    /// key-import`); see [`crate::sqlite_signing::import_bind_key`].
+    /// Returns the key tag.
+    ///
+    /// Errors: as [`crate::sqlite_signing::import_bind_key`].
+    pub fn import_key(
+        &self,
+        origin: &Name,
+        key_text: &str,
+        private_text: &str,
+        role: Option<crate::sqlite_signing::KeyRole>,
+    ) -> Result<u16, WriteError> {
+        let tag = self.write(|conn| {
+            crate::sqlite_signing::import_bind_key(conn, origin, key_text, private_text, role)
+        })?;
+        self.committed();
+        Ok(tag)
+    }
+
+    /// The DS RRs (SHA-256) of zone `origin`'s KSKs or CSKs with TTL `ttl`
+    /// (`zone ds`).
+    ///
+    /// Errors: storage, a corrupt key row.
+    pub fn ds_records(&self, origin: &Name, ttl: u32) -> Result<Vec<String>, WriteError> {
+        self.with_conn(|conn| crate::sqlite_signing::ds_records(conn, origin, ttl))
+    }
+
     /// Folds the write-ahead log into the main file, so a plain `cp` of the
     /// quiet DB is whole (the tools call it before they exit).
     ///
