@@ -622,9 +622,8 @@ pub fn update_zone_with<E>(
         Err(e) => return Ok(Err(e)),
     };
     let signing = if signed {
-        let all: Vec<Record> = before.iter().map(|r| r.record.clone()).collect();
         crate::sqlite_signing::unsigned_change(origin, &change.add, &mut change.delete)?;
-        crate::sqlite_signing::signing_for(&tx, origin, &all, now)?
+        crate::sqlite_signing::signing_for(&tx, origin, before.iter().map(|r| &r.record), now)?
     } else {
         None
     };

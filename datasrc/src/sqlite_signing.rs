@@ -385,14 +385,15 @@ pub(crate) struct Signing {
 /// zone has no policy. At the first signing, makes the policy's keys (a
 /// CSK, or a KSK and a ZSK).
 ///
-/// Errors: [`WriteError::Signing`] when `stored` (the zone's records) has
-/// DNSKEYs whose keys are not stored (they must be imported: their tags
-/// are named), when the clock is more than [`CLOCK_SLACK`] behind the last
-/// signing, or for a corrupt key row; storage.
-pub(crate) fn signing_for(
+/// Errors: [`WriteError::Signing`] when `stored` (the zone's records, or
+/// those about to be loaded) has DNSKEYs whose keys are not stored (they
+/// must be imported: their tags are named), when the clock is more than
+/// [`CLOCK_SLACK`] behind the last signing, or for a corrupt key row;
+/// storage.
+pub(crate) fn signing_for<'a>(
     tx: &Connection,
     origin: &Name,
-    stored: &[Record],
+    stored: impl IntoIterator<Item = &'a Record>,
     now: u64,
 ) -> Result<Option<Signing>, WriteError> {
     let Some(policy) = policy_of(tx, origin)? else {
@@ -417,7 +418,7 @@ pub(crate) fn signing_for(
     let mut stored_keys = keys_of(tx, origin)?;
     let known: HashSet<u16> = stored_keys.iter().map(|k| k.pair.key_tag()).collect();
     let mut foreign: Vec<u16> = stored
-        .iter()
+        .into_iter()
         .filter(|r| r.rtype == RType::DNSKEY && r.owner == *origin)
         .map(|r| keys::key_tag_of(r.rdata.as_wire()))
         .filter(|t| !known.contains(t))
@@ -823,8 +824,7 @@ pub(crate) fn signed_load(
     if !is_signed(tx, origin)? {
         return Ok(None);
     }
-    let input: Vec<Record> = records.iter().map(|s| s.record.clone()).collect();
-    let Some(signing) = signing_for(tx, origin, &input, now)? else {
+    let Some(signing) = signing_for(tx, origin, records.iter().map(|s| &s.record), now)? else {
         return Ok(None);
     };
     let data: Vec<&crate::zonefile::SourcedRecord> = records
@@ -837,16 +837,16 @@ pub(crate) fn signed_load(
         .map(|s| s.record.clone())
         .collect();
     // Changed data RRsets: in one version and not the other.
-    let key = |r: &Record| (r.owner.to_lowercase(), r.rtype, r.rdata.clone(), r.ttl);
-    let old_set: HashSet<_> = old_records
-        .iter()
-        .filter(|r| !is_signer_type(r.rtype))
-        .map(key)
-        .collect();
-    let new_set: HashSet<_> = data.iter().map(|s| key(&s.record)).collect();
     let dirty = if old.is_none() {
         Dirty::All
     } else {
+        let key = |r: &Record| (r.owner.to_lowercase(), r.rtype, r.rdata.clone(), r.ttl);
+        let old_set: HashSet<_> = old_records
+            .iter()
+            .filter(|r| !is_signer_type(r.rtype))
+            .map(key)
+            .collect();
+        let new_set: HashSet<_> = data.iter().map(|s| key(&s.record)).collect();
         Dirty::Rrsets(
             old_set
                 .symmetric_difference(&new_set)
