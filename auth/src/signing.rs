@@ -74,67 +74,83 @@ impl SigningConfig {
     }
 }
 
-/// `[signing]` or one `[[signing.zone]]` as written: the policy keys, with
-/// `zone` (the `[[signing.zone]]` tables) in the first and `origin` in the
-/// others (the schema keeps each key to its table).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawSigning {
-    origin: Option<String>,
-    algorithm: Option<String>,
-    keys: Option<String>,
-    denial: Option<String>,
-    nsec3_opt_out: Option<bool>,
-    #[serde(default, deserialize_with = "whole")]
-    signature_validity: Option<u32>,
-    #[serde(default, deserialize_with = "whole")]
-    signature_refresh: Option<u32>,
-    #[serde(default, deserialize_with = "whole")]
-    dnskey_ttl: Option<u32>,
-    #[serde(default, deserialize_with = "whole")]
-    zsk_lifetime: Option<u32>,
-    #[serde(default, deserialize_with = "whole")]
-    ksk_lifetime: Option<u32>,
-    #[serde(default, deserialize_with = "whole")]
-    propagation_delay: Option<u32>,
-    #[serde(default, deserialize_with = "string_or_list")]
-    parent_agents: Option<Vec<String>>,
-    zone: Option<Vec<RawSigning>>,
+/// A raw table with the policy keys (each optional) and `$extra` fields,
+/// and its `pairs`: the keys set, as `Policy::set` takes them, in a fixed
+/// order (`denial` before `nsec3_opt_out`).
+macro_rules! policy_table {
+    ($(#[$meta:meta])* $name:ident { $($field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $($field: $ty,)*
+            algorithm: Option<String>,
+            keys: Option<String>,
+            denial: Option<String>,
+            nsec3_opt_out: Option<bool>,
+            #[serde(default, deserialize_with = "whole")]
+            signature_validity: Option<u32>,
+            #[serde(default, deserialize_with = "whole")]
+            signature_refresh: Option<u32>,
+            #[serde(default, deserialize_with = "whole")]
+            dnskey_ttl: Option<u32>,
+            #[serde(default, deserialize_with = "whole")]
+            zsk_lifetime: Option<u32>,
+            #[serde(default, deserialize_with = "whole")]
+            ksk_lifetime: Option<u32>,
+            #[serde(default, deserialize_with = "whole")]
+            propagation_delay: Option<u32>,
+            #[serde(default, deserialize_with = "string_or_list")]
+            parent_agents: Option<Vec<String>>,
+        }
+
+        impl $name {
+            fn pairs(&self) -> Vec<(&'static str, String)> {
+                let mut out = Vec::new();
+                for (k, v) in [
+                    ("algorithm", &self.algorithm),
+                    ("keys", &self.keys),
+                    ("denial", &self.denial),
+                ] {
+                    if let Some(v) = v {
+                        out.push((k, v.clone()));
+                    }
+                }
+                if let Some(b) = self.nsec3_opt_out {
+                    out.push(("nsec3_opt_out", b.to_string()));
+                }
+                for (k, v) in [
+                    ("signature_validity", self.signature_validity),
+                    ("signature_refresh", self.signature_refresh),
+                    ("dnskey_ttl", self.dnskey_ttl),
+                    ("zsk_lifetime", self.zsk_lifetime),
+                    ("ksk_lifetime", self.ksk_lifetime),
+                    ("propagation_delay", self.propagation_delay),
+                ] {
+                    if let Some(v) = v {
+                        out.push((k, v.to_string()));
+                    }
+                }
+                if let Some(list) = &self.parent_agents {
+                    out.push(("parent_agents", list.join(",")));
+                }
+                out
+            }
+        }
+    };
 }
 
-impl RawSigning {
-    /// The policy keys set in this table, as `Policy::set` takes them, in a
-    /// fixed order (`denial` before `nsec3_opt_out`).
-    fn pairs(&self) -> Vec<(&'static str, String)> {
-        let mut out = Vec::new();
-        for (k, v) in [
-            ("algorithm", &self.algorithm),
-            ("keys", &self.keys),
-            ("denial", &self.denial),
-        ] {
-            if let Some(v) = v {
-                out.push((k, v.clone()));
-            }
-        }
-        if let Some(b) = self.nsec3_opt_out {
-            out.push(("nsec3_opt_out", b.to_string()));
-        }
-        for (k, v) in [
-            ("signature_validity", self.signature_validity),
-            ("signature_refresh", self.signature_refresh),
-            ("dnskey_ttl", self.dnskey_ttl),
-            ("zsk_lifetime", self.zsk_lifetime),
-            ("ksk_lifetime", self.ksk_lifetime),
-            ("propagation_delay", self.propagation_delay),
-        ] {
-            if let Some(v) = v {
-                out.push((k, v.to_string()));
-            }
-        }
-        if let Some(list) = &self.parent_agents {
-            out.push(("parent_agents", list.join(",")));
-        }
-        out
+policy_table! {
+    /// The `[signing]` table as written: the defaults and the zones.
+    RawSigning {
+        zone: Option<Vec<RawSigningZone>>,
+    }
+}
+
+policy_table! {
+    /// One `[[signing.zone]]` as written.
+    RawSigningZone {
+        origin: Option<String>,
     }
 }
 
@@ -402,15 +418,19 @@ fn poll(zones: &mut [Zone], settings: &SignerSettings, marks: &mut HashMap<usize
     for z in zones.iter_mut().filter(|z| z.due && z.stored) {
         let Some(w) = z.writer.clone() else { continue };
         let now = crate::sys::unix_seconds();
+        let started = Instant::now();
         match w.sign_pending(&z.config.origin, settings.serial, now) {
             Ok(Some(r)) => {
                 tracing::info!(
-                    "signing {}: serial {} -> {}, {} RRs added and {} deleted by SQL signed",
+                    "signing {}: serial {} -> {}, {} RRs added and {} deleted by SQL signed, \
+                     {} journal rows, in {:.3} s",
                     z.config.origin,
                     r.old_serial,
                     r.new_serial,
                     r.added,
-                    r.deleted
+                    r.deleted,
+                    r.journal_rows,
+                    started.elapsed().as_secs_f64()
                 );
                 z.due = false;
                 z.last_refresh = Instant::now();

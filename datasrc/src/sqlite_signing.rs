@@ -415,6 +415,12 @@ pub(crate) fn signing_for<'a>(
             last - now
         )));
     }
+    // This transaction signs its own changes: the triggers need not log
+    // them (the row is deleted before the commit, by clear_log).
+    authd_migrations::ensure_authd_table(tx, "authd_signing")
+        .map_err(sql("creating the signing tables"))?;
+    tx.execute("INSERT INTO authd_signing_quiet (writer) VALUES (1)", [])
+        .map_err(sql("marking the transaction"))?;
     let mut stored_keys = keys_of(tx, origin)?;
     let known: HashSet<u16> = stored_keys.iter().map(|k| k.pair.key_tag()).collect();
     let mut foreign: Vec<u16> = stored
@@ -601,10 +607,13 @@ fn finish(tx: &Connection, origin: &Name, zone_id: i64, now: u64) -> Result<(), 
     clear_log(tx, zone_id)
 }
 
-/// Deletes the log rows of zone `zone_id`.
+/// Deletes the log rows of zone `zone_id` (the edits this transaction
+/// signed) and the transaction's mark.
 pub(crate) fn clear_log(tx: &Connection, zone_id: i64) -> Result<(), WriteError> {
     if has_table(tx, "authd_signing_log")? {
         tx.execute("DELETE FROM authd_signing_log WHERE zone_id=?1", [zone_id])
+            .map_err(sql("clearing the signing log"))?;
+        tx.execute("DELETE FROM authd_signing_quiet", [])
             .map_err(sql("clearing the signing log"))?;
     }
     Ok(())

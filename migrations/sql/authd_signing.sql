@@ -45,22 +45,32 @@ CREATE TABLE IF NOT EXISTS authd_signing_log (
     ttl INTEGER NOT NULL,
     rdata TEXT NOT NULL
 );
+-- authd_signing_quiet: holds a row only inside a transaction of authd's own
+-- writers (inserted after BEGIN, deleted before COMMIT, so no other
+-- connection ever sees it): their changes are signed in that transaction
+-- and need no log.
+CREATE TABLE IF NOT EXISTS authd_signing_quiet (
+    writer INTEGER
+);
 CREATE TRIGGER IF NOT EXISTS authd_signing_insert AFTER INSERT ON records
-WHEN EXISTS (SELECT 1 FROM zones z JOIN authd_signing s ON s.zone = lower(z.name)
+WHEN NOT EXISTS (SELECT 1 FROM authd_signing_quiet)
+AND EXISTS (SELECT 1 FROM zones z JOIN authd_signing s ON s.zone = lower(z.name)
              WHERE z.id = NEW.zone_id)
 BEGIN
     INSERT INTO authd_signing_log (zone_id, op, name, rdtype, ttl, rdata)
     VALUES (NEW.zone_id, 0, NEW.name, NEW.rdtype, NEW.ttl, NEW.rdata);
 END;
 CREATE TRIGGER IF NOT EXISTS authd_signing_delete AFTER DELETE ON records
-WHEN EXISTS (SELECT 1 FROM zones z JOIN authd_signing s ON s.zone = lower(z.name)
+WHEN NOT EXISTS (SELECT 1 FROM authd_signing_quiet)
+AND EXISTS (SELECT 1 FROM zones z JOIN authd_signing s ON s.zone = lower(z.name)
              WHERE z.id = OLD.zone_id)
 BEGIN
     INSERT INTO authd_signing_log (zone_id, op, name, rdtype, ttl, rdata)
     VALUES (OLD.zone_id, 1, OLD.name, OLD.rdtype, OLD.ttl, OLD.rdata);
 END;
 CREATE TRIGGER IF NOT EXISTS authd_signing_update AFTER UPDATE ON records
-WHEN EXISTS (SELECT 1 FROM zones z JOIN authd_signing s ON s.zone = lower(z.name)
+WHEN NOT EXISTS (SELECT 1 FROM authd_signing_quiet)
+AND EXISTS (SELECT 1 FROM zones z JOIN authd_signing s ON s.zone = lower(z.name)
              WHERE z.id = OLD.zone_id OR z.id = NEW.zone_id)
 BEGIN
     INSERT INTO authd_signing_log (zone_id, op, name, rdtype, ttl, rdata)

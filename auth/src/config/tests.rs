@@ -1154,3 +1154,59 @@ fn a_catalog_needs_its_db_served_whole_and_is_no_secondary() {
          primaries"
     );
 }
+
+#[test]
+fn signing_zones_are_checked_with_the_other_sections() {
+    let ok = from_toml(
+        r#"
+        [[datasource]]
+        type = "sqlite3"
+        file = "zones.sqlite3"
+        [signing]
+        denial = "nsec"
+        [[signing.zone]]
+        origin = "example.com"
+        "#,
+    )
+    .expect("valid");
+    assert_eq!(ok.signing.zones.len(), 1);
+    // A signed zone takes updates whatever [update] dnssec says.
+    let origin: Name = "example.com.".parse().expect("name");
+    let z = ok.update_policy();
+    let zone = z.zones.iter().find(|u| u.origin == origin).expect("listed");
+    assert_eq!(zone.dnssec, Some(true));
+    let err = |text: &str| from_toml(text).expect_err("invalid").to_string();
+    assert_eq!(
+        err(r#"
+        [[secondary]]
+        zone = "example.com."
+        primaries = ["192.0.2.1"]
+        file = "sec.sqlite3"
+        [[signing.zone]]
+        origin = "example.com."
+        "#),
+        "config /etc/authd/authd.toml: signing.zone[0].origin: example.com. is a [[secondary]] \
+         zone (secondary[0]): authd does not sign zones it transfers in yet; sign it on its \
+         primary, or serve it from an sqlite3 [[datasource]]"
+    );
+    assert!(
+        err(r#"
+        [[datasource]]
+        type = "memory"
+        zones = [{ origin = "example.com.", file = "example.com.zone" }]
+        [[signing.zone]]
+        origin = "example.com."
+        "#)
+        .contains(
+            "signing.zone[0].origin: example.com. is loaded from a master file by datasource[0]"
+        )
+    );
+    assert!(
+        err("[signing]\norigin = \"example.com.\"\n").contains("NOPE"),
+        "{}",
+        err("[signing]\norigin = \"example.com.\"\n")
+    );
+    assert!(
+        err("[signing]\nalgorithm = \"rsamd5\"\n").contains("signing.algorithm: unknown algorithm")
+    );
+}

@@ -124,7 +124,9 @@ fn check_signing(config: &Config) -> Result<(), Invalid> {
             return Err(Invalid::new(
                 at,
                 format!(
-                    "{} is a [[secondary]] zone (secondary[{j}]): authd does not sign zones                      it transfers in yet; sign it on its primary, or serve it from an sqlite3                      [[datasource]]",
+                    "{} is a [[secondary]] zone (secondary[{j}]): authd does not sign zones \
+                     it transfers in yet; sign it on its primary, or serve it from an sqlite3 \
+                     [[datasource]]",
                     z.origin
                 ),
             ));
@@ -144,7 +146,8 @@ fn check_signing(config: &Config) -> Result<(), Invalid> {
             return Err(Invalid::new(
                 at,
                 format!(
-                    "{} is loaded from a master file by datasource[{k}]: a zone signed online                      must be kept in an sqlite3 DB (loadzone it into one)",
+                    "{} is loaded from a master file by datasource[{k}]: a zone signed \
+                     online must be kept in an sqlite3 DB (loadzone it into one)",
                     z.origin
                 ),
             ));
