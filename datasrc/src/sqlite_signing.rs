@@ -8,7 +8,7 @@
 //! journals the edits with their signatures, as a server polling
 //! [`zones_with_edits`] does within a second.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -518,7 +518,7 @@ pub(crate) fn sign_in_tx(
     dirty: &Dirty,
     now: u64,
 ) -> Result<SignedChange, WriteError> {
-    let records: Vec<Record> = rows.iter().map(|r| r.record.clone()).collect();
+    let records: Vec<&Record> = rows.iter().map(|r| &r.record).collect();
     let change = resign(
         origin,
         &records,
@@ -533,6 +533,9 @@ pub(crate) fn sign_in_tx(
     finish(tx, origin, zone_id, now)?;
     Ok(change)
 }
+
+/// Where a row is: (table, id).
+type RowAt = (&'static str, i64);
 
 fn in_nsec3_table(r: &Record) -> bool {
     r.rtype == RType::NSEC3
@@ -555,20 +558,23 @@ fn write_change(
         let mut del_nsec3 = tx
             .prepare_cached("DELETE FROM nsec3 WHERE id=?1")
             .map_err(sql(action))?;
-        let mut gone: HashSet<(&'static str, i64)> = HashSet::new();
+        // The stored signer rows, by RR: a deletion finds its row at once.
+        let mut by_rr: HashMap<(&Name, RType, &[u8]), Vec<RowAt>> = HashMap::new();
+        for s in rows.iter().filter(|s| is_signer_type(s.record.rtype)) {
+            by_rr
+                .entry((&s.record.owner, s.record.rtype, s.record.rdata.as_wire()))
+                .or_default()
+                .push((s.table, s.id));
+        }
         for d in &change.delete {
-            let row = rows.iter().find(|s| {
-                s.record.owner == d.owner
-                    && s.record.rtype == d.rtype
-                    && s.record.rdata == d.rdata
-                    && !gone.contains(&(s.table, s.id))
-            });
-            if let Some(s) = row {
-                gone.insert((s.table, s.id));
-                if s.table == "nsec3" {
-                    del_nsec3.execute([s.id]).map_err(sql(action))?;
+            let row = by_rr
+                .get_mut(&(&d.owner, d.rtype, d.rdata.as_wire()))
+                .and_then(Vec::pop);
+            if let Some((table, id)) = row {
+                if table == "nsec3" {
+                    del_nsec3.execute([id]).map_err(sql(action))?;
                 } else {
-                    del_records.execute([s.id]).map_err(sql(action))?;
+                    del_records.execute([id]).map_err(sql(action))?;
                 }
             }
         }
@@ -732,8 +738,7 @@ pub fn sign_pending(
     else {
         return Err(WriteError::Check(format!("zone {origin} has no SOA")));
     };
-    let records: Vec<Record> = rows.iter().map(|r| r.record.clone()).collect();
-    let Some(signing) = signing_for(&tx, origin, &records, now)? else {
+    let Some(signing) = signing_for(&tx, origin, rows.iter().map(|r| &r.record), now)? else {
         return Ok(None);
     };
     // A SOA edited by SQL: the journal starts at the old one.
@@ -746,8 +751,34 @@ pub fn sign_pending(
     added.retain(|r| !(r.rtype == RType::SOA && r.owner == *origin));
     deleted.retain(|r| !(r.rtype == RType::SOA && r.owner == *origin));
     let mut dirty = Dirty::of(added.iter().chain(&deleted));
-    // Without edits, only what is due for refresh.
-    let trial = resign(
+    if let Dirty::Rrsets(s) = &mut dirty {
+        s.insert((origin.clone(), RType::SOA));
+    }
+    let old_serial = old_soa
+        .rdata
+        .soa_serial()
+        .ok_or_else(|| WriteError::Check(format!("zone {origin}: unreadable SOA")))?;
+    let current_serial = current_soa.rdata.soa_serial().unwrap_or(old_serial);
+    // The serial moves, unless the edits moved it already.
+    let new_soa = if serial_gt(current_serial, old_serial) {
+        current_soa.clone()
+    } else {
+        let rdata = sqlite_admin::with_serial(&current_soa.rdata, serial.next(old_serial, now))
+            .ok_or_else(|| WriteError::Check(format!("zone {origin}: unreadable SOA")))?;
+        Record {
+            rdata,
+            ..current_soa.clone()
+        }
+    };
+    let mut rows = rows;
+    if let Some(r) = rows
+        .iter_mut()
+        .find(|r| r.id == soa_row.id && r.table == "records")
+    {
+        r.record = new_soa.clone();
+    }
+    let records: Vec<&Record> = rows.iter().map(|r| &r.record).collect();
+    let change = resign(
         origin,
         &records,
         &dirty,
@@ -757,53 +788,32 @@ pub fn sign_pending(
         REFRESH_BUDGET,
     )
     .map_err(|e| WriteError::Signing(e.to_string()))?;
-    let soa_edited = current_soa.rdata != old_soa.rdata;
-    if trial.is_empty() && added.is_empty() && deleted.is_empty() && !soa_edited {
+    drop(records);
+    // Only the new SOA's own signature: nothing needed signing, nothing is
+    // written (the log rows that netted to nothing are cleared).
+    let only_soa = change.add.iter().chain(&change.delete).all(|r| {
+        r.rtype == RType::RRSIG
+            && r.owner == *origin
+            && r.rdata.rrsig_type_covered() == Some(RType::SOA)
+    });
+    if only_soa && added.is_empty() && deleted.is_empty() && current_soa.rdata == old_soa.rdata {
         clear_log(&tx, zone_id)?;
         tx.commit().map_err(sql("committing"))?;
         return Ok(None);
     }
-    let old_serial = old_soa
-        .rdata
-        .soa_serial()
-        .ok_or_else(|| WriteError::Check(format!("zone {origin}: unreadable SOA")))?;
-    let current_serial = current_soa.rdata.soa_serial().unwrap_or(old_serial);
-    let new_soa = if serial_gt(current_serial, old_serial) {
-        current_soa.clone()
-    } else {
-        let rdata = sqlite_admin::with_serial(&current_soa.rdata, serial.next(old_serial, now))
-            .ok_or_else(|| WriteError::Check(format!("zone {origin}: unreadable SOA")))?;
+    if new_soa.rdata != current_soa.rdata {
         tx.execute(
             "UPDATE records SET rdata=?2 WHERE id=?1",
-            params![
-                soa_row.id,
-                sqlite_admin::rdata_text(&Record {
-                    rdata: rdata.clone(),
-                    ..current_soa.clone()
-                })?
-            ],
+            params![soa_row.id, sqlite_admin::rdata_text(&new_soa)?],
         )
         .map_err(sql("moving the serial"))?;
-        Record {
-            rdata,
-            ..current_soa.clone()
-        }
-    };
-    if let Dirty::Rrsets(s) = &mut dirty {
-        s.insert((origin.clone(), RType::SOA));
     }
-    let mut rows = rows;
-    if let Some(r) = rows
-        .iter_mut()
-        .find(|r| r.id == soa_row.id && r.table == "records")
-    {
-        r.record = new_soa.clone();
-    }
-    let change = sign_in_tx(&tx, origin, zone_id, &rows, &signing, &dirty, now)?;
+    write_change(&tx, zone_id, &rows, &change)?;
+    finish(&tx, origin, zone_id, now)?;
     let new_serial = new_soa.rdata.soa_serial().unwrap_or(old_serial);
     let (n_add, n_del) = (added.len(), deleted.len());
-    deleted.extend(change.delete.iter().cloned());
-    added.extend(change.add.iter().cloned());
+    deleted.extend(change.delete);
+    added.extend(change.add);
     let journal_rows =
         sqlite_admin::journal(&tx, zone_id, (&old_soa, &deleted), (&new_soa, &added))?;
     tx.commit().map_err(sql("committing"))?;
@@ -863,13 +873,11 @@ pub(crate) fn signed_load(
                 .collect(),
         )
     };
-    let mut stored: Vec<Record> = data.iter().map(|s| s.record.clone()).collect();
-    stored.extend(
-        old_records
-            .iter()
-            .filter(|r| is_signer_type(r.rtype))
-            .cloned(),
-    );
+    let stored: Vec<&Record> = data
+        .iter()
+        .map(|s| &s.record)
+        .chain(old_records.iter().filter(|r| is_signer_type(r.rtype)))
+        .collect();
     let change = resign(
         origin,
         &stored,

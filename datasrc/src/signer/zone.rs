@@ -170,7 +170,7 @@ fn jitter(owner: &Name, rtype: RType, window: u32) -> u32 {
 /// Errors: [`SignError`]; nothing is changed then.
 pub fn resign(
     origin: &Name,
-    stored: &[Record],
+    stored: &[&Record],
     dirty: &Dirty,
     keys: &[SigningKey],
     policy: &Policy,
@@ -211,7 +211,7 @@ pub fn resign(
             set.rdatas.push(r.rdata.clone());
         }
     };
-    for r in stored {
+    for &r in stored {
         if is_signer_type(r.rtype) {
             signer_stored.push(r);
         } else if r.owner.is_subdomain_of(origin) {
@@ -592,6 +592,10 @@ mod tests {
         }]
     }
 
+    fn all(recs: &[Record]) -> Vec<&Record> {
+        recs.iter().collect()
+    }
+
     fn apply(stored: &mut Vec<Record>, c: &SignedChange) {
         for d in &c.delete {
             let i = stored
@@ -621,7 +625,16 @@ mod tests {
             denial: Denial::Nsec,
             ..Policy::default()
         };
-        let c = resign(&origin, &recs, &Dirty::All, &keys, &p, 1_800_000_000, 100).expect("signs");
+        let c = resign(
+            &origin,
+            &all(&recs),
+            &Dirty::All,
+            &keys,
+            &p,
+            1_800_000_000,
+            100,
+        )
+        .expect("signs");
         assert!(c.delete.is_empty());
         apply(&mut recs, &c);
         assert_eq!(
@@ -672,7 +685,7 @@ mod tests {
         // A second pass changes nothing.
         let again = resign(
             &origin,
-            &recs,
+            &all(&recs),
             &Dirty::Rrsets(HashSet::new()),
             &keys,
             &p,
@@ -686,7 +699,7 @@ mod tests {
         recs.extend(extra.iter().cloned());
         let c = resign(
             &origin,
-            &recs,
+            &all(&recs),
             &Dirty::of(&extra),
             &keys,
             &p,
@@ -710,7 +723,16 @@ mod tests {
             denial: Denial::Nsec3 { opt_out: true },
             ..Policy::default()
         };
-        let c = resign(&origin, &recs, &Dirty::All, &keys, &p, 1_800_000_000, 100).expect("signs");
+        let c = resign(
+            &origin,
+            &all(&recs),
+            &Dirty::All,
+            &keys,
+            &p,
+            1_800_000_000,
+            100,
+        )
+        .expect("signs");
         apply(&mut recs, &c);
         let params = Nsec3Params {
             algorithm: 1,
@@ -743,7 +765,7 @@ mod tests {
         assert!(recs.iter().any(|r| r.rtype == RType::NSEC3PARAM));
         let again = resign(
             &origin,
-            &recs,
+            &all(&recs),
             &Dirty::Rrsets(HashSet::new()),
             &keys,
             &p,
@@ -763,14 +785,14 @@ mod tests {
             ..Policy::default()
         };
         let t0 = 1_800_000_000u64;
-        let c = resign(&origin, &recs, &Dirty::All, &keys, &p, t0, 100).expect("signs");
+        let c = resign(&origin, &all(&recs), &Dirty::All, &keys, &p, t0, 100).expect("signs");
         apply(&mut recs, &c);
         let total = recs.iter().filter(|r| r.rtype == RType::RRSIG).count();
         // Past the refresh point but not yet urgent: 5 per pass.
         let later = t0 + u64::from(p.signature_validity - p.signature_refresh) + 3600;
         let c = resign(
             &origin,
-            &recs,
+            &all(&recs),
             &Dirty::Rrsets(HashSet::new()),
             &keys,
             &p,
