@@ -12,6 +12,7 @@ pub mod node;
 mod node_map;
 mod rdata_text;
 pub mod rr;
+pub mod signer;
 pub mod source;
 pub mod sqlite;
 pub mod sqlite_admin;
