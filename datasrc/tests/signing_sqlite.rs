@@ -308,3 +308,112 @@ fn foreign_keys_and_a_clock_gone_back_are_refused() {
             .expect_err("clock");
     assert!(e.to_string().contains("behind the last signing"), "{e}");
 }
+
+/// A zone signed by BIND 9 moves with its keys: refused until they are
+/// imported, then signed with them (no new key, so the parent's DS stays).
+#[test]
+fn a_zone_moves_from_bind_with_its_keys() {
+    let keys = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/dnssec-keys");
+    let read = |name: &str| std::fs::read_to_string(keys.join(name)).expect("key file");
+    let (ksk, zsk) = ("Kexample.com.+013+40835", "Kexample.com.+013+46664");
+    let com: Name = "example.com.".parse().expect("origin");
+    let dnskeys: String = [ksk, zsk]
+        .iter()
+        .map(|k| read(&format!("{k}.key")))
+        .flat_map(|t| {
+            t.lines()
+                .filter(|l| !l.starts_with(';') && l.contains("DNSKEY"))
+                .map(|l| format!("{l}\n"))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let text = format!("{ZONE}{dnskeys}");
+    let recs = parse_master_text(&text, Path::new("zone"), &com).expect("parses");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("zone.sqlite3");
+    let mut conn = authd_migrations::open_or_create(&path).expect("creates");
+    authd_datasrc::sqlite_load::load_zone(&mut conn, &com, &recs, |_, _| {}).expect("loads");
+    let policy = Policy {
+        keys: KeyLayout::KskZsk,
+        ..Policy::default()
+    };
+    sqlite_signing::set_policy(&conn, &com, &policy).expect("policy");
+    let now = sqlite_signing::unix_now();
+    let e = sqlite_signing::sign_pending(&mut conn, &com, SerialPolicy::Increment, now)
+        .expect_err("keys not imported");
+    assert!(e.to_string().contains("key tags 40835, 46664"), "{e}");
+
+    let import = |conn: &Connection, k: &str| {
+        sqlite_signing::import_bind_key(
+            conn,
+            &com,
+            &read(&format!("{k}.key")),
+            &read(&format!("{k}.private")),
+            None,
+        )
+    };
+    assert_eq!(import(&conn, ksk).expect("KSK"), 40835);
+    assert_eq!(import(&conn, zsk).expect("ZSK"), 46664);
+    let again = import(&conn, ksk).expect_err("twice");
+    assert!(again.to_string().contains("already stored"), "{again}");
+    let other = sqlite_signing::import_bind_key(
+        &conn,
+        &origin(),
+        &read(&format!("{ksk}.key")),
+        &read(&format!("{ksk}.private")),
+        None,
+    )
+    .expect_err("another zone's key");
+    assert!(
+        other
+            .to_string()
+            .contains("is for example.com., not example.org."),
+        "{other}"
+    );
+
+    let r = sqlite_signing::sign_pending(&mut conn, &com, SerialPolicy::Increment, now)
+        .expect("signs")
+        .expect("signed");
+    assert_eq!((r.old_serial, r.new_serial), (1, 2));
+    let stored = sqlite_signing::keys_of(&conn, &com).expect("keys");
+    let tags: Vec<(u16, KeyRole)> = stored.iter().map(|k| (k.pair.key_tag(), k.role)).collect();
+    assert_eq!(
+        tags,
+        [(40835, KeyRole::Ksk), (46664, KeyRole::Zsk)],
+        "no key made"
+    );
+    // The DS the parent has is still right: as BIND computes it.
+    let ds = sqlite_signing::ds_records(&conn, &com, 3600).expect("ds");
+    assert_eq!(ds.len(), 1);
+    if have("dnssec-dsfromkey") {
+        let o = Command::new("dnssec-dsfromkey")
+            .args(["-2"])
+            .arg(keys.join(format!("{ksk}.key")))
+            .output()
+            .expect("runs");
+        let bind = String::from_utf8_lossy(&o.stdout);
+        let rdata = |l: &str| l.split(" DS ").nth(1).map(str::trim).map(str::to_string);
+        assert_eq!(
+            rdata(&ds[0]),
+            rdata(bind.trim()),
+            "ours {ds:?}, BIND's {bind}"
+        );
+    }
+    let mut out = Vec::new();
+    sqlite_admin::dump_zone(&conn, &com, &mut out, DumpStyle::Bind).expect("dumps");
+    let file = dir.path().join("moved.zone");
+    std::fs::write(&file, &out).expect("writes");
+    if have("dnssec-verify") {
+        let o = Command::new("dnssec-verify")
+            .args(["-q", "-o", "example.com."])
+            .arg(&file)
+            .output()
+            .expect("runs");
+        assert!(
+            o.status.success(),
+            "dnssec-verify: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}

@@ -402,30 +402,31 @@ pub fn resign(
     // Stored signatures by (owner, covered type); stored signer records as
     // a set, to keep what is unchanged.
     let mut sigs_at: HashMap<(Name, RType), Vec<&Record>> = HashMap::new();
-    let mut stored_chain: HashSet<(Name, RType, &Rdata)> = HashSet::new();
+    let mut stored_chain: HashSet<(Name, RType, &Rdata, u32)> = HashSet::new();
     for r in &signer_stored {
         if r.rtype == RType::RRSIG {
             if let Some(t) = r.rdata.rrsig_type_covered() {
                 sigs_at.entry((r.owner.clone(), t)).or_default().push(r);
             }
         } else {
-            stored_chain.insert((r.owner.clone(), r.rtype, &r.rdata));
+            stored_chain.insert((r.owner.clone(), r.rtype, &r.rdata, r.ttl));
         }
     }
     // A generated RRset that differs from the stored one is dirty.
     let mut generated_changed: HashSet<(Name, RType)> = HashSet::new();
     for r in generated.iter().chain(&chain) {
-        if !stored_chain.contains(&(r.owner.clone(), r.rtype, &r.rdata)) {
+        if !stored_chain.contains(&(r.owner.clone(), r.rtype, &r.rdata, r.ttl)) {
             generated_changed.insert((r.owner.clone(), r.rtype));
         }
     }
-    let generated_now: HashSet<(Name, RType, &Rdata)> = generated
+    let generated_now: HashSet<(Name, RType, &Rdata, u32)> = generated
         .iter()
         .chain(&chain)
-        .map(|r| (r.owner.clone(), r.rtype, &r.rdata))
+        .map(|r| (r.owner.clone(), r.rtype, &r.rdata, r.ttl))
         .collect();
     for r in &signer_stored {
-        if r.rtype != RType::RRSIG && !generated_now.contains(&(r.owner.clone(), r.rtype, &r.rdata))
+        if r.rtype != RType::RRSIG
+            && !generated_now.contains(&(r.owner.clone(), r.rtype, &r.rdata, r.ttl))
         {
             generated_changed.insert((r.owner.clone(), r.rtype));
         }
@@ -543,14 +544,14 @@ pub fn resign(
         let stays = if r.rtype == RType::RRSIG {
             kept.contains(&(*r as *const Record))
         } else {
-            generated_now.contains(&(r.owner.clone(), r.rtype, &r.rdata))
+            generated_now.contains(&(r.owner.clone(), r.rtype, &r.rdata, r.ttl))
         };
         if !stays {
             change.delete.push((*r).clone());
         }
     }
     for r in generated.iter().chain(&chain) {
-        if !stored_chain.contains(&(r.owner.clone(), r.rtype, &r.rdata)) {
+        if !stored_chain.contains(&(r.owner.clone(), r.rtype, &r.rdata, r.ttl)) {
             change.add.push(r.clone());
         }
     }
