@@ -5,12 +5,15 @@
 # address-only `[update] allow`, on 127.0.0.1. docs/performance-log.md,
 # "Dynamic updates: one client, one record each".
 #
-# usage: bench/update.sh [-n N] [-r ROUNDS] [-b] [small|root]...
+# usage: bench/update.sh [-n N] [-r ROUNDS] [-b] [-s] [small|root]...
 #   small  example.com. from auth/src/default/example.com.zone (78 RRs)
 #   root   tests/data/root.zone without its DNSSEC RRs (and DS): 14,824 RRs
 #   -n N       updates a round (default 500)
 #   -r ROUNDS  rounds a zone, each on a fresh DB (default 3); the median is printed
 #   -b         the same against BIND 9 (named, allow-update, its .jnl journal) too
+#   -s         the zone signed online: authd with [[signing.zone]] (CSK ECDSA P-256,
+#              NSEC), BIND with dnssec-policy default (the same); each update signed
+#              before its reply; the round starts once the first signing is served
 #
 # BIND is asked for with -b (named must be installed: apt-get install bind9).
 # authd, loadzone are the release builds in $CARGO_TARGET_DIR (default
@@ -25,11 +28,13 @@ LOADZONE=${BENCH_LOADZONE:-$TARGET/release/loadzone}
 N=500
 ROUNDS=3
 BIND=0
-while getopts n:r:b opt; do
+SIGNED=0
+while getopts n:r:bs opt; do
     case $opt in
     n) N=$OPTARG ;;
     r) ROUNDS=$OPTARG ;;
     b) BIND=1 ;;
+    s) SIGNED=1 ;;
     *) exit 2 ;;
     esac
 done
@@ -62,6 +67,9 @@ file = "$WORK/zones.sqlite3"
 [update]
 allow = ["127.0.0.1/32"]
 CONF
+    if [ "$SIGNED" = 1 ]; then
+        printf '[signing]\ndenial = "nsec"\n[[signing.zone]]\norigin = "%s"\n' "$origin" >>"$WORK/authd.toml"
+    fi
     "$AUTHD" --config "$WORK/authd.toml" --listen "127.0.0.1:$port" --log-level warn >"$WORK/server.log" 2>&1 &
     pid=$!
 }
@@ -70,6 +78,9 @@ CONF
 start_named() {
     local origin=$1 file=$2 port=$3
     rm -rf "$WORK/named" && mkdir -p "$WORK/named"
+    local policy=""
+    [ "$SIGNED" = 1 ] && policy='dnssec-policy default; key-directory "'"$WORK/named"'";'
+
     cp "$file" "$WORK/named/zone.db"
     cat >"$WORK/named/named.conf" <<CONF
 options {
@@ -80,7 +91,7 @@ options {
     recursion no;
     notify no;
 };
-zone "$origin" { type primary; file "zone.db"; allow-update { 127.0.0.1; }; };
+zone "$origin" { type primary; file "zone.db"; allow-update { 127.0.0.1; }; $policy };
 CONF
     named -g -c "$WORK/named/named.conf" >"$WORK/server.log" 2>&1 &
     pid=$!
@@ -93,9 +104,11 @@ one_round() {
     "start_$server" "$origin" "$file" "$port"
     PIDS+=("$pid")
     local tries=0
-    until dig @127.0.0.1 -p "$port" "$origin" SOA +norec +tries=1 +time=1 +short 2>/dev/null | grep -q .; do
+    local ready=SOA
+    [ "$SIGNED" = 1 ] && ready=RRSIG
+    until dig @127.0.0.1 -p "$port" "$origin" SOA +norec +dnssec +tries=1 +time=1 2>/dev/null | grep -q "IN[[:space:]]*$ready"; do
         tries=$((tries + 1))
-        [ "$tries" -lt 100 ] && kill -0 "$pid" 2>/dev/null || { cat "$WORK/server.log" >&2; exit 1; }
+        [ "$tries" -lt 600 ] && kill -0 "$pid" 2>/dev/null || { cat "$WORK/server.log" >&2; exit 1; }
         sleep 0.1
     done
     local suffix=${origin%.}
