@@ -422,15 +422,15 @@ fn poll(zones: &mut [Zone], settings: &SignerSettings, marks: &mut HashMap<usize
         match w.sign_pending(&z.config.origin, settings.serial, now) {
             Ok(Some(r)) => {
                 tracing::info!(
-                    "signing {}: serial {} -> {}, {} RRs added and {} deleted by SQL signed, \
-                     {} journal rows, in {:.3} s",
+                    "signing {}: serial {} -> {} signed in {:.3} s, {} journal rows \
+                     ({} RRs added and {} deleted by SQL)",
                     z.config.origin,
                     r.old_serial,
                     r.new_serial,
-                    r.added,
-                    r.deleted,
+                    started.elapsed().as_secs_f64(),
                     r.journal_rows,
-                    started.elapsed().as_secs_f64()
+                    r.added,
+                    r.deleted
                 );
                 z.due = false;
                 z.last_refresh = Instant::now();
