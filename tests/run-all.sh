@@ -171,6 +171,10 @@ step tests/interop/xot.sh
 step tests/interop/catalog-knot.sh
 step tests/interop/catalog-broken.sh
 step tests/interop/catalog-consumers.sh
+# Online signing: Knot DNS and BIND 9 follow a zone authd signs by IXFR
+# (UPDATE, plain SQL, zone update), every copy passing dnssec-verify and
+# ldns-verify-zone.
+step tests/interop/signed-secondaries.sh
 
 echo "=== summary" >&2
 printf '%s\n' "${summary[@]}" >&2
