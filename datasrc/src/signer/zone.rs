@@ -648,26 +648,45 @@ mod tests {
         v
     }
 
-    #[test]
-    fn nsec_chain_skips_glue_and_signs_only_authoritative_sets() {
+    /// ZONE signed whole with a new CSK under `denial`, at time T0.
+    fn signed(denial: Denial) -> (Name, Vec<Record>, Vec<SigningKey>, Policy, SignedChange) {
         let (origin, mut recs) = zone(ZONE);
         let keys = csk();
         let p = Policy {
-            denial: Denial::Nsec,
+            denial,
             ..Policy::default()
         };
-        let c = resign(
-            &origin,
-            &all(&recs),
-            &Dirty::All,
-            &keys,
-            &p,
-            1_800_000_000,
+        let c = resign(&origin, &all(&recs), &Dirty::All, &keys, &p, T0, 100).expect("signs");
+        apply(&mut recs, &c);
+        (origin, recs, keys, p, c)
+    }
+
+    /// A pass with nothing changed.
+    fn unchanged(
+        origin: &Name,
+        recs: &[Record],
+        keys: &[SigningKey],
+        p: &Policy,
+        now: u64,
+    ) -> SignedChange {
+        resign(
+            origin,
+            &all(recs),
+            &Dirty::Rrsets(HashSet::new()),
+            keys,
+            p,
+            now,
             100,
         )
-        .expect("signs");
+        .expect("again")
+    }
+
+    const T0: u64 = 1_800_000_000;
+
+    #[test]
+    fn nsec_chain_skips_glue_and_signs_only_authoritative_sets() {
+        let (origin, mut recs, keys, p, c) = signed(Denial::Nsec);
         assert!(c.delete.is_empty());
-        apply(&mut recs, &c);
         assert_eq!(
             owners(&recs, RType::NSEC),
             [
@@ -714,16 +733,7 @@ mod tests {
             );
         }
         // A second pass changes nothing.
-        let again = resign(
-            &origin,
-            &all(&recs),
-            &Dirty::Rrsets(HashSet::new()),
-            &keys,
-            &p,
-            1_800_000_100,
-            100,
-        )
-        .expect("again");
+        let again = unchanged(&origin, &recs, &keys, &p, T0 + 100);
         assert!(again.is_empty(), "{again:?}");
         // A new name: its NSEC, the previous name's NSEC and their RRSIGs change.
         let (_, extra) = zone("x A 192.0.2.9\n");
@@ -748,23 +758,7 @@ mod tests {
 
     #[test]
     fn nsec3_opt_out_leaves_insecure_delegations_out() {
-        let (origin, mut recs) = zone(ZONE);
-        let keys = csk();
-        let p = Policy {
-            denial: Denial::Nsec3 { opt_out: true },
-            ..Policy::default()
-        };
-        let c = resign(
-            &origin,
-            &all(&recs),
-            &Dirty::All,
-            &keys,
-            &p,
-            1_800_000_000,
-            100,
-        )
-        .expect("signs");
-        apply(&mut recs, &c);
+        let (origin, recs, keys, p, _) = signed(Denial::Nsec3 { opt_out: true });
         let params = Nsec3Params {
             algorithm: 1,
             iterations: 0,
@@ -794,30 +788,14 @@ mod tests {
         }
         assert!(!hashed.contains(&h("sub.example.org.")));
         assert!(recs.iter().any(|r| r.rtype == RType::NSEC3PARAM));
-        let again = resign(
-            &origin,
-            &all(&recs),
-            &Dirty::Rrsets(HashSet::new()),
-            &keys,
-            &p,
-            1_800_000_100,
-            100,
-        )
-        .expect("again");
+        let again = unchanged(&origin, &recs, &keys, &p, T0 + 100);
         assert!(again.is_empty(), "{again:?}");
     }
 
     #[test]
     fn refresh_is_bounded_by_the_budget() {
-        let (origin, mut recs) = zone(ZONE);
-        let keys = csk();
-        let p = Policy {
-            denial: Denial::Nsec,
-            ..Policy::default()
-        };
-        let t0 = 1_800_000_000u64;
-        let c = resign(&origin, &all(&recs), &Dirty::All, &keys, &p, t0, 100).expect("signs");
-        apply(&mut recs, &c);
+        let (origin, recs, keys, p, _) = signed(Denial::Nsec);
+        let t0 = T0;
         let total = recs.iter().filter(|r| r.rtype == RType::RRSIG).count();
         // Past the refresh point but not yet urgent: 5 per pass.
         let later = t0 + u64::from(p.signature_validity - p.signature_refresh) + 3600;
