@@ -587,8 +587,8 @@ pub fn update_zone_with<E>(
     // A signed zone is read whole: the signer rebuilds the chain around
     // the change.
     let signed = crate::sqlite_signing::is_signed(&tx, origin)?;
-    let scope = if signed { Scope::Zone } else { scope };
-    let read = |tx: &Connection| match scope {
+    let read_scope = if signed { Scope::Zone } else { scope };
+    let read = |tx: &Connection| match read_scope {
         Scope::Zone => zone_rows(tx, origin, zone_id),
         Scope::Names(names) => {
             let mut all = vec![origin.clone()];
@@ -710,7 +710,7 @@ pub fn update_zone_with<E>(
     let action = "writing the update";
     {
         let mut del = tx
-            .prepare("DELETE FROM records WHERE id=?1")
+            .prepare_cached("DELETE FROM records WHERE id=?1")
             .map_err(sql(action))?;
         for (id, _) in &deleted {
             del.execute([id]).map_err(sql(action))?;
@@ -723,7 +723,32 @@ pub fn update_zone_with<E>(
         .map_err(sql(action))?;
         let mut deleted_records: Vec<Record> = deleted.iter().map(|(_, r)| r.clone()).collect();
         let mut added_records: Vec<Record> = add.to_vec();
-        let after = read(&tx)?;
+        // A signed zone's new version is made here from the whole zone read
+        // before (the signer needs it all; a second read would double the
+        // cost of an update): rows deleted out, the new SOA, rows added
+        // (with ids no stored row has, for the check's messages).
+        let after = if signing.is_some() {
+            let gone: std::collections::HashSet<i64> = deleted.iter().map(|(id, _)| *id).collect();
+            let mut rows: Vec<StoredRecord> = before
+                .iter()
+                .filter(|r| !(r.table == "records" && gone.contains(&r.id)))
+                .cloned()
+                .collect();
+            if let Some(r) = rows
+                .iter_mut()
+                .find(|r| r.table == "records" && r.id == soa_id)
+            {
+                r.record = new_soa.clone();
+            }
+            rows.extend(add.iter().zip(0i64..).map(|(rec, k)| StoredRecord {
+                table: "records",
+                id: i64::MAX - k,
+                record: rec.clone(),
+            }));
+            rows
+        } else {
+            read(&tx)?
+        };
         // A row this update inserted is rolled back with it: name the problem,
         // not that row's id.
         check_zone(origin, &sourced("zone", &after)).map_err(|e| {
@@ -782,7 +807,7 @@ pub(crate) fn insert_records(
 ) -> Result<(), AdminError> {
     let action = "writing the update";
     let mut ins = conn
-        .prepare(
+        .prepare_cached(
             "INSERT INTO records (zone_id, name, rname, ttl, rdtype, sigtype, rdata) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )
@@ -825,7 +850,7 @@ pub(crate) fn journal(
     };
     let (old_serial, new_serial) = (serial(old_soa)?, serial(new_soa)?);
     let mut stmt = conn
-        .prepare(
+        .prepare_cached(
             "INSERT INTO diffs (zone_id, version, operation, name, rrtype, ttl, rdata) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )

@@ -272,8 +272,7 @@ pub fn keys_of(conn: &Connection, origin: &Name) -> Result<Vec<StoredKey>, Write
             let role = KeyRole::parse(&role).ok_or_else(|| bad(format!("role {role:?}")))?;
             let state = KeyState::parse(&state).ok_or_else(|| bad(format!("state {state:?}")))?;
             let flags = u16::try_from(flags).map_err(|_| bad(format!("flags {flags}")))?;
-            let pair = KeyPair::from_private_text(flags, &private)
-                .map_err(|e| bad(format!("private key: {e}")))?;
+            let pair = parsed_key(flags, private).map_err(|e| bad(format!("private key: {e}")))?;
             if i64::from(pair.algorithm().number()) != alg || i64::from(pair.key_tag()) != tag {
                 return Err(bad(format!(
                     "the private key is algorithm {} tag {}, not the row's",
@@ -285,12 +284,38 @@ pub fn keys_of(conn: &Connection, origin: &Name) -> Result<Vec<StoredKey>, Write
                 id,
                 role,
                 state,
-                pair: Arc::new(pair),
+                pair,
                 created: u64::try_from(created).unwrap_or(0),
             })
         })
         .collect()
 }
+
+/// The key of a stored row, parsed once per process: every signed write
+/// reads its zone's keys, and an ECDSA key's public point costs a scalar
+/// multiplication to derive. Keyed by the row's text, so a changed row is
+/// parsed again; at most [`KEY_CACHE`] keys are kept.
+fn parsed_key(flags: u16, private: String) -> Result<Arc<KeyPair>, keys::KeyError> {
+    use std::sync::{Mutex, OnceLock};
+    type Parsed = HashMap<(u16, String), Arc<KeyPair>>;
+    static CACHE: OnceLock<Mutex<Parsed>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let key = (flags, private);
+    if let Some(pair) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return Ok(pair);
+    }
+    let pair = Arc::new(KeyPair::from_private_text(flags, &key.1)?);
+    if let Ok(mut c) = cache.lock() {
+        if c.len() >= KEY_CACHE {
+            c.clear();
+        }
+        c.insert(key, Arc::clone(&pair));
+    }
+    Ok(pair)
+}
+
+/// Most keys [`parsed_key`] keeps.
+const KEY_CACHE: usize = 256;
 
 fn store_key(
     conn: &Connection,
@@ -416,9 +441,8 @@ pub(crate) fn signing_for<'a>(
         )));
     }
     // This transaction signs its own changes: the triggers need not log
-    // them (the row is deleted before the commit, by clear_log).
-    authd_migrations::ensure_authd_table(tx, "authd_signing")
-        .map_err(sql("creating the signing tables"))?;
+    // them (the row is deleted before the commit, by clear_log). The table
+    // came with the policy's (one DDL).
     tx.execute("INSERT INTO authd_signing_quiet (writer) VALUES (1)", [])
         .map_err(sql("marking the transaction"))?;
     let mut stored_keys = keys_of(tx, origin)?;
