@@ -487,20 +487,19 @@ pub fn resign(
             let tag = key.pair.key_tag();
             let alg = key.pair.algorithm().number();
             let found = existing.and_then(|v| {
-                v.iter().find(|r| {
-                    SigFields::parse(r.rdata.as_wire()).is_some_and(|(f, _)| {
-                        f.key_tag == tag
-                            && f.algorithm == alg
-                            && f.signer == *origin
-                            && f.labels == rrsig_labels(&set.owner)
-                            && f.original_ttl == set.ttl
-                            && r.ttl == set.ttl
-                    })
+                v.iter().find_map(|r| {
+                    let (f, _) = SigFields::parse(r.rdata.as_wire())?;
+                    (f.key_tag == tag
+                        && f.algorithm == alg
+                        && f.signer == *origin
+                        && f.labels == rrsig_labels(&set.owner)
+                        && f.original_ttl == set.ttl
+                        && r.ttl == set.ttl)
+                        .then_some((*r, f))
                 })
             });
             match found {
-                Some(r) if !changed => {
-                    let (f, _) = SigFields::parse(r.rdata.as_wire()).expect("parsed above");
+                Some((r, f)) if !changed => {
                     let left = f.expiration.wrapping_sub(now32) as i32;
                     let started = now32.wrapping_sub(f.inception) as i32 >= 0;
                     if left > refresh as i32 && started {
