@@ -334,6 +334,27 @@ fn poll_loop(settings: &watch::Receiver<SignerSettings>, stop: &AtomicBool) {
                     tracing::error!("signing {}: taking it out: {e}", z.config.origin);
                 }
             }
+            // Zones whose DB holds a policy that the configuration no
+            // longer names (authd restarted without them): out of signing
+            // too, so no writer of the file signs them any more.
+            for w in next.sources.writers() {
+                let Ok(stored) = w.signed_zones() else {
+                    continue;
+                };
+                for z in stored {
+                    if next.zones.iter().all(|n| n.origin != z.origin) {
+                        match w.set_signing(&z.origin, None) {
+                            Ok(true) => tracing::info!(
+                                "signing {}: not in [[signing.zone]] any more; no longer signed \
+                                 (its signatures stay until they expire)",
+                                z.origin
+                            ),
+                            Ok(false) => {}
+                            Err(e) => tracing::error!("signing {}: taking it out: {e}", z.origin),
+                        }
+                    }
+                }
+            }
             zones = next
                 .zones
                 .iter()

@@ -430,3 +430,47 @@ fn a_thousand_random_updates_leave_a_valid_zone() {
     assert!(after > before + 500, "serial {before} -> {after}");
     verify(addr, s.dir.path(), "random", true);
 }
+
+/// A zone taken out of `[[signing.zone]]` is no longer signed after a
+/// restart: the policy kept in its DB is removed, so no writer of the file
+/// signs it (its signatures stay until they expire).
+#[test]
+fn a_zone_left_out_of_the_configuration_is_no_longer_signed() {
+    require_tools();
+    let mut s = serve("");
+    let addr = s.authd.addr();
+    wait_for("the first signing", Duration::from_secs(20), || {
+        signatures(addr, "example.com.", "SOA") > 0
+    });
+    assert!(authc(&s.control, &["dnssec", "status"]).starts_with("example.com. signed: "));
+    s.authd.terminate();
+    let path = s.dir.path().join("authd.toml");
+    let text = std::fs::read_to_string(&path).expect("config");
+    let without = text.replace("[[signing.zone]]\norigin = \"example.com.\"\n", "");
+    assert_ne!(text, without);
+    std::fs::write(&path, without).expect("config");
+    s.authd = AuthdProcess::start(["--config".as_ref(), path.as_os_str()]);
+    assert!(
+        s.authd
+            .wait_for_log("no longer signed", Duration::from_secs(20)),
+        "{}",
+        s.authd.stderr()
+    );
+    let out = run_with_timeout(
+        Command::new(binary("authc"))
+            .arg("--socket")
+            .arg(&s.control)
+            .args(["dnssec", "status"]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "authc: no zone is signed online"
+    );
+}
