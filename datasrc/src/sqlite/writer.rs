@@ -838,12 +838,18 @@ impl ZoneWriter for SqliteWriter {
         Ok(r)
     }
 
+    // Both read on a read-only connection of their own: the signer scans
+    // every DB at start, and must not open the writer's read-write
+    // connection before the first write (a DB made read-only meanwhile
+    // must still refuse that write).
     fn signed_zones(&self) -> Result<Vec<crate::write::SignedZone>, WriteError> {
-        self.with_conn(|conn| crate::sqlite_signing::zone_states(conn))
+        let (conn, _) = authd_migrations::open_for_serving(&self.path).map_err(opening)?;
+        crate::sqlite_signing::zone_states(&conn).map_err(|e| named(&self.path, e))
     }
 
     fn signing_keys(&self, origin: &Name) -> Result<Vec<crate::write::KeyStatus>, WriteError> {
-        self.with_conn(|conn| crate::sqlite_signing::key_statuses(conn, origin))
+        let (conn, _) = authd_migrations::open_for_serving(&self.path).map_err(opening)?;
+        crate::sqlite_signing::key_statuses(&conn, origin).map_err(|e| named(&self.path, e))
     }
 }
 
