@@ -470,6 +470,14 @@ fn type_bitmap<'a>(t: &mut impl Iterator<Item = &'a str>, out: &mut Buf) -> Resu
     }
     codes.sort_unstable();
     codes.dedup();
+    encode_type_bitmap(&codes, out);
+    Ok(())
+}
+
+/// Appends the RFC 4034 §4.1.2 type bit maps field of `codes` (sorted,
+/// unique) to `out`: per window, its number, the length of its bitmap in
+/// bytes and the bitmap.
+pub(crate) fn encode_type_bitmap(codes: &[u16], out: &mut impl Extend<u8>) {
     let mut i = 0;
     while let Some(&first) = codes.get(i) {
         let win = first >> 8;
@@ -481,11 +489,9 @@ fn type_bitmap<'a>(t: &mut impl Iterator<Item = &'a str>, out: &mut Buf) -> Resu
             len = low / 8 + 1;
             i += 1;
         }
-        out.push(win as u8);
-        out.push(len as u8);
-        out.extend_from_slice(&bits[..len]);
+        out.extend([win as u8, len as u8]);
+        out.extend(bits[..len].iter().copied());
     }
-    Ok(())
 }
 
 /// An RRSIG time (RFC 4034 §3.2): up to ten digits of seconds, or

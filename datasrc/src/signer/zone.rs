@@ -136,22 +136,9 @@ struct Set {
 
 /// The RFC 4034 §4.1.2 type bit maps field for `types` (sorted, unique).
 pub fn type_bitmap(types: &[RType]) -> Vec<u8> {
+    let codes: Vec<u16> = types.iter().map(|t| t.0).collect();
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < types.len() {
-        let window = (types[i].0 >> 8) as u8;
-        let mut bits = [0u8; 32];
-        let mut len = 0usize;
-        while i < types.len() && (types[i].0 >> 8) as u8 == window {
-            let low = (types[i].0 & 0xff) as usize;
-            bits[low / 8] |= 0x80 >> (low % 8);
-            len = len.max(low / 8 + 1);
-            i += 1;
-        }
-        out.push(window);
-        out.push(len as u8);
-        out.extend_from_slice(&bits[..len]);
-    }
+    crate::rdata_text::encode_type_bitmap(&codes, &mut out);
     out
 }
 
@@ -282,6 +269,17 @@ pub fn resign(
         delegation: bool,
         sets: &'a Sets,
     }
+    impl Owner<'_> {
+        /// The types the denial record lists (RFC 4035 §2.3): at a
+        /// delegation only NS and DS, the rest being glue or occluded.
+        fn types(&self) -> Vec<RType> {
+            self.sets
+                .keys()
+                .copied()
+                .filter(|t| !self.delegation || *t == RType::NS || *t == RType::DS)
+                .collect()
+        }
+    }
     let mut auth: Vec<Owner<'_>> = Vec::with_capacity(names.len());
     let mut cut: Option<&Name> = None;
     for (name, sets) in &names {
@@ -308,15 +306,7 @@ pub fn resign(
         None => {
             for (i, o) in auth.iter().enumerate() {
                 let next = auth[(i + 1) % auth.len()].name.to_lowercase();
-                let mut types: Vec<RType> = if o.delegation {
-                    o.sets
-                        .keys()
-                        .copied()
-                        .filter(|t| *t == RType::NS || *t == RType::DS)
-                        .collect()
-                } else {
-                    o.sets.keys().copied().collect()
-                };
+                let mut types = o.types();
                 types.push(RType::NSEC);
                 types.push(RType::RRSIG);
                 types.sort();
@@ -347,15 +337,7 @@ pub fn resign(
                 if insecure && opt_out {
                     continue;
                 }
-                let mut types: Vec<RType> = if o.delegation {
-                    o.sets
-                        .keys()
-                        .copied()
-                        .filter(|t| *t == RType::NS || *t == RType::DS)
-                        .collect()
-                } else {
-                    o.sets.keys().copied().collect()
-                };
+                let mut types = o.types();
                 if !insecure {
                     types.push(RType::RRSIG);
                 }
