@@ -416,14 +416,20 @@ fn a_thousand_random_updates_leave_a_valid_zone() {
         addr.port()
     );
     let file = write_file(s.dir.path(), "random.txt", &body);
+    // Over TCP with a long timeout: each signed UPDATE of a debug build on a
+    // loaded CI machine may take longer than nsupdate's 3 s UDP retry, and a
+    // retransmitted UPDATE would only measure the machine's load.
     let out = run_with_timeout(
-        Command::new("nsupdate").args(["-y", KEY]).arg(&file),
-        Duration::from_secs(600),
+        Command::new("nsupdate")
+            .args(["-v", "-t", "120", "-y", KEY])
+            .arg(&file),
+        Duration::from_secs(900),
     );
     assert!(
         out.status.success(),
-        "nsupdate: {}",
-        String::from_utf8_lossy(&out.stderr)
+        "nsupdate: {}\n\nauthd:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        s.authd.stderr()
     );
     let after = soa_serial(addr).expect("serial");
     // Every update that changed something moved the serial by one.
