@@ -5,7 +5,8 @@
 //!
 //! Commands: `status`, `reload [ZONE]`, `flush-cache`, `stats`,
 //! `zone-status [ZONE]`, `querylog on|off`, `dnssec status [ZONE]`,
-//! `dnssec ds ZONE`, `stop`.
+//! `dnssec ds ZONE`, `dnssec rollover ZONE zsk|ksk`, `dnssec ds-published ZONE`,
+//! `stop`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use authd_datasrc::write::KeyEvent;
 use authd_datasrc::{LookupOptions, Name, Outcome, RType};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -45,6 +47,10 @@ pub enum Command {
     DnssecStatus(Option<Name>),
     /// The DS RRs (SHA-256) of a zone signed online, for its parent.
     DnssecDs(Name),
+    /// Start a rollover of a zone's ZSK (`true`) or KSK/CSK now.
+    DnssecRollover(Name, bool),
+    /// The operator saw the new KSK/CSK's DS at the parent.
+    DnssecDsPublished(Name),
     /// Stop authd (as SIGTERM).
     Stop,
 }
@@ -71,11 +77,15 @@ pub fn parse(line: &str) -> Result<Command, String> {
         ["dnssec", "status"] => Ok(Command::DnssecStatus(None)),
         ["dnssec", "status", z] => Ok(Command::DnssecStatus(Some(zone(z)?))),
         ["dnssec", "ds", z] => Ok(Command::DnssecDs(zone(z)?)),
+        ["dnssec", "rollover", z, "zsk"] => Ok(Command::DnssecRollover(zone(z)?, true)),
+        ["dnssec", "rollover", z, "ksk" | "csk"] => Ok(Command::DnssecRollover(zone(z)?, false)),
+        ["dnssec", "ds-published", z] => Ok(Command::DnssecDsPublished(zone(z)?)),
         ["stop"] => Ok(Command::Stop),
         [] => Err("empty command".into()),
         _ => Err(format!(
             "unknown command {:?} (status, reload [ZONE], flush-cache, stats, \
-             zone-status [ZONE], querylog on|off, dnssec status [ZONE], dnssec ds ZONE, stop)",
+             zone-status [ZONE], querylog on|off, dnssec status [ZONE], dnssec ds ZONE, \
+             dnssec rollover ZONE zsk|ksk, dnssec ds-published ZONE, stop)",
             line.trim()
         )),
     }
@@ -94,6 +104,8 @@ pub struct Control {
     pub metrics: Option<Arc<Metrics>>,
     /// When authd started.
     pub started: Instant,
+    /// The signer's settings (the zones signed, how serials move).
+    pub signing: tokio::sync::watch::Receiver<crate::signing::SignerSettings>,
 }
 
 /// Binds the control socket at `path` (a stale socket file there is
@@ -207,6 +219,21 @@ async fn run(control: &Control, command: Command) -> Result<String, String> {
             Ok(format!("{}\n", metrics_json(&text)))
         }
         Command::DnssecStatus(zone) => dnssec_status(control, zone.as_ref()),
+        Command::DnssecRollover(zone, zsk) => key_event(control, &zone, KeyEvent::Rollover { zsk }),
+        Command::DnssecDsPublished(zone) => {
+            // The parent's DS TTL is not known here: the DNSKEY TTL stands
+            // for it (a parent's is rarely longer; propagation_delay covers
+            // the difference).
+            let ttl = control
+                .signing
+                .borrow()
+                .zones
+                .iter()
+                .find(|z| z.origin == zone)
+                .map(|z| z.policy.dnskey_ttl)
+                .ok_or_else(|| format!("zone {zone} is not in [[signing.zone]]"))?;
+            key_event(control, &zone, KeyEvent::DsPublished { ttl })
+        }
         Command::DnssecDs(zone) => {
             let keys = signing_keys(control, &zone)?;
             let ds: Vec<String> = keys
@@ -325,6 +352,28 @@ fn signing_keys(
         .map_err(|e| format!("zone {zone}: {e}"))
 }
 
+/// `dnssec rollover` and `dnssec ds-published`: applied by the zone's
+/// write side, which re-signs the zone with it before answering.
+fn key_event(control: &Control, zone: &Name, event: KeyEvent) -> Result<String, String> {
+    let serial = {
+        let settings = control.signing.borrow();
+        if settings.zones.iter().all(|z| z.origin != *zone) {
+            return Err(format!("zone {zone} is not in [[signing.zone]]"));
+        }
+        settings.serial
+    };
+    let dispatcher = control.handle.load();
+    let writer = dispatcher
+        .sources()
+        .writer(zone)
+        .map_err(|e| format!("zone {zone}: {e}"))?
+        .ok_or_else(|| format!("zone {zone} is not served"))?;
+    let done = writer
+        .key_event(zone, event, serial, crate::sys::unix_seconds())
+        .map_err(|e| format!("{e}"))?;
+    Ok(format!("{zone}: {done}\n"))
+}
+
 /// `dnssec status [ZONE]`: per zone signed online, when it was last signed
 /// and whether SQL edits wait, then one line per key.
 fn dnssec_status(control: &Control, zone: Option<&Name>) -> Result<String, String> {
@@ -339,10 +388,17 @@ fn dnssec_status(control: &Control, zone: Option<&Name>) -> Result<String, Strin
             found = true;
             let _ = writeln!(
                 out,
-                "{} signed: {} edits-pending: {}",
+                "{} signed: {} edits-pending: {} next-key-event: {}{}",
                 z.origin,
                 z.signed.map_or("never".to_string(), |t| t.to_string()),
-                if z.edits { "yes" } else { "no" }
+                if z.edits { "yes" } else { "no" },
+                z.next_key_event
+                    .map_or("none".to_string(), |t| t.to_string()),
+                if z.awaiting_ds.is_some() {
+                    " awaiting-ds: yes"
+                } else {
+                    ""
+                }
             );
             for k in w
                 .signing_keys(&z.origin)
@@ -350,8 +406,8 @@ fn dnssec_status(control: &Control, zone: Option<&Name>) -> Result<String, Strin
             {
                 let _ = writeln!(
                     out,
-                    "  key {} {} {} algorithm {} flags {} created {}",
-                    k.tag, k.role, k.state, k.algorithm, k.flags, k.created
+                    "  key {} {} {} algorithm {} flags {} created {} changed {}",
+                    k.tag, k.role, k.state, k.algorithm, k.flags, k.created, k.changed
                 );
             }
         }

@@ -34,8 +34,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use authd_datasrc::rr::RType;
 use authd_datasrc::signer::policy::Policy;
-use authd_datasrc::write::SerialPolicy;
+use authd_datasrc::write::{KeyEvent, SerialPolicy};
 use authd_datasrc::{Name, SourceList, ZoneWriter};
 use serde::Deserialize;
 use tokio::sync::watch;
@@ -49,6 +50,13 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 
 /// How often each signed zone's signatures are checked for refresh.
 pub const REFRESH_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How often a KSK/CSK rollover waiting for its DS asks the
+/// `parent_agents` for it.
+pub const DS_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How long one parent agent has to answer a DS query (TCP).
+const DS_QUERY_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// One `[[signing.zone]]`: a zone and its policy (`[signing]` with the
 /// zone's own keys over it).
@@ -276,6 +284,11 @@ impl Signer {
         Ok(Signer { settings: tx, stop })
     }
 
+    /// The settings in force, for key events asked over the control socket.
+    pub fn settings(&self) -> watch::Receiver<SignerSettings> {
+        self.settings.subscribe()
+    }
+
     /// Replaces the zones signed and the sources; applies from the next
     /// poll. A zone no longer listed is taken out of signing (its
     /// signatures stay until they expire).
@@ -300,6 +313,11 @@ struct Zone {
     due: bool,
     last_refresh: Instant,
     last_error: Option<String>,
+    /// When the next key rollover step falls due (Unix seconds).
+    next_key_event: Option<u64>,
+    /// The DS RDATA a KSK/CSK rollover waits for at the parent.
+    awaiting_ds: Option<Vec<u8>>,
+    last_ds_check: Option<Instant>,
 }
 
 impl Zone {
@@ -365,6 +383,9 @@ fn poll_loop(settings: &watch::Receiver<SignerSettings>, stop: &AtomicBool) {
                     due: true,
                     last_refresh: Instant::now(),
                     last_error: None,
+                    next_key_event: None,
+                    awaiting_ds: None,
+                    last_ds_check: None,
                 })
                 .collect();
             marks.clear();
@@ -427,14 +448,24 @@ fn poll(zones: &mut [Zone], settings: &SignerSettings, marks: &mut HashMap<usize
         }
         match w.signed_zones() {
             Ok(states) => {
-                for s in states.iter().filter(|s| s.edits) {
+                for s in &states {
                     if let Some(z) = zones.iter_mut().find(|z| z.config.origin == s.origin) {
-                        z.due = true;
+                        z.due |= s.edits;
+                        z.next_key_event = s.next_key_event;
+                        z.awaiting_ds = s.awaiting_ds.clone();
                     }
                 }
             }
             Err(e) => tracing::error!("signing: reading {}: {e}", w.describe()),
         }
+    }
+    let now = crate::sys::unix_seconds();
+    for z in zones.iter_mut().filter(|z| z.stored) {
+        if z.next_key_event.is_some_and(|t| t <= now) {
+            z.next_key_event = None;
+            z.due = true;
+        }
+        check_parent(z, settings);
     }
     for z in zones.iter_mut().filter(|z| z.due && z.stored) {
         let Some(w) = z.writer.clone() else { continue };
@@ -465,6 +496,80 @@ fn poll(zones: &mut [Zone], settings: &SignerSettings, marks: &mut HashMap<usize
             Err(e) => z.failed(&e.to_string()),
         }
     }
+}
+
+/// Asks every `parent_agents` entry for the DS RRset of a zone whose
+/// KSK/CSK rollover waits for its new DS; when all of them hold it, tells
+/// the zone's writer ([`KeyEvent::DsPublished`], the largest TTL seen), so
+/// the old key is retired once that TTL and the propagation delay pass.
+fn check_parent(z: &mut Zone, settings: &SignerSettings) {
+    let agents = &z.config.policy.parent_agents;
+    let Some(want) = z.awaiting_ds.clone() else {
+        return;
+    };
+    if agents.is_empty()
+        || z.last_ds_check
+            .is_some_and(|t| t.elapsed() < DS_CHECK_INTERVAL)
+    {
+        return;
+    }
+    z.last_ds_check = Some(Instant::now());
+    let Some(w) = z.writer.clone() else { return };
+    let origin = z.config.origin.clone();
+    let mut ttl = 0;
+    for agent in agents {
+        match parent_ds(agent, &origin) {
+            Ok(found) => match found.iter().find(|(rdata, _)| *rdata == want) {
+                Some((_, t)) => ttl = ttl.max(*t),
+                None => {
+                    tracing::debug!("signing {origin}: the new DS is not at {agent} yet");
+                    return;
+                }
+            },
+            Err(e) => {
+                z.failed(&format!("asking parent agent {agent} for the DS: {e}"));
+                return;
+            }
+        }
+    }
+    let now = crate::sys::unix_seconds();
+    match w.key_event(&origin, KeyEvent::DsPublished { ttl }, settings.serial, now) {
+        Ok(done) => {
+            tracing::info!("signing {origin}: seen at every parent agent: {done}");
+            z.awaiting_ds = None;
+        }
+        Err(e) => z.failed(&e.to_string()),
+    }
+}
+
+/// The DS RRset of `origin` at parent agent `agent` (`ADDR[:PORT]`, port
+/// 53 by default) over TCP: each RDATA (wire form) with its TTL.
+fn parent_ds(agent: &str, origin: &Name) -> Result<Vec<(Vec<u8>, u32)>, String> {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = agent
+        .parse()
+        .or_else(|_| agent.parse::<std::net::IpAddr>().map(|ip| (ip, 53).into()))
+        .map_err(|_| format!("{agent:?} is not ADDR or ADDR:PORT"))?;
+    let io = |e: std::io::Error| e.to_string();
+    let mut tcp = std::net::TcpStream::connect_timeout(&addr, DS_QUERY_TIMEOUT).map_err(io)?;
+    tcp.set_read_timeout(Some(DS_QUERY_TIMEOUT)).map_err(io)?;
+    tcp.set_write_timeout(Some(DS_QUERY_TIMEOUT)).map_err(io)?;
+    let id = (crate::sys::unix_seconds() as u16) ^ 0x5a5a;
+    let query = crate::xfrin::request(id, origin, RType::DS, None);
+    let mut framed = (query.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&query);
+    tcp.write_all(&framed).map_err(io)?;
+    let mut len = [0u8; 2];
+    tcp.read_exact(&mut len).map_err(io)?;
+    let mut reply = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    tcp.read_exact(&mut reply).map_err(io)?;
+    let records = crate::xfrin::parse_reply(&reply, id, origin, RType::DS, true)
+        .map_err(|e| e.to_string())?;
+    Ok(records
+        .into_iter()
+        .filter(|r| r.rtype == RType::DS && r.owner == *origin)
+        .map(|r| (r.rdata.as_wire().to_vec(), r.ttl))
+        .collect())
 }
 
 #[cfg(test)]

@@ -320,4 +320,16 @@ impl ZoneWriter for CacheWriter {
     ) -> Result<Vec<authd_datasrc::write::KeyStatus>, WriteError> {
         self.inner.signing_keys(origin)
     }
+
+    fn key_event(
+        &self,
+        origin: &Name,
+        event: authd_datasrc::write::KeyEvent,
+        serial: SerialPolicy,
+        now: u64,
+    ) -> Result<String, WriteError> {
+        // New keys and signatures anywhere in the zone.
+        let r = self.inner.key_event(origin, event, serial, now);
+        self.written(origin, Changed::All, r)
+    }
 }

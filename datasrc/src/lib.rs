@@ -17,6 +17,7 @@ pub mod source;
 pub mod sqlite;
 pub mod sqlite_admin;
 pub mod sqlite_load;
+pub mod sqlite_rollover;
 pub mod sqlite_signing;
 pub mod write;
 pub mod zonefile;

@@ -282,6 +282,19 @@ impl ZoneWriter for MemoryWriter {
     fn signing_keys(&self, origin: &Name) -> Result<Vec<crate::write::KeyStatus>, WriteError> {
         self.db_writer.signing_keys(origin)
     }
+
+    fn key_event(
+        &self,
+        origin: &Name,
+        event: crate::write::KeyEvent,
+        serial: SerialPolicy,
+        now: u64,
+    ) -> Result<String, WriteError> {
+        self.allowed(origin)?;
+        let done = self.db_writer.key_event(origin, event, serial, now)?;
+        self.rebuild(origin)?;
+        Ok(done)
+    }
 }
 
 /// The write side of a source of master-file zones (see the module docs).
@@ -419,5 +432,15 @@ impl ZoneWriter for HistoryWriter {
 
     fn signing_keys(&self, _origin: &Name) -> Result<Vec<crate::write::KeyStatus>, WriteError> {
         Ok(Vec::new())
+    }
+
+    fn key_event(
+        &self,
+        origin: &Name,
+        _event: crate::write::KeyEvent,
+        _serial: SerialPolicy,
+        _now: u64,
+    ) -> Result<String, WriteError> {
+        Err(self.refused(origin))
     }
 }

@@ -34,6 +34,10 @@ impl RType {
     pub const DNSKEY: RType = RType(48);
     pub const NSEC3: RType = RType(50);
     pub const NSEC3PARAM: RType = RType(51);
+    /// Child DS (RFC 7344 §3.1).
+    pub const CDS: RType = RType(59);
+    /// Child DNSKEY (RFC 7344 §3.2).
+    pub const CDNSKEY: RType = RType(60);
     pub const IXFR: RType = RType(251);
     pub const AXFR: RType = RType(252);
     pub const ANY: RType = RType(255);

@@ -30,7 +30,7 @@ pub const REFRESH_BUDGET: usize = 2000;
 /// before signing is refused (RFC 4035 §5.3.1 validity is absolute time).
 pub const CLOCK_SLACK: u64 = 300;
 
-fn sql(action: &'static str) -> impl Fn(rusqlite::Error) -> WriteError {
+pub(crate) fn sql(action: &'static str) -> impl Fn(rusqlite::Error) -> WriteError {
     move |source| WriteError::Sqlite { action, source }
 }
 
@@ -122,27 +122,33 @@ pub struct StoredKey {
     pub pair: Arc<KeyPair>,
     /// When it was made or imported (Unix seconds).
     pub created: u64,
+    /// When it entered its state (Unix seconds).
+    pub changed: u64,
+    /// When its DS was seen at the parent or confirmed by the operator, and
+    /// the DS TTL (seconds) (`authd_dnssec_ds`).
+    pub ds_seen: Option<(u64, u32)>,
 }
 
 impl StoredKey {
-    fn signing(&self) -> SigningKey {
+    pub(crate) fn signing(&self) -> SigningKey {
         let live = self.state == KeyState::Active;
         SigningKey {
             pair: self.pair.clone(),
             published: self.state != KeyState::Removed,
             signs_keys: live && self.role != KeyRole::Zsk,
             signs_zone: live && self.role != KeyRole::Ksk,
+            cds: live && self.role != KeyRole::Zsk,
         }
     }
 }
 
-fn has_table(conn: &Connection, name: &str) -> Result<bool, WriteError> {
+pub(crate) fn has_table(conn: &Connection, name: &str) -> Result<bool, WriteError> {
     conn.prepare_cached("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1")
         .and_then(|mut s| s.exists([name]))
         .map_err(sql("reading the schema"))
 }
 
-fn zone_key(origin: &Name) -> String {
+pub(crate) fn zone_key(origin: &Name) -> String {
     origin.to_lowercase().to_string()
 }
 
@@ -240,54 +246,76 @@ pub fn keys_of(conn: &Connection, origin: &Name) -> Result<Vec<StoredKey>, Write
     if !has_table(conn, "authd_dnssec_key")? {
         return Ok(Vec::new());
     }
+    // authd_dnssec_ds came after the first signed files.
+    let query = if has_table(conn, "authd_dnssec_ds")? {
+        "SELECT k.id, k.role, k.state, k.flags, k.algorithm, k.tag, k.private, k.created, \
+         k.changed, d.seen, d.ttl FROM authd_dnssec_key k \
+         LEFT JOIN authd_dnssec_ds d ON d.key_id = k.id WHERE k.zone=?1 ORDER BY k.id"
+    } else {
+        "SELECT id, role, state, flags, algorithm, tag, private, created, changed, NULL, NULL \
+         FROM authd_dnssec_key WHERE zone=?1 ORDER BY id"
+    };
     let mut stmt = conn
-        .prepare_cached(
-            "SELECT id, role, state, flags, algorithm, tag, private, created \
-             FROM authd_dnssec_key WHERE zone=?1 ORDER BY id",
-        )
+        .prepare_cached(query)
         .map_err(sql("reading the keys"))?;
-    type Row = (i64, String, String, i64, i64, i64, String, i64);
+    type Row = (
+        (i64, String, String, i64, i64, i64, String),
+        (i64, i64, Option<i64>, Option<i64>),
+    );
     let rows: Vec<Row> = stmt
         .query_map([zone_key(origin)], |r| {
             Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-                r.get(7)?,
+                (
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                ),
+                (r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?),
             ))
         })
         .and_then(|rows| rows.collect())
         .map_err(sql("reading the keys"))?;
     rows.into_iter()
-        .map(|(id, role, state, flags, alg, tag, private, created)| {
-            let bad = |why: String| {
-                WriteError::Signing(format!(
-                    "zone {origin}: authd_dnssec_key row {id} (key tag {tag}): {why}"
-                ))
-            };
-            let role = KeyRole::parse(&role).ok_or_else(|| bad(format!("role {role:?}")))?;
-            let state = KeyState::parse(&state).ok_or_else(|| bad(format!("state {state:?}")))?;
-            let flags = u16::try_from(flags).map_err(|_| bad(format!("flags {flags}")))?;
-            let pair = parsed_key(flags, private).map_err(|e| bad(format!("private key: {e}")))?;
-            if i64::from(pair.algorithm().number()) != alg || i64::from(pair.key_tag()) != tag {
-                return Err(bad(format!(
-                    "the private key is algorithm {} tag {}, not the row's",
-                    pair.algorithm().number(),
-                    pair.key_tag()
-                )));
-            }
-            Ok(StoredKey {
-                id,
-                role,
-                state,
-                pair,
-                created: u64::try_from(created).unwrap_or(0),
-            })
-        })
+        .map(
+            |((id, role, state, flags, alg, tag, private), (created, changed, seen, ds_ttl))| {
+                let bad = |why: String| {
+                    WriteError::Signing(format!(
+                        "zone {origin}: authd_dnssec_key row {id} (key tag {tag}): {why}"
+                    ))
+                };
+                let role = KeyRole::parse(&role).ok_or_else(|| bad(format!("role {role:?}")))?;
+                let state =
+                    KeyState::parse(&state).ok_or_else(|| bad(format!("state {state:?}")))?;
+                let flags = u16::try_from(flags).map_err(|_| bad(format!("flags {flags}")))?;
+                let pair =
+                    parsed_key(flags, private).map_err(|e| bad(format!("private key: {e}")))?;
+                if i64::from(pair.algorithm().number()) != alg || i64::from(pair.key_tag()) != tag {
+                    return Err(bad(format!(
+                        "the private key is algorithm {} tag {}, not the row's",
+                        pair.algorithm().number(),
+                        pair.key_tag()
+                    )));
+                }
+                Ok(StoredKey {
+                    id,
+                    role,
+                    state,
+                    pair,
+                    created: u64::try_from(created).unwrap_or(0),
+                    changed: u64::try_from(changed).unwrap_or(0),
+                    ds_seen: seen.zip(ds_ttl).map(|(s, t)| {
+                        (
+                            u64::try_from(s).unwrap_or(0),
+                            u32::try_from(t).unwrap_or(u32::MAX),
+                        )
+                    }),
+                })
+            },
+        )
         .collect()
 }
 
@@ -317,7 +345,7 @@ fn parsed_key(flags: u16, private: String) -> Result<Arc<KeyPair>, keys::KeyErro
 /// Most keys [`parsed_key`] keeps.
 const KEY_CACHE: usize = 256;
 
-fn store_key(
+pub(crate) fn store_key(
     conn: &Connection,
     origin: &Name,
     role: KeyRole,
@@ -692,16 +720,30 @@ pub fn sign_pending(
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql("starting the transaction"))?;
-    if !is_signed(&tx, origin)? {
+    let report = sign_pending_in(&tx, origin, serial, now)?;
+    tx.commit().map_err(sql("committing"))?;
+    Ok(report)
+}
+
+/// [`sign_pending`] inside transaction `tx` (not committed), the key
+/// rollover steps due at `now` applied first
+/// ([`crate::sqlite_rollover::step_keys`]).
+pub(crate) fn sign_pending_in(
+    tx: &Connection,
+    origin: &Name,
+    serial: SerialPolicy,
+    now: u64,
+) -> Result<Option<UpdateReport>, WriteError> {
+    if !is_signed(tx, origin)? {
         return Ok(None);
     }
-    let Some(zone_id) = sqlite_admin::find_zone_id(&tx, origin)? else {
+    let Some(zone_id) = sqlite_admin::find_zone_id(tx, origin)? else {
         return Err(WriteError::NoZone(origin.to_string()));
     };
     // The edits, netted: an add then a delete of one RR cancel.
     let mut added: Vec<Record> = Vec::new();
     let mut deleted: Vec<Record> = Vec::new();
-    if has_table(&tx, "authd_signing_log")? {
+    if has_table(tx, "authd_signing_log")? {
         let mut stmt = tx
             .prepare_cached(
                 "SELECT id, op, name, rdtype, ttl, rdata FROM authd_signing_log \
@@ -754,7 +796,7 @@ pub fn sign_pending(
             }
         }
     }
-    let rows = sqlite_admin::zone_rows(&tx, origin, zone_id)?;
+    let rows = sqlite_admin::zone_rows(tx, origin, zone_id)?;
     let Some(soa_row) = rows
         .iter()
         .find(|r| r.record.rtype == RType::SOA && r.record.owner == *origin)
@@ -762,9 +804,15 @@ pub fn sign_pending(
     else {
         return Err(WriteError::Check(format!("zone {origin} has no SOA")));
     };
-    let Some(signing) = signing_for(&tx, origin, rows.iter().map(|r| &r.record), now)? else {
+    let Some(mut signing) = signing_for(tx, origin, rows.iter().map(|r| &r.record), now)? else {
         return Ok(None);
     };
+    let max_ttl = rows.iter().map(|r| r.record.ttl).max().unwrap_or(0);
+    if let Some(keys) =
+        crate::sqlite_rollover::step_keys(tx, origin, &signing.policy, max_ttl, now)?
+    {
+        signing.keys = keys;
+    }
     // A SOA edited by SQL: the journal starts at the old one.
     let current_soa = soa_row.record.clone();
     let old_soa = deleted
@@ -821,8 +869,7 @@ pub fn sign_pending(
             && r.rdata.rrsig_type_covered() == Some(RType::SOA)
     });
     if only_soa && added.is_empty() && deleted.is_empty() && current_soa.rdata == old_soa.rdata {
-        clear_log(&tx, zone_id)?;
-        tx.commit().map_err(sql("committing"))?;
+        clear_log(tx, zone_id)?;
         return Ok(None);
     }
     if new_soa.rdata != current_soa.rdata {
@@ -832,15 +879,14 @@ pub fn sign_pending(
         )
         .map_err(sql("moving the serial"))?;
     }
-    write_change(&tx, zone_id, &rows, &change)?;
-    finish(&tx, origin, zone_id, now)?;
+    write_change(tx, zone_id, &rows, &change)?;
+    finish(tx, origin, zone_id, now)?;
     let new_serial = new_soa.rdata.soa_serial().unwrap_or(old_serial);
     let (n_add, n_del) = (added.len(), deleted.len());
     deleted.extend(change.delete);
     added.extend(change.add);
     let journal_rows =
-        sqlite_admin::journal(&tx, zone_id, (&old_soa, &deleted), (&new_soa, &added))?;
-    tx.commit().map_err(sql("committing"))?;
+        sqlite_admin::journal(tx, zone_id, (&old_soa, &deleted), (&new_soa, &added))?;
     Ok(Some(UpdateReport {
         old_serial,
         new_serial,
@@ -979,10 +1025,14 @@ pub fn zone_states(conn: &Connection) -> Result<Vec<crate::write::SignedZone>, W
             let origin: Name = zone
                 .parse()
                 .map_err(|e| WriteError::Signing(format!("authd_signing zone {zone:?}: {e}")))?;
+            let (next_key_event, awaiting_ds) =
+                crate::sqlite_rollover::state_of(conn, &origin, unix_now())?;
             Ok(crate::write::SignedZone {
                 edits: edits.contains(&origin),
-                origin,
                 signed: signed.and_then(|s| u64::try_from(s).ok()),
+                next_key_event,
+                awaiting_ds,
+                origin,
             })
         })
         .collect()
@@ -1009,6 +1059,7 @@ pub fn key_statuses(
             tag: k.pair.key_tag(),
             flags: k.pair.flags(),
             created: k.created,
+            changed: k.changed,
             ds: (k.role != KeyRole::Zsk).then(|| ds_text(&owner, ttl, &k.pair)),
         })
         .collect())

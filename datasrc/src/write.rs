@@ -400,6 +400,28 @@ pub struct SignedZone {
     pub edits: bool,
     /// When it was last signed (Unix seconds), `None`: not yet.
     pub signed: Option<u64>,
+    /// When the next key rollover step falls due (Unix seconds); `None`:
+    /// nothing timed.
+    pub next_key_event: Option<u64>,
+    /// A KSK/CSK rollover waits for this DS RDATA (wire form, SHA-256
+    /// digest) at the parent.
+    pub awaiting_ds: Option<Vec<u8>>,
+}
+
+/// A key event of a zone signed online ([`ZoneWriter::key_event`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyEvent {
+    /// Start a rollover now: of the ZSK (`zsk`), else of the KSK or CSK.
+    Rollover {
+        /// The ZSK, not the KSK/CSK.
+        zsk: bool,
+    },
+    /// The new KSK/CSK's DS is at the parent with this TTL (seconds): seen
+    /// at every `parent_agents` entry, or confirmed by the operator.
+    DsPublished {
+        /// The DS RRset's TTL.
+        ttl: u32,
+    },
 }
 
 /// One key of a zone signed online, without its private material
@@ -418,6 +440,8 @@ pub struct KeyStatus {
     pub flags: u16,
     /// When it was made or imported (Unix seconds).
     pub created: u64,
+    /// When it entered its state (Unix seconds).
+    pub changed: u64,
     /// Its DS RR (SHA-256, RFC 4509) in master-file form, for a KSK or CSK.
     pub ds: Option<String>,
 }
@@ -583,6 +607,20 @@ pub trait ZoneWriter: Send + Sync {
     ///
     /// Errors: storage, a corrupt key row ([`WriteError::Signing`]).
     fn signing_keys(&self, origin: &Name) -> Result<Vec<KeyStatus>, WriteError>;
+
+    /// Applies key event `event` to zone `origin` at `now` (Unix seconds)
+    /// and re-signs the zone with it in one transaction, the serial moved
+    /// per `serial`; returns what was done, for the operator.
+    ///
+    /// Errors: [`WriteError::Signing`] (not signed online, the event does
+    /// not apply now), [`WriteError::NotSupported`], storage.
+    fn key_event(
+        &self,
+        origin: &Name,
+        event: KeyEvent,
+        serial: SerialPolicy,
+        now: u64,
+    ) -> Result<String, WriteError>;
 }
 
 /// How long a write waits for another writer's lock before failing

@@ -417,3 +417,161 @@ fn a_zone_moves_from_bind_with_its_keys() {
         );
     }
 }
+
+/// The states of the zone's keys, oldest first, as (role, state) pairs.
+fn states(conn: &Connection) -> Vec<(&'static str, &'static str)> {
+    sqlite_signing::keys_of(conn, &origin())
+        .expect("keys")
+        .iter()
+        .map(|k| (k.role.as_str(), k.state.as_str()))
+        .collect()
+}
+
+/// Signers (key tags) of the zone's RRSIGs covering `t`.
+fn signers(conn: &Connection, t: RType) -> Vec<u16> {
+    let mut v: Vec<u16> = sqlite_admin::zone_records(conn, &origin())
+        .expect("records")
+        .iter()
+        .filter(|r| {
+            r.record.rtype == RType::RRSIG && r.record.rdata.rrsig_type_covered() == Some(t)
+        })
+        .map(|r| u16::from_be_bytes([r.record.rdata.as_wire()[16], r.record.rdata.as_wire()[17]]))
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// A ZSK rollover by pre-publication driven by the signer's passes over
+/// time (lifetime 100 s, DNSKEY TTL 10 s, propagation delay 2 s, largest
+/// TTL in the zone 300 s), the zone valid to both validators at each step
+/// and the journal chaining through them; then a KSK rollover asked by the
+/// operator, waiting for the DS until it is confirmed.
+#[test]
+fn keys_roll_over_by_their_timings() {
+    let policy = Policy {
+        keys: KeyLayout::KskZsk,
+        denial: Denial::Nsec,
+        dnskey_ttl: 10,
+        propagation_delay: 2,
+        zsk_lifetime: 100,
+        ..Policy::default()
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("zone.sqlite3");
+    let mut conn = authd_migrations::open_or_create(&path).expect("creates");
+    authd_datasrc::sqlite_load::load_zone(&mut conn, &origin(), &records(ZONE), |_, _| {})
+        .expect("loads");
+    sqlite_signing::set_policy(&conn, &origin(), &policy).expect("policy");
+    let t0 = sqlite_signing::unix_now();
+    let pass = |conn: &mut Connection, t: u64| {
+        sqlite_signing::sign_pending(conn, &origin(), SerialPolicy::Increment, t).expect("signs")
+    };
+    pass(&mut conn, t0).expect("first signing");
+    let keys = sqlite_signing::keys_of(&conn, &origin()).expect("keys");
+    let (ksk, zsk1) = (keys[0].pair.key_tag(), keys[1].pair.key_tag());
+    assert_eq!(signers(&conn, RType::A), [zsk1]);
+    assert_eq!(count(&conn, RType::CDS), 1);
+    let next =
+        |conn: &Connection| sqlite_signing::zone_states(conn).expect("states")[0].next_key_event;
+    assert_eq!(next(&conn), Some(t0 + 100));
+    // Before the lifetime ends nothing moves.
+    assert_eq!(pass(&mut conn, t0 + 99), None);
+
+    // The new ZSK is published, not signing.
+    pass(&mut conn, t0 + 100).expect("published");
+    assert_eq!(
+        states(&conn),
+        [("ksk", "active"), ("zsk", "active"), ("zsk", "published")]
+    );
+    assert_eq!(count(&conn, RType::DNSKEY), 3);
+    assert_eq!(signers(&conn, RType::A), [zsk1]);
+    verify(&conn, dir.path(), "zsk-published", false);
+    assert_eq!(next(&conn), Some(t0 + 112));
+
+    // After the DNSKEY TTL and the delay it signs; the old one is retired.
+    assert_eq!(pass(&mut conn, t0 + 111), None);
+    pass(&mut conn, t0 + 112).expect("active");
+    let zsk2 = sqlite_signing::keys_of(&conn, &origin()).expect("keys")[2]
+        .pair
+        .key_tag();
+    assert_eq!(
+        states(&conn),
+        [("ksk", "active"), ("zsk", "retired"), ("zsk", "active")]
+    );
+    assert_eq!(signers(&conn, RType::A), [zsk2]);
+    assert_eq!(signers(&conn, RType::DNSKEY), [ksk]);
+    assert_eq!(count(&conn, RType::DNSKEY), 3);
+    verify(&conn, dir.path(), "zsk-active", false);
+    // Removed after the largest TTL (300 s) and the delay.
+    assert_eq!(next(&conn), Some(t0 + 112 + 302));
+    pass(&mut conn, t0 + 414).expect("removed");
+    assert_eq!(
+        states(&conn),
+        [("ksk", "active"), ("zsk", "removed"), ("zsk", "active")]
+    );
+    assert_eq!(count(&conn, RType::DNSKEY), 2);
+    verify(&conn, dir.path(), "zsk-removed", false);
+    // The next ZSK rollover counts from the new key's activation.
+    assert_eq!(next(&conn), Some(t0 + 212));
+    // Every step was journaled: IXFR from the first signing's serial.
+    assert!(journal_chains(&conn, 2, serial(&conn)) > 0);
+
+    // A KSK rollover asked by the operator (no lifetime): both KSKs sign
+    // the DNSKEY RRset and the CDS names both until the DS is confirmed.
+    let roll = |conn: &mut Connection, e: authd_datasrc::write::KeyEvent, t: u64| {
+        authd_datasrc::sqlite_rollover::key_event(conn, &origin(), e, SerialPolicy::Increment, t)
+    };
+    use authd_datasrc::write::KeyEvent;
+    let e = roll(&mut conn, KeyEvent::DsPublished { ttl: 10 }, t0 + 150).expect_err("no roll");
+    assert!(
+        e.to_string().contains("no KSK/CSK rollover is waiting"),
+        "{e}"
+    );
+    roll(&mut conn, KeyEvent::Rollover { zsk: false }, t0 + 150).expect("starts");
+    let e = roll(&mut conn, KeyEvent::Rollover { zsk: false }, t0 + 151).expect_err("busy");
+    assert!(e.to_string().contains("KSK rollover is under way"), "{e}");
+    let ksk2 = sqlite_signing::keys_of(&conn, &origin()).expect("keys")[3]
+        .pair
+        .key_tag();
+    let mut both = vec![ksk, ksk2];
+    both.sort_unstable();
+    assert_eq!(signers(&conn, RType::DNSKEY), both);
+    assert_eq!(count(&conn, RType::CDS), 2);
+    verify(&conn, dir.path(), "ksk-double", false);
+    let st = &sqlite_signing::zone_states(&conn).expect("states")[0];
+    assert!(st.awaiting_ds.is_some());
+    // However long it waits, the old KSK stays until the DS is seen.
+    assert_eq!(pass(&mut conn, t0 + 200), None);
+    assert_eq!(states(&conn)[0], ("ksk", "active"));
+    roll(&mut conn, KeyEvent::DsPublished { ttl: 20 }, t0 + 200).expect("confirmed");
+    // The ZSK's lifetime (from 112) ends first, at 212; the old KSK is
+    // retired at max(150 + 10, 200 + 20) + 2 = 222: one pass takes both.
+    assert_eq!(next(&conn), Some(t0 + 212));
+    assert_eq!(
+        pass(&mut conn, t0 + 221).map(|_| states(&conn)[0]),
+        Some(("ksk", "active"))
+    );
+    assert_eq!(states(&conn)[4], ("zsk", "published"));
+    pass(&mut conn, t0 + 222).expect("retired");
+    assert_eq!(states(&conn)[0], ("ksk", "retired"));
+    assert_eq!(states(&conn)[3], ("ksk", "active"));
+    assert_eq!(signers(&conn, RType::DNSKEY), [ksk2]);
+    assert_eq!(count(&conn, RType::CDS), 1);
+    verify(&conn, dir.path(), "ksk-retired", false);
+    // A KSK signs only the DNSKEY RRset: removed after its TTL + delay.
+    assert_eq!(next(&conn), Some(t0 + 233));
+    pass(&mut conn, t0 + 234).expect("removed");
+    assert_eq!(
+        states(&conn),
+        [
+            ("ksk", "removed"),
+            ("zsk", "removed"),
+            ("zsk", "retired"),
+            ("ksk", "active"),
+            ("zsk", "active")
+        ]
+    );
+    assert_eq!(count(&conn, RType::DNSKEY), 3);
+    verify(&conn, dir.path(), "ksk-removed", false);
+}

@@ -31,6 +31,17 @@ CREATE TABLE IF NOT EXISTS authd_dnssec_key (
     created INTEGER NOT NULL,
     changed INTEGER NOT NULL
 );
+-- authd_dnssec_ds: the DS of a new KSK or CSK seen at the parent (every
+-- parent_agents entry) or confirmed by the operator (authc dnssec
+-- ds-published), which lets its rollover retire the old key.
+--   key_id  authd_dnssec_key.id
+--   seen    Unix time (seconds) it was seen or confirmed
+--   ttl     the DS RRset's TTL at the parent (seconds)
+CREATE TABLE IF NOT EXISTS authd_dnssec_ds (
+    key_id INTEGER PRIMARY KEY,
+    seen INTEGER NOT NULL,
+    ttl INTEGER NOT NULL
+);
 -- authd_signing_log: changes made to the records of a zone under a policy,
 -- written by the triggers below. authd's own writers sign in the same
 -- transaction and delete their rows; rows left are plain SQL edits, signed

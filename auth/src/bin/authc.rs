@@ -9,6 +9,8 @@
 //! authc [--socket PATH] querylog on|off
 //! authc [--socket PATH] dnssec status [ZONE]
 //! authc [--socket PATH] dnssec ds ZONE
+//! authc [--socket PATH] dnssec rollover ZONE zsk|ksk
+//! authc [--socket PATH] dnssec ds-published ZONE
 //! authc [--socket PATH] stop
 //! ```
 //!
@@ -36,7 +38,8 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
     name = "authc",
     version,
     after_help = "Commands: status, reload [ZONE], flush-cache, stats (the metrics as JSON), \
-                  zone-status [ZONE], querylog on|off, dnssec status [ZONE], dnssec ds ZONE, stop. \
+                  zone-status [ZONE], querylog on|off, dnssec status [ZONE], dnssec ds ZONE, \
+                  dnssec rollover ZONE zsk|ksk, dnssec ds-published ZONE, stop. \
                   See docs/CONFIG.md, [control]."
 )]
 struct Cli {

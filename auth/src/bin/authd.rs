@@ -410,6 +410,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             stop: Arc::clone(&stop),
             metrics: metrics.clone(),
             started: std::time::Instant::now(),
+            signing: signer.settings(),
         };
         authd::control::serve(path, control)
             .await

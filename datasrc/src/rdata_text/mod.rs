@@ -165,7 +165,7 @@ fn parse(rtype: RType, text: &str, origin: &Name) -> Option<Box<[u8]>> {
                 out.extend_from_slice(&t.num::<u32>()?.to_be_bytes());
             }
         }
-        RType::DS => {
+        RType::DS | RType::CDS => {
             out.extend_from_slice(&t.num::<u16>()?.to_be_bytes());
             out.push(SecurityAlgorithm::from_str(t.next()?).ok()?.to_int());
             out.push(DigestAlgorithm::from_str(t.next()?).ok()?.to_int());
@@ -179,7 +179,7 @@ fn parse(rtype: RType, text: &str, origin: &Name) -> Option<Box<[u8]>> {
                     .ok()?,
             );
         }
-        RType::DNSKEY => {
+        RType::DNSKEY | RType::CDNSKEY => {
             out.extend_from_slice(&t.num::<u16>()?.to_be_bytes());
             out.push(t.num::<u8>()?);
             out.push(SecurityAlgorithm::from_str(t.next()?).ok()?.to_int());

@@ -2,5 +2,6 @@
 
 pub mod keys;
 pub mod policy;
+pub mod rollover;
 pub mod rrsig;
 pub mod zone;

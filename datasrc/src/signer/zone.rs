@@ -27,7 +27,13 @@ use crate::rr::{Class, RType, Rdata, Record};
 pub fn is_signer_type(rtype: RType) -> bool {
     matches!(
         rtype,
-        RType::RRSIG | RType::NSEC | RType::NSEC3 | RType::NSEC3PARAM | RType::DNSKEY
+        RType::RRSIG
+            | RType::NSEC
+            | RType::NSEC3
+            | RType::NSEC3PARAM
+            | RType::DNSKEY
+            | RType::CDS
+            | RType::CDNSKEY
     )
 }
 
@@ -42,6 +48,9 @@ pub struct SigningKey {
     pub signs_keys: bool,
     /// It signs every other RRset (a ZSK or CSK in use).
     pub signs_zone: bool,
+    /// The CDS and CDNSKEY RRsets name it (RFC 7344 §3: the DS set the
+    /// parent should hold).
+    pub cds: bool,
 }
 
 /// Which data RRsets changed since the zone was last signed.
@@ -218,6 +227,22 @@ pub fn resign(
             ttl: policy.dnskey_ttl,
             rdata: Rdata::from_wire(&k.pair.dnskey_rdata()),
         });
+    }
+    for k in keys.iter().filter(|k| k.cds) {
+        let dnskey = k.pair.dnskey_rdata();
+        let digest = super::keys::ds_sha256(origin.to_lowercase().as_wire(), &dnskey);
+        let mut cds = k.pair.key_tag().to_be_bytes().to_vec();
+        cds.extend_from_slice(&[k.pair.algorithm().number(), 2]);
+        cds.extend_from_slice(&digest);
+        for (rtype, rdata) in [(RType::CDS, cds), (RType::CDNSKEY, dnskey)] {
+            generated.push(Record {
+                owner: origin.clone(),
+                rtype,
+                class: Class::IN,
+                ttl: policy.dnskey_ttl,
+                rdata: Rdata::from_wire(&rdata),
+            });
+        }
     }
     let nsec3 = match policy.denial {
         Denial::Nsec => None,
@@ -454,7 +479,8 @@ pub fn resign(
     let mut due: Vec<(u32, &Set, RType, &SigningKey)> = Vec::new();
     for (set, t) in &to_sign {
         let t = *t;
-        let signers = if t == RType::DNSKEY {
+        // The key sets are signed by the keys the parent's DS names.
+        let signers = if matches!(t, RType::DNSKEY | RType::CDS | RType::CDNSKEY) {
             &key_keys
         } else {
             &zone_keys
@@ -601,6 +627,7 @@ mod tests {
             published: true,
             signs_keys: true,
             signs_zone: true,
+            cds: true,
         }]
     }
 
@@ -679,7 +706,8 @@ mod tests {
                 "www.example.org."
             ]
         );
-        // Signed: apex SOA, NS, DNSKEY; ns A; www A; a.b.c TXT; sec DS; and 6 NSEC.
+        // Signed: apex SOA, NS, DNSKEY, CDS, CDNSKEY; ns A; www A; a.b.c
+        // TXT; sec DS; and 6 NSEC.
         let covered: Vec<(String, RType)> = {
             let mut v: Vec<_> = recs
                 .iter()
@@ -694,7 +722,21 @@ mod tests {
             v.sort();
             v
         };
-        assert_eq!(covered.len(), 7 + 6, "{covered:?}");
+        assert_eq!(covered.len(), 9 + 6, "{covered:?}");
+        // The CDS names the CSK as its DS would (RFC 7344 §3.1), the
+        // CDNSKEY is its DNSKEY.
+        let apex = |t: RType| -> Vec<&[u8]> {
+            recs.iter()
+                .filter(|r| r.owner == origin && r.rtype == t)
+                .map(|r| r.rdata.as_wire())
+                .collect()
+        };
+        let dnskey = keys[0].pair.dnskey_rdata();
+        let mut ds = keys[0].pair.key_tag().to_be_bytes().to_vec();
+        ds.extend_from_slice(&[13, 2]);
+        ds.extend_from_slice(&crate::signer::keys::ds_sha256(origin.as_wire(), &dnskey));
+        assert_eq!(apex(RType::CDS), [ds.as_slice()]);
+        assert_eq!(apex(RType::CDNSKEY), [dnskey.as_slice()]);
         assert!(!covered.iter().any(|(o, _)| o == "ns.sub.example.org."));
         assert!(!covered.contains(&("sub.example.org.".into(), RType::NS)));
         assert!(covered.contains(&("sec.example.org.".into(), RType::DS)));

@@ -838,6 +838,19 @@ impl ZoneWriter for SqliteWriter {
         Ok(r)
     }
 
+    fn key_event(
+        &self,
+        origin: &Name,
+        event: crate::write::KeyEvent,
+        serial: SerialPolicy,
+        now: u64,
+    ) -> Result<String, WriteError> {
+        let r =
+            self.write(|conn| crate::sqlite_rollover::key_event(conn, origin, event, serial, now))?;
+        self.committed();
+        Ok(r)
+    }
+
     // Both read on a read-only connection of their own: the signer scans
     // every DB at start, and must not open the writer's read-write
     // connection before the first write (a DB made read-only meanwhile
