@@ -238,7 +238,8 @@ async fn run(control: &Control, command: Command) -> Result<String, String> {
             let keys = signing_keys(control, &zone)?;
             let ds: Vec<String> = keys
                 .iter()
-                .filter(|k| k.state != "removed")
+                // A retired key's DS is for the parent to drop.
+                .filter(|k| k.state == "active")
                 .filter_map(|k| k.ds.clone())
                 .collect();
             if ds.is_empty() {
@@ -433,6 +434,21 @@ mod tests {
             Ok(Command::Reload(Some("example.com.".parse().expect("name"))))
         );
         assert_eq!(parse("querylog on"), Ok(Command::QueryLog(true)));
+        let zone: Name = "example.com.".parse().expect("name");
+        assert_eq!(
+            parse("dnssec rollover example.com zsk"),
+            Ok(Command::DnssecRollover(zone.clone(), true))
+        );
+        assert_eq!(
+            parse("dnssec rollover example.com. csk"),
+            Ok(Command::DnssecRollover(zone.clone(), false))
+        );
+        assert_eq!(
+            parse("dnssec ds-published example.com"),
+            Ok(Command::DnssecDsPublished(zone))
+        );
+        assert!(parse("dnssec rollover example.com").is_err());
+        assert!(parse("dnssec rollover example.com zone").is_err());
         let e = parse("querylog maybe").expect_err("bad");
         assert!(e.contains("unknown command \"querylog maybe\""), "{e}");
         assert!(parse("").is_err());

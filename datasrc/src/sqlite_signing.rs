@@ -415,15 +415,16 @@ pub fn import_bind_key(
     Ok(tag)
 }
 
-/// The DS RRs (SHA-256, RFC 4509) of zone `origin`'s published SEP keys, in
-/// master-file form with TTL `ttl`, for the parent zone.
+/// The DS RRs (SHA-256, RFC 4509) of zone `origin`'s SEP keys in use (two
+/// during a KSK/CSK rollover; a retired key's DS is for the parent to
+/// drop), in master-file form with TTL `ttl`, for the parent zone.
 ///
 /// Errors: storage, a corrupt key row.
 pub fn ds_records(conn: &Connection, origin: &Name, ttl: u32) -> Result<Vec<String>, WriteError> {
     let owner = origin.to_lowercase();
     Ok(keys_of(conn, origin)?
         .iter()
-        .filter(|k| k.role != KeyRole::Zsk && k.state != KeyState::Removed)
+        .filter(|k| k.role != KeyRole::Zsk && k.state == KeyState::Active)
         .map(|k| ds_text(&owner, ttl, &k.pair))
         .collect())
 }

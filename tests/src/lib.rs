@@ -984,7 +984,8 @@ pub fn spawn_daemon(
 }
 
 /// A validating Unbound on 127.0.0.1 whose only upstream is `upstream`, for
-/// `stubs` (zones with their trust anchors), with its clock at `date`
+/// `stubs` (zones with their trust anchors, or "" for a zone validated from
+/// its parent's DS), with its clock at `date`
 /// (YYYYMMDDHHMMSS, inside the signatures' validity; `None`: the real clock). It sends from 127.0.0.1
 /// only, so it can never reach an address off this machine (delegations in
 /// the test zones point at documentation addresses).
@@ -1006,7 +1007,8 @@ pub fn start_unbound(upstream: SocketAddr, stubs: &[(&str, &str)], date: Option<
     if let Some(date) = date {
         conf.push_str(&format!("    val-override-date: \"{date}\"\n"));
     }
-    for (_, anchor) in stubs {
+    // An empty anchor: a stub zone validated from its parent's DS.
+    for (_, anchor) in stubs.iter().filter(|(_, a)| !a.is_empty()) {
         conf.push_str(&format!("    trust-anchor: \"{anchor}\"\n"));
     }
     conf.push_str("remote-control:\n    control-enable: no\n");

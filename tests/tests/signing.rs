@@ -480,3 +480,248 @@ fn a_zone_left_out_of_the_configuration_is_no_longer_signed() {
         "authc: no zone is signed online"
     );
 }
+
+const PARENT: &str = "$TTL 2
+@ SOA ns1.example.com. hostmaster.example.com. 1 3600 900 1209600 2
+@ NS ns1.example.com.
+example.com. NS ns1.example.com.
+ns1.example.com. A 127.0.0.1
+";
+
+const CHILD: &str = "$TTL 2
+@ SOA ns1 hostmaster 1 3600 900 1209600 2
+@ NS ns1
+ns1 A 127.0.0.1
+www A 192.0.2.3
+";
+
+/// (tag, role, state) of one key.
+type KeyLine = (u16, String, String);
+
+/// The (tag, role, state) of each key of `zone` from `authc dnssec status`.
+fn key_states(control: &Path, zone: &str) -> Vec<KeyLine> {
+    authc(control, &["dnssec", "status", zone])
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w[..] {
+                ["key", tag, role, state, ..] => {
+                    Some((tag.parse().ok()?, role.to_string(), state.to_string()))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+fn has_key(keys: &[KeyLine], role: &str, state: &str) -> bool {
+    keys.iter().any(|(_, r, s)| r == role && s == state)
+}
+
+/// Time-compressed rollovers (TTLs of 2 s, propagation delay 1 s): the ZSK
+/// of example.com. rolls by its lifetime (8 s) and its KSK on `authc dnssec
+/// rollover`, the KSK's DS changed in the parent zone com. (signed online
+/// by the same authd, asked as `parent_agents`); authd is restarted in the
+/// middle of each. Unbound, with only com.'s key as trust anchor, resolves
+/// a query every 0.5 s throughout: no SERVFAIL, AD always set.
+#[test]
+fn zsk_and_ksk_rollovers_keep_the_zone_valid_across_restarts() {
+    require_tools();
+    let dir = tempdir();
+    let db = dir.path().join("zones.sqlite3");
+    load_zone_text(&db, "com.", PARENT);
+    load_zone_text(&db, "example.com.", CHILD);
+    let control = dir.path().join("control.sock");
+    let port = authd_tests::free_port();
+    let config = format!(
+        "[[key]]\nname = \"ddns.\"\nalgorithm = \"hmac-sha256\"\n\
+         secret = \"8SAbJ0JpR9OwJgRTLHX8YMi1jUUT/gzPPRd6Wp44Dg4=\"\n\
+         [[datasource]]\ntype = \"sqlite3\"\nfile = \"{}\"\n\
+         [transfer]\nallow = [\"127.0.0.1\"]\n[update]\nallow = [\"key ddns.\"]\n\
+         [control]\nsocket = \"{}\"\n\
+         [signing]\ndnskey_ttl = 2\npropagation_delay = 1\nzsk_lifetime = 0\n\
+         [[signing.zone]]\norigin = \"com.\"\n\
+         [[signing.zone]]\norigin = \"example.com.\"\nkeys = \"ksk+zsk\"\nzsk_lifetime = 8\n\
+         parent_agents = [\"127.0.0.1:{port}\"]\n",
+        db.display(),
+        control.display()
+    );
+    let conf = write_file(dir.path(), "authd.toml", &config);
+    let start = || {
+        let mut cmd = Command::new(binary("authd"));
+        cmd.arg("--config")
+            .arg(&conf)
+            .args(["--listen", &format!("127.0.0.1:{port}")]);
+        AuthdProcess::start_command(cmd, 1)
+    };
+    let mut authd = start();
+    let addr = authd.addr();
+    for zone in ["com.", "example.com."] {
+        wait_for("the first signing", Duration::from_secs(20), || {
+            signatures(addr, zone, "SOA") > 0
+        });
+    }
+    // The parent gets the child's DS.
+    let ds = |control: &Path| -> Vec<String> {
+        authc(control, &["dnssec", "ds", "example.com."])
+            .lines()
+            .map(|l| l.replace("example.com. 2 IN DS", "update add example.com. 2 DS"))
+            .collect()
+    };
+    let first_ds = ds(&control);
+    assert_eq!(first_ds.len(), 1, "{first_ds:?}");
+    let parent_update = |commands: &str| {
+        let script = format!("server 127.0.0.1 {port}\nzone com.\n{commands}\nsend\n");
+        let file = write_file(dir.path(), "parent.txt", &script);
+        let out = run_with_timeout(
+            Command::new("nsupdate").args(["-y", KEY]).arg(&file),
+            Duration::from_secs(20),
+        );
+        assert!(
+            out.status.success(),
+            "nsupdate: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    parent_update(&first_ds[0]);
+    let com_ksk = {
+        let out = run_with_timeout(
+            Command::new("dig").args([
+                "@127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "+short",
+                "com.",
+                "DNSKEY",
+            ]),
+            Duration::from_secs(20),
+        );
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let k = text
+            .lines()
+            .find(|l| l.starts_with("257 "))
+            .unwrap_or_else(|| panic!("no key in\n{text}"))
+            .to_string();
+        format!("com. DNSKEY {k}")
+    };
+    let ub = start_unbound(
+        addr,
+        &[("com.", com_ksk.as_str()), ("example.com.", "")],
+        None,
+    );
+
+    // A query every 0.5 s; paused while authd restarts.
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let paused = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let failures: Arc<Mutex<Vec<String>>> = Arc::default();
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let checker = {
+        let (paused, done, failures, asked) = (
+            Arc::clone(&paused),
+            Arc::clone(&done),
+            Arc::clone(&failures),
+            Arc::clone(&asked),
+        );
+        let ub_addr = ub.addr;
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            while !done.load(Ordering::Relaxed) {
+                if !paused.load(Ordering::Relaxed) {
+                    let q = QueryBuilder::new("www.example.com.", "A")
+                        .rd(true)
+                        .edns(4096, true);
+                    let r = parse_reply(&query_tcp(ub_addr, &q.wire()));
+                    let (rcode, ad) = (r.metadata.response_code, r.metadata.authentic_data);
+                    asked.fetch_add(1, Ordering::Relaxed);
+                    if rcode != ResponseCode::NoError || !ad {
+                        failures.lock().expect("lock").push(format!(
+                            "at {:.1} s: {rcode:?} ad={ad}",
+                            started.elapsed().as_secs_f64()
+                        ));
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        })
+    };
+    let restart = |authd: &mut AuthdProcess| {
+        paused.store(true, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(600));
+        authd.terminate();
+        *authd = start();
+        paused.store(false, Ordering::Relaxed);
+    };
+    let wait_keys = |what: &str, secs: u64, cond: &dyn Fn(&[KeyLine]) -> bool| {
+        wait_for(what, Duration::from_secs(secs), || {
+            cond(&key_states(&control, "example.com."))
+        });
+    };
+
+    // The ZSK rolls by its lifetime: published, restart, active, removed.
+    wait_keys("a new ZSK published", 30, &|k| {
+        has_key(k, "zsk", "published")
+    });
+    restart(&mut authd);
+    wait_keys("the old ZSK retired", 30, &|k| has_key(k, "zsk", "retired"));
+    wait_keys("the old ZSK removed", 30, &|k| has_key(k, "zsk", "removed"));
+    verify(authd.addr(), dir.path(), "zsk-rolled", false);
+
+    // The KSK on request: the new one signs beside the old, waiting for its
+    // DS at the parent, across a restart.
+    let out = authc(&control, &["dnssec", "rollover", "example.com.", "ksk"]);
+    assert!(out.contains("new ksk"), "{out}");
+    let again = run_with_timeout(
+        Command::new(binary("authc"))
+            .arg("--socket")
+            .arg(&control)
+            .args(["dnssec", "rollover", "example.com.", "ksk"]),
+        Duration::from_secs(20),
+    );
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("KSK rollover is under way"),
+        "{}{}",
+        String::from_utf8_lossy(&again.stdout),
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let status = authc(&control, &["dnssec", "status", "example.com."]);
+    assert!(status.contains("awaiting-ds: yes"), "{status}");
+    restart(&mut authd);
+    // Not retired while the parent lacks the DS (two checks of the agent).
+    std::thread::sleep(Duration::from_secs(6));
+    let keys = key_states(&control, "example.com.");
+    assert_eq!(
+        keys.iter()
+            .filter(|(_, r, s)| r == "ksk" && s == "active")
+            .count(),
+        2,
+        "{keys:?}"
+    );
+    // The parent takes both DS (as it would from the CDS); the signer sees
+    // the new one at the agent and retires the old KSK, then removes it.
+    let both = ds(&control);
+    assert_eq!(both.len(), 2, "{both:?}");
+    parent_update(&both.join("\n"));
+    wait_keys("the old KSK retired", 30, &|k| has_key(k, "ksk", "retired"));
+    assert!(authd.stderr().contains("seen at every parent agent"));
+    wait_keys("the old KSK removed", 30, &|k| has_key(k, "ksk", "removed"));
+    // The parent drops the old DS.
+    parent_update(&first_ds[0].replace("update add", "update delete"));
+    std::thread::sleep(Duration::from_secs(4));
+    verify(authd.addr(), dir.path(), "ksk-rolled", false);
+
+    done.store(true, Ordering::Relaxed);
+    checker.join().expect("checker");
+    let failures = failures.lock().expect("lock");
+    let asked = asked.load(Ordering::Relaxed);
+    assert!(asked > 40, "only {asked} queries");
+    assert!(
+        failures.is_empty(),
+        "{} of {asked} queries failed through unbound:\n{}\n\nunbound log:\n{}\n\nauthd:\n{}",
+        failures.len(),
+        failures.join("\n"),
+        ub.log(),
+        authd.stderr()
+    );
+}
