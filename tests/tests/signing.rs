@@ -9,10 +9,13 @@
 //! - a validating Unbound with the zone's KSK as trust anchor resolves
 //!   positive answers, NXDOMAIN, NODATA, a wildcard, a secure and an
 //!   insecure delegation's DS through authd: no SERVFAIL, AD set;
-//! - `authc dnssec ds` gives the DS of the key the zone is signed with.
+//! - `authc dnssec ds` gives the DS of the key the zone is signed with, and
+//!   BIND's `delv` with that DS as trust anchor validates the same answers
+//!   asking authd itself.
 //!
 //! Needs `dig`, `nsupdate` (bind9-dnsutils), `dnssec-verify` (bind9-utils),
-//! `ldns-verify-zone` (ldnsutils), `kzonecheck` (knot), `sqlite3`, `unbound`.
+//! `ldns-verify-zone` (ldnsutils), `kzonecheck` (knot), `sqlite3`, `unbound`,
+//! `delv` (bind9-dnsutils).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -225,6 +228,7 @@ fn require_tools() {
     require_tool("ldns-verify-zone", "-v", "ldnsutils");
     require_tool("kzonecheck", "-V", "knot");
     require_tool("sqlite3", "-version", "sqlite3");
+    require_tool("delv", "-v", "bind9-dnsutils");
 }
 
 fn every_write_path(policy: &str, csk: bool) {
@@ -346,6 +350,59 @@ fn every_write_path(policy: &str, csk: bool) {
         failures.join("\n"),
         ub.log()
     );
+
+    // BIND's delv, asking authd itself, with the DS from authc as its
+    // trust anchor.
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let anchor = write_file(
+        s.dir.path(),
+        "anchor.conf",
+        &format!(
+            "trust-anchors {{ example.com. static-ds {} {} {} \"{}\"; }};\n",
+            fields[4], fields[5], fields[6], fields[7]
+        ),
+    );
+    let delv_cases: &[(&str, &str, &str)] = &[
+        ("www.example.com.", "A", "; fully validated"),
+        ("example.com.", "MX", "; fully validated"),
+        ("foo.wild.example.com.", "TXT", "; fully validated"),
+        ("secure.example.com.", "DS", "; fully validated"),
+        (
+            "nx.example.com.",
+            "A",
+            "; negative response, fully validated",
+        ),
+        (
+            "ns1.example.com.",
+            "TXT",
+            "; negative response, fully validated",
+        ),
+        (
+            "insecure.example.com.",
+            "DS",
+            "; negative response, fully validated",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for &(qname, qtype, want) in delv_cases {
+        let out = run_with_timeout(
+            Command::new("delv")
+                .arg("@127.0.0.1")
+                .args(["-p", &addr.port().to_string(), "-a"])
+                .arg(&anchor)
+                .args(["+root=example.com.", qname, qtype]),
+            Duration::from_secs(30),
+        );
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if !text.lines().any(|l| l.trim() == want) {
+            failures.push(format!("delv {qname} {qtype}: want {want:?}, got:\n{text}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
@@ -651,6 +708,10 @@ fn zsk_and_ksk_rollovers_keep_the_zone_valid_across_restarts() {
         std::thread::sleep(Duration::from_millis(600));
         authd.terminate();
         *authd = start();
+        // The control socket opens after the listeners.
+        wait_for("the control socket", Duration::from_secs(20), || {
+            std::os::unix::net::UnixStream::connect(&control).is_ok()
+        });
         paused.store(false, Ordering::Relaxed);
     };
     let wait_keys = |what: &str, secs: u64, cond: &dyn Fn(&[KeyLine]) -> bool| {
