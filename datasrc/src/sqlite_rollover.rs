@@ -12,7 +12,7 @@ use crate::signer::policy::{KeyLayout, Policy};
 use crate::signer::rollover::{self, KeyView, Role, State, Step};
 use crate::signer::zone::SigningKey;
 use crate::sqlite_signing::{
-    KeyRole, KeyState, StoredKey, keys_of, policy_of, sign_pending_in, sql, store_key,
+    KeyRole, StoredKey, keys_of, policy_of, sign_pending_in, sql, store_key,
 };
 use crate::write::{KeyEvent, SerialPolicy, WriteError};
 
@@ -23,23 +23,9 @@ fn view(k: &StoredKey) -> KeyView {
             KeyRole::Zsk => Role::Zsk,
             KeyRole::Ksk | KeyRole::Csk => Role::Sep,
         },
-        state: match k.state {
-            KeyState::Published => State::Published,
-            KeyState::Active => State::Active,
-            KeyState::Retired => State::Retired,
-            KeyState::Removed => State::Removed,
-        },
+        state: k.state,
         changed: k.changed,
         ds_seen: k.ds_seen,
-    }
-}
-
-fn stored_state(s: State) -> KeyState {
-    match s {
-        State::Published => KeyState::Published,
-        State::Active => KeyState::Active,
-        State::Retired => KeyState::Retired,
-        State::Removed => KeyState::Removed,
     }
 }
 
@@ -61,36 +47,32 @@ fn apply(
             };
             let pair = KeyPair::generate(policy.algorithm, flags)
                 .map_err(|e| WriteError::Signing(format!("zone {origin}: making a key: {e}")))?;
-            store_key(tx, origin, role, stored_state(state), &pair, now)?;
+            store_key(tx, origin, role, state, &pair, now)?;
             Ok(format!(
                 "new {} {} {}",
                 role.as_str(),
                 pair.key_tag(),
-                stored_state(state).as_str()
+                state.as_str()
             ))
         }
         Step::Set(id, state) => {
             tx.execute(
                 "UPDATE authd_dnssec_key SET state=?2, changed=?3 WHERE id=?1",
-                params![
-                    id,
-                    stored_state(state).as_str(),
-                    i64::try_from(now).unwrap_or(i64::MAX)
-                ],
+                params![id, state.as_str(), i64::try_from(now).unwrap_or(i64::MAX)],
             )
             .map_err(sql("changing a key's state"))?;
             let tag = keys
                 .iter()
                 .find(|k| k.id == id)
                 .map_or(0, |k| k.pair.key_tag());
-            Ok(format!("key {tag} {}", stored_state(state).as_str()))
+            Ok(format!("key {tag} {}", state.as_str()))
         }
     }
 }
 
 fn signing_keys(keys: &[StoredKey]) -> Vec<SigningKey> {
     keys.iter()
-        .filter(|k| k.state != KeyState::Removed)
+        .filter(|k| k.state != State::Removed)
         .map(StoredKey::signing)
         .collect()
 }

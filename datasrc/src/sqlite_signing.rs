@@ -73,41 +73,8 @@ impl KeyRole {
     }
 }
 
-/// A key's state (RFC 6781 §4.1: published before it signs, retired
-/// before it is removed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyState {
-    /// In the DNSKEY RRset, not signing yet.
-    Published,
-    /// Published and signing.
-    Active,
-    /// Published, no longer signing.
-    Retired,
-    /// Gone from the zone; kept for the record.
-    Removed,
-}
-
-impl KeyState {
-    /// `published`, `active`, `retired`, `removed`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KeyState::Published => "published",
-            KeyState::Active => "active",
-            KeyState::Retired => "retired",
-            KeyState::Removed => "removed",
-        }
-    }
-
-    fn parse(s: &str) -> Option<KeyState> {
-        match s {
-            "published" => Some(KeyState::Published),
-            "active" => Some(KeyState::Active),
-            "retired" => Some(KeyState::Retired),
-            "removed" => Some(KeyState::Removed),
-            _ => None,
-        }
-    }
-}
+/// A key's state, as stored (`authd_dnssec_key.state`).
+pub use crate::signer::rollover::State as KeyState;
 
 /// One stored key of a zone.
 #[derive(Debug, Clone)]

@@ -26,7 +26,8 @@ pub enum Role {
     Sep,
 }
 
-/// A key's state (RFC 6781 §4.1).
+/// A key's state (RFC 6781 §4.1: published before it signs, retired
+/// before it is removed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
     /// In the DNSKEY RRset, not signing.
@@ -35,8 +36,31 @@ pub enum State {
     Active,
     /// Published, no longer signing.
     Retired,
-    /// Out of the zone.
+    /// Out of the zone; kept for the record.
     Removed,
+}
+
+impl State {
+    /// `published`, `active`, `retired`, `removed` (the stored form).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Published => "published",
+            State::Active => "active",
+            State::Retired => "retired",
+            State::Removed => "removed",
+        }
+    }
+
+    /// The state named by [`State::as_str`]'s text.
+    pub fn parse(s: &str) -> Option<State> {
+        match s {
+            "published" => Some(State::Published),
+            "active" => Some(State::Active),
+            "retired" => Some(State::Retired),
+            "removed" => Some(State::Removed),
+            _ => None,
+        }
+    }
 }
 
 /// One key as the plan sees it. Times are Unix seconds.
