@@ -6,9 +6,11 @@
 #   2. Knot and named transfer it (AXFR), and each copy, transferred out of
 #      them again with dig, passes dnssec-verify and ldns-verify-zone;
 #   3. the zone is changed by a dynamic update (nsupdate), by the sqlite3
-#      shell (plain SQL, signed by authd's signer) and by `zone update`; after
-#      each, both secondaries catch up by IXFR (their logs say so) and their
-#      copies verify again.
+#      shell (plain SQL, signed by authd's signer), by `zone update`, and by a
+#      CSK rollover (`authc dnssec rollover`: the new key signs beside the
+#      old; `authc dnssec ds-published`: the old one is retired); after each,
+#      both secondaries catch up by IXFR (their logs say so) and their copies
+#      verify again.
 #
 # Everything runs on 127.0.0.1 with unprivileged ports and a temporary folder;
 # processes are stopped by PID; every wait is bounded (tests/interop/common.sh).
@@ -51,6 +53,11 @@ allow = ["127.0.0.1"]
 allow = ["127.0.0.1"]
 [notify]
 targets = ["127.0.0.1:$KNOT_PORT", "127.0.0.1:$NAMED_PORT"]
+[control]
+socket = "$TMP/control.sock"
+[signing]
+dnskey_ttl = 1
+propagation_delay = 1
 [[signing.zone]]
 origin = "$ZONE."
 EOF
@@ -134,8 +141,20 @@ compare "$KNOT_PORT" sql.$ZONE A
 follow 6 zone-update 3
 compare "$NAMED_PORT" ftp.$ZONE AAAA
 
+# 3d. A CSK rollover: the new CSK signs beside the old (serial 7), then,
+# the DS confirmed at the parent, the old one is retired (serial 8).
+"$BIN/authc" --socket "$TMP/control.sock" dnssec rollover "$ZONE." ksk
+follow 7 csk-double 4
+[ "$(dig +short @127.0.0.1 -p "$KNOT_PORT" "$ZONE." CDS | wc -l)" = 2 ] \
+  || fail "Knot's copy does not carry both CDS during the rollover"
+"$BIN/authc" --socket "$TMP/control.sock" dnssec ds-published "$ZONE."
+follow 8 csk-retired 5
+[ "$(dig +short @127.0.0.1 -p "$NAMED_PORT" "$ZONE." CDS | wc -l)" = 1 ] \
+  || fail "named's copy does not carry only the new CDS after the rollover"
+"$BIN/authc" --socket "$TMP/control.sock" dnssec status "$ZONE."
+
 echo "--- Knot log (transfers)"
 grep -E "AXFR|IXFR" "$TMP/knot.log"
 echo "--- named log (transfers)"
 grep -E "transfer|IXFR" "$TMP/named.log"
-echo "OK: Knot and named followed a zone authd signs online by IXFR (UPDATE, SQL, zone update); every copy verifies"
+echo "OK: Knot and named followed a zone authd signs online by IXFR (UPDATE, SQL, zone update, CSK rollover); every copy verifies"
