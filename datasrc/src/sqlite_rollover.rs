@@ -48,8 +48,22 @@ fn apply(
             let pair = KeyPair::generate(policy.algorithm, flags)
                 .map_err(|e| WriteError::Signing(format!("zone {origin}: making a key: {e}")))?;
             store_key(tx, origin, role, state, &pair, now)?;
+            // What the operator has to do next, said where they see it.
+            let next = if role == KeyRole::Zsk {
+                String::new()
+            } else {
+                format!(
+                    " (the old key stays until the new DS is at the parent: give it \
+                     `authc dnssec ds {origin}`; {})",
+                    if policy.parent_agents.is_empty() {
+                        "then run `authc dnssec ds-published`"
+                    } else {
+                        "parent_agents are asked for it"
+                    }
+                )
+            };
             Ok(format!(
-                "new {} {} {}",
+                "new {} {} {}{next}",
                 role.as_str(),
                 pair.key_tag(),
                 state.as_str()
