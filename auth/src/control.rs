@@ -337,18 +337,26 @@ fn metrics_json(text: &str) -> String {
     serde_json::Value::Array(samples).to_string()
 }
 
+/// The write side of the source serving zone `zone`.
+fn zone_writer(
+    control: &Control,
+    zone: &Name,
+) -> Result<Arc<dyn authd_datasrc::ZoneWriter>, String> {
+    control
+        .handle
+        .load()
+        .sources()
+        .writer(zone)
+        .map_err(|e| format!("zone {zone}: {e}"))?
+        .ok_or_else(|| format!("zone {zone} is not served"))
+}
+
 /// The keys of zone `zone` from the write side of the source serving it.
 fn signing_keys(
     control: &Control,
     zone: &Name,
 ) -> Result<Vec<authd_datasrc::write::KeyStatus>, String> {
-    let dispatcher = control.handle.load();
-    let writer = dispatcher
-        .sources()
-        .writer(zone)
-        .map_err(|e| format!("zone {zone}: {e}"))?
-        .ok_or_else(|| format!("zone {zone} is not served"))?;
-    writer
+    zone_writer(control, zone)?
         .signing_keys(zone)
         .map_err(|e| format!("zone {zone}: {e}"))
 }
@@ -363,13 +371,7 @@ fn key_event(control: &Control, zone: &Name, event: KeyEvent) -> Result<String, 
         }
         settings.serial
     };
-    let dispatcher = control.handle.load();
-    let writer = dispatcher
-        .sources()
-        .writer(zone)
-        .map_err(|e| format!("zone {zone}: {e}"))?
-        .ok_or_else(|| format!("zone {zone} is not served"))?;
-    let done = writer
+    let done = zone_writer(control, zone)?
         .key_event(zone, event, serial, crate::sys::unix_seconds())
         .map_err(|e| format!("{e}"))?;
     Ok(format!("{zone}: {done}\n"))

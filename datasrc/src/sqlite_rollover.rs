@@ -7,7 +7,7 @@
 use rusqlite::{Connection, TransactionBehavior, params};
 
 use crate::name::Name;
-use crate::signer::keys::{self, KeyPair};
+use crate::signer::keys::KeyPair;
 use crate::signer::policy::{KeyLayout, Policy};
 use crate::signer::rollover::{self, KeyView, Role, State, Step};
 use crate::signer::zone::SigningKey;
@@ -116,7 +116,7 @@ pub(crate) fn step_keys(
     Ok(Some(signing_keys(&keys_of(tx, origin)?)))
 }
 
-/// Where zone `origin`'s rollovers stand: when the next timed step falls
+/// Where zone `origin`'s rollovers stand under `policy`: when the next timed step falls
 /// due (Unix seconds) and the DS RDATA (wire form, SHA-256) a KSK/CSK
 /// rollover waits to see at the parent. Reads the zone's largest TTL only
 /// while a key is retired (only removals wait on it).
@@ -125,11 +125,9 @@ pub(crate) fn step_keys(
 pub(crate) fn state_of(
     conn: &Connection,
     origin: &Name,
+    policy: &Policy,
     now: u64,
 ) -> Result<(Option<u64>, Option<Vec<u8>>), WriteError> {
-    let Some(policy) = policy_of(conn, origin)? else {
-        return Ok((None, None));
-    };
     let keys = keys_of(conn, origin)?;
     let views: Vec<KeyView> = keys.iter().map(view).collect();
     let max_ttl = if views.iter().any(|k| k.state == State::Retired) {
@@ -148,7 +146,7 @@ pub(crate) fn state_of(
     };
     let plan = rollover::plan(
         &views,
-        &policy,
+        policy,
         u32::try_from(max_ttl).unwrap_or(u32::MAX),
         now,
     );
@@ -161,13 +159,7 @@ pub(crate) fn state_of(
     let ds = plan
         .awaiting_ds
         .and_then(|id| keys.iter().find(|k| k.id == id))
-        .map(|k| {
-            let owner = origin.to_lowercase();
-            let mut rdata = k.pair.key_tag().to_be_bytes().to_vec();
-            rdata.extend_from_slice(&[k.pair.algorithm().number(), 2]);
-            rdata.extend_from_slice(&keys::ds_sha256(owner.as_wire(), &k.pair.dnskey_rdata()));
-            rdata
-        });
+        .map(|k| k.pair.ds_rdata(origin.to_lowercase().as_wire()));
     Ok((next, ds))
 }
 

@@ -982,19 +982,21 @@ pub fn zone_states(conn: &Connection) -> Result<Vec<crate::write::SignedZone>, W
     }
     let edits = zones_with_edits(conn)?;
     let mut stmt = conn
-        .prepare("SELECT zone, signed FROM authd_signing ORDER BY zone")
+        .prepare("SELECT zone, signed, policy FROM authd_signing ORDER BY zone")
         .map_err(sql("listing signed zones"))?;
-    let rows: Vec<(String, Option<i64>)> = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+    let rows: Vec<(String, Option<i64>, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .and_then(|rows| rows.collect())
         .map_err(sql("listing signed zones"))?;
     rows.into_iter()
-        .map(|(zone, signed)| {
+        .map(|(zone, signed, policy)| {
             let origin: Name = zone
                 .parse()
                 .map_err(|e| WriteError::Signing(format!("authd_signing zone {zone:?}: {e}")))?;
+            let policy = Policy::from_text(&policy)
+                .map_err(|e| WriteError::Signing(format!("zone {origin}: stored policy: {e}")))?;
             let (next_key_event, awaiting_ds) =
-                crate::sqlite_rollover::state_of(conn, &origin, unix_now())?;
+                crate::sqlite_rollover::state_of(conn, &origin, &policy, unix_now())?;
             Ok(crate::write::SignedZone {
                 edits: edits.contains(&origin),
                 signed: signed.and_then(|s| u64::try_from(s).ok()),
@@ -1034,11 +1036,11 @@ pub fn key_statuses(
 }
 
 fn ds_text(owner: &Name, ttl: u32, pair: &KeyPair) -> String {
-    let digest = keys::ds_sha256(owner.as_wire(), &pair.dnskey_rdata());
+    let ds = pair.ds_rdata(owner.as_wire());
     format!(
         "{owner} {ttl} IN DS {} {} 2 {}",
         pair.key_tag(),
         pair.algorithm().number(),
-        data_encoding::HEXUPPER.encode(&digest)
+        data_encoding::HEXUPPER.encode(&ds[4..])
     )
 }

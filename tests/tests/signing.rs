@@ -221,6 +221,28 @@ fn authc(control: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
+/// `ZONE DNSKEY <its first SEP key>` as served on 127.0.0.1:`port` (dig),
+/// for a trust anchor.
+fn sep_dnskey(port: u16, zone: &str) -> String {
+    let out = run_with_timeout(
+        Command::new("dig").args([
+            "@127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "+short",
+            zone,
+            "DNSKEY",
+        ]),
+        Duration::from_secs(20),
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let key = text
+        .lines()
+        .find(|l| l.starts_with("257 "))
+        .unwrap_or_else(|| panic!("no KSK in\n{text}"));
+    format!("{zone} DNSKEY {key}").replace('\t', " ")
+}
+
 fn require_tools() {
     require_tool("dig", "-v", "bind9-dnsutils");
     require_tool("nsupdate", "-V", "bind9-dnsutils");
@@ -297,27 +319,7 @@ fn every_write_path(policy: &str, csk: bool) {
     assert!(line.starts_with("example.com. 3600 IN DS "), "{ds}");
 
     // A validating resolver with that key as trust anchor.
-    let dnskey = {
-        let out = run_with_timeout(
-            Command::new("dig").args([
-                "@127.0.0.1",
-                "-p",
-                &addr.port().to_string(),
-                "+short",
-                "example.com.",
-                "DNSKEY",
-            ]),
-            Duration::from_secs(20),
-        );
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        let ksk = text
-            .lines()
-            .find(|l| l.starts_with("257 "))
-            .unwrap_or_else(|| panic!("no KSK in\n{text}"))
-            .to_string();
-        format!("example.com. DNSKEY {ksk}")
-    };
-    let anchor = dnskey.replace('\t', " ");
+    let anchor = sep_dnskey(addr.port(), "example.com.");
     let ub = start_unbound(addr, &[("example.com.", anchor.as_str())], None);
     let cases: &[(&str, &str, ResponseCode)] = &[
         ("ns1.example.com.", "A", ResponseCode::NoError),
@@ -641,26 +643,7 @@ fn zsk_and_ksk_rollovers_keep_the_zone_valid_across_restarts() {
         );
     };
     parent_update(&first_ds[0]);
-    let com_ksk = {
-        let out = run_with_timeout(
-            Command::new("dig").args([
-                "@127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "+short",
-                "com.",
-                "DNSKEY",
-            ]),
-            Duration::from_secs(20),
-        );
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        let k = text
-            .lines()
-            .find(|l| l.starts_with("257 "))
-            .unwrap_or_else(|| panic!("no key in\n{text}"))
-            .to_string();
-        format!("com. DNSKEY {k}")
-    };
+    let com_ksk = sep_dnskey(port, "com.");
     let ub = start_unbound(
         addr,
         &[("com.", com_ksk.as_str()), ("example.com.", "")],

@@ -518,6 +518,18 @@ impl KeyPair {
         v
     }
 
+    /// DS RDATA wire (RFC 4034 §5.1) with digest type 2 (SHA-256, RFC 4509)
+    /// for this key at `owner_wire_lowercase` (the zone apex in canonical
+    /// wire form): key tag, algorithm, 2, the 32-byte digest. The same RDATA
+    /// is the key's CDS (RFC 7344 §3.1).
+    pub fn ds_rdata(&self, owner_wire_lowercase: &[u8]) -> Vec<u8> {
+        let dnskey = self.dnskey_rdata();
+        let mut v = key_tag_of(&dnskey).to_be_bytes().to_vec();
+        v.extend_from_slice(&[self.algorithm.number(), 2]);
+        v.extend_from_slice(&ds_sha256(owner_wire_lowercase, &dnskey));
+        v
+    }
+
     /// RFC 4034 Appendix B key tag of [`KeyPair::dnskey_rdata`].
     pub fn key_tag(&self) -> u16 {
         key_tag_of(&self.dnskey_rdata())

@@ -228,13 +228,10 @@ pub fn resign(
             rdata: Rdata::from_wire(&k.pair.dnskey_rdata()),
         });
     }
+    let apex = origin.to_lowercase();
     for k in keys.iter().filter(|k| k.cds) {
-        let dnskey = k.pair.dnskey_rdata();
-        let digest = super::keys::ds_sha256(origin.to_lowercase().as_wire(), &dnskey);
-        let mut cds = k.pair.key_tag().to_be_bytes().to_vec();
-        cds.extend_from_slice(&[k.pair.algorithm().number(), 2]);
-        cds.extend_from_slice(&digest);
-        for (rtype, rdata) in [(RType::CDS, cds), (RType::CDNSKEY, dnskey)] {
+        let cds = k.pair.ds_rdata(apex.as_wire());
+        for (rtype, rdata) in [(RType::CDS, cds), (RType::CDNSKEY, k.pair.dnskey_rdata())] {
             generated.push(Record {
                 owner: origin.clone(),
                 rtype,
@@ -735,6 +732,7 @@ mod tests {
         let mut ds = keys[0].pair.key_tag().to_be_bytes().to_vec();
         ds.extend_from_slice(&[13, 2]);
         ds.extend_from_slice(&crate::signer::keys::ds_sha256(origin.as_wire(), &dnskey));
+        assert_eq!(keys[0].pair.ds_rdata(origin.as_wire()), ds);
         assert_eq!(apex(RType::CDS), [ds.as_slice()]);
         assert_eq!(apex(RType::CDNSKEY), [dnskey.as_slice()]);
         assert!(!covered.iter().any(|(o, _)| o == "ns.sub.example.org."));
