@@ -247,20 +247,38 @@ pub(crate) fn zone_rows(
     Ok(out)
 }
 
+/// BIND 10's `rname` as an RFC 4034 §6.1 canonical-order key, in SQL: the
+/// labels most significant first, lower-cased, the separator (0x01) below
+/// every byte a label's presentation text holds. Exact for names without
+/// escapes (`\`), which signing an update (`sqlite_signing::sign_names_in_tx`) leaves to the whole-zone
+/// signing. `authd_records_canonical` indexes it (the same text).
+pub(crate) const CANON: &str = "replace(lower(rname), '.', char(1))";
+
+/// [`CANON`] of `name`.
+pub(crate) fn canon_key(name: &Name) -> String {
+    name.reversed_text()
+        .to_ascii_lowercase()
+        .replace('.', "\u{1}")
+}
+
 /// The `records` rows of zone `zone_id` owned by `names` (each once).
-fn records_at(
+pub(crate) fn records_at(
     conn: &Connection,
     origin: &Name,
     zone_id: i64,
     names: &[Name],
 ) -> Result<Vec<StoredRecord>, AdminError> {
     let mut out = Vec::new();
-    let query = "SELECT id, name, rdtype, ttl, rdata FROM records WHERE zone_id=?1 AND name=?2 \
-                 ORDER BY rdtype, id";
+    // By the canonical key (its index, any case), not `name`: the planner
+    // would take authd's zone_id index and read the whole zone.
+    let query = format!(
+        "SELECT id, name, rdtype, ttl, rdata FROM records WHERE zone_id=?1 AND {CANON} = ?2 \
+         ORDER BY rdtype, id"
+    );
     for (i, name) in names.iter().enumerate() {
         if !names[..i].contains(name) {
-            let params = params![zone_id, name.to_string()];
-            read_rows(conn, origin, "records", query, params, &mut out)?;
+            let params = params![zone_id, canon_key(name)];
+            read_rows(conn, origin, "records", &query, params, &mut out)?;
         }
     }
     Ok(out)
@@ -584,10 +602,19 @@ pub fn update_zone_with<E>(
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql("starting the transaction"))?;
     let zone_id = require_zone(&tx, origin)?;
-    // A signed zone is read whole: the signer rebuilds the chain around
-    // the change.
-    let signed = crate::sqlite_signing::is_signed(&tx, origin)?;
-    let read_scope = if signed { Scope::Zone } else { scope };
+    // A signed zone is read at the changed names when its NSEC chain can be
+    // followed from them (sign_names_in_tx), whole otherwise: the signer
+    // rebuilds the chain around the change.
+    let policy = crate::sqlite_signing::policy_of(&tx, origin)?;
+    let around = matches!(scope, Scope::Names(_))
+        && policy
+            .as_ref()
+            .is_some_and(|p| p.denial == crate::signer::policy::Denial::Nsec);
+    let read_scope = if policy.is_some() && !around {
+        Scope::Zone
+    } else {
+        scope
+    };
     let read = |tx: &Connection| match read_scope {
         Scope::Zone => zone_rows(tx, origin, zone_id),
         Scope::Names(names) => {
@@ -621,11 +648,15 @@ pub fn update_zone_with<E>(
         Ok(c) => c,
         Err(e) => return Ok(Err(e)),
     };
-    let signing = if signed {
-        crate::sqlite_signing::unsigned_change(origin, &change.add, &mut change.delete)?;
-        crate::sqlite_signing::signing_for(&tx, origin, before.iter().map(|r| &r.record), now)?
-    } else {
-        None
+    let signing = match policy {
+        Some(policy) => {
+            crate::sqlite_signing::unsigned_change(origin, &change.add, &mut change.delete)?;
+            let stored = before.iter().map(|r| &r.record);
+            Some(crate::sqlite_signing::signing_for(
+                &tx, origin, policy, stored, now,
+            )?)
+        }
+        None => None,
     };
     if change.is_empty() {
         return Ok(Ok(UpdateReport {
@@ -723,10 +754,11 @@ pub fn update_zone_with<E>(
         .map_err(sql(action))?;
         let mut deleted_records: Vec<Record> = deleted.iter().map(|(_, r)| r.clone()).collect();
         let mut added_records: Vec<Record> = add.to_vec();
-        // A signed zone's new version is made here from the whole zone read
-        // before (the signer needs it all; a second read would double the
-        // cost of an update): rows deleted out, the new SOA, rows added
-        // (with ids no stored row has, for the check's messages).
+        // A signed zone's new version is made here from the rows read
+        // before (the whole zone, or the changed names and the apex: a
+        // second read would double the cost of an update): rows deleted
+        // out, the new SOA, rows added (with ids no stored row has, for the
+        // check's messages; the signer deletes only its own rows).
         let after = if signing.is_some() {
             let gone: std::collections::HashSet<i64> = deleted.iter().map(|(id, _)| *id).collect();
             let mut rows: Vec<StoredRecord> = before
@@ -770,13 +802,36 @@ pub fn update_zone_with<E>(
             check_rnames(&tx, origin)?;
         }
         if let Some(signing) = &signing {
-            let mut dirty = crate::signer::zone::Dirty::of(add.iter().chain(&deleted_records));
-            if let crate::signer::zone::Dirty::Rrsets(s) = &mut dirty {
-                s.insert((origin.clone(), RType::SOA));
-            }
-            let signed = crate::sqlite_signing::sign_in_tx(
-                &tx, origin, zone_id, &after, signing, &dirty, now,
-            )?;
+            let mut dirty: std::collections::HashSet<(Name, RType)> = add
+                .iter()
+                .chain(&deleted_records)
+                .map(|r| (r.owner.clone(), r.rtype))
+                .collect();
+            dirty.insert((origin.clone(), RType::SOA));
+            let scoped = if let (true, None, Scope::Names(names)) = (around, &change.soa, scope) {
+                let known = (&after[..], std::iter::once(origin).chain(names));
+                crate::sqlite_signing::sign_names_in_tx(
+                    &tx, origin, zone_id, signing, &dirty, known, now,
+                )?
+            } else {
+                None
+            };
+            let signed = match scoped {
+                Some(signed) => signed,
+                None => {
+                    // The whole zone, as it now is (read again only when
+                    // it was read at the changed names).
+                    let whole = if around {
+                        zone_rows(&tx, origin, zone_id)?
+                    } else {
+                        after
+                    };
+                    let dirty = crate::signer::zone::Dirty::Rrsets(dirty);
+                    crate::sqlite_signing::sign_in_tx(
+                        &tx, origin, zone_id, &whole, signing, &dirty, now,
+                    )?
+                }
+            };
             deleted_records.extend(signed.delete);
             added_records.extend(signed.add);
         }

@@ -18,7 +18,7 @@ use crate::rr::{RType, Record};
 use crate::signer::keys::{self, KeyPair};
 use crate::signer::policy::{KeyLayout, Policy};
 use crate::signer::zone::{Dirty, SignedChange, SigningKey, is_signer_type, resign};
-use crate::sqlite_admin::{self, StoredRecord};
+use crate::sqlite_admin::{self, CANON, StoredRecord, canon_key};
 use crate::write::{SerialPolicy, UpdateReport, WriteError, serial_gt};
 
 /// How many signatures that are only due for refresh one write re-makes
@@ -402,9 +402,9 @@ pub(crate) struct Signing {
     pub(crate) keys: Vec<SigningKey>,
 }
 
-/// The signing of zone `origin` inside transaction `tx`, `None` when the
-/// zone has no policy. At the first signing, makes the policy's keys (a
-/// CSK, or a KSK and a ZSK).
+/// The signing of zone `origin` under `policy` (the one its DB holds, read
+/// by the caller) inside transaction `tx`. At the first signing, makes the
+/// policy's keys (a CSK, or a KSK and a ZSK).
 ///
 /// Errors: [`WriteError::Signing`] when `stored` (the zone's records, or
 /// those about to be loaded) has DNSKEYs whose keys are not stored (they
@@ -414,12 +414,10 @@ pub(crate) struct Signing {
 pub(crate) fn signing_for<'a>(
     tx: &Connection,
     origin: &Name,
+    policy: Policy,
     stored: impl IntoIterator<Item = &'a Record>,
     now: u64,
-) -> Result<Option<Signing>, WriteError> {
-    let Some(policy) = policy_of(tx, origin)? else {
-        return Ok(None);
-    };
+) -> Result<Signing, WriteError> {
     let last: Option<i64> = tx
         .query_row(
             "SELECT signed FROM authd_signing WHERE zone=?1",
@@ -490,14 +488,14 @@ pub(crate) fn signing_for<'a>(
         }
         stored_keys = keys_of(tx, origin)?;
     }
-    Ok(Some(Signing {
+    Ok(Signing {
         policy,
         keys: stored_keys
             .iter()
             .filter(|k| k.state != KeyState::Removed)
             .map(StoredKey::signing)
             .collect(),
-    }))
+    })
 }
 
 /// True when zone `origin` has a policy (cheap: no keys read).
@@ -552,6 +550,160 @@ pub(crate) fn sign_in_tx(
     write_change(tx, zone_id, rows, &change)?;
     finish(tx, origin, zone_id, now)?;
     Ok(change)
+}
+
+/// Signs the change whose data RRsets are `dirty` in zone `origin`
+/// (`zone_id`, NSEC, the change already written in `tx`) reading only the
+/// rows around it: the dirty names, their ancestors and their neighbours in
+/// the NSEC chain (RFC 4034 §4.1.1), so an UPDATE costs the same in a zone
+/// of ten names or a million. `known` is the rows (as they now are) at
+/// some names and those names, read already by the caller; every other
+/// name is read here. `None` (nothing written) where the chain
+/// cannot be followed that way and the whole zone must be signed: NSEC3
+/// (ordered by hash), a zone cut or DNAME added or removed (names below it
+/// change state), a SOA replaced (every NSEC's TTL may change), a name in
+/// the zone with an escape (`\`: its `rname` does not sort canonically).
+///
+/// Errors: [`WriteError::Signing`]; storage.
+pub(crate) fn sign_names_in_tx<'a>(
+    tx: &Connection,
+    origin: &Name,
+    zone_id: i64,
+    signing: &Signing,
+    dirty: &HashSet<(Name, RType)>,
+    known: (&[StoredRecord], impl Iterator<Item = &'a Name>),
+    now: u64,
+) -> Result<Option<SignedChange>, WriteError> {
+    let action = "reading the names around an update";
+    if signing.policy.denial != crate::signer::policy::Denial::Nsec {
+        return Ok(None);
+    }
+    let cuts_change = dirty
+        .iter()
+        .any(|(n, t)| *n != *origin && matches!(*t, RType::NS | RType::DNAME));
+    if cuts_change {
+        return Ok(None);
+    }
+    let escaped: bool = tx
+        .prepare_cached("SELECT 1 FROM records WHERE zone_id=?1 AND instr(rname, '\\') > 0 LIMIT 1")
+        .and_then(|mut s| s.exists([zone_id]))
+        .map_err(sql(action))?;
+    if escaped {
+        return Ok(None);
+    }
+    let first_name = |cond: &str, order: &str, key: &str| -> Result<Option<Name>, WriteError> {
+        let query = format!(
+            "SELECT name FROM records WHERE zone_id=?1 AND {CANON} {cond} ?2 \
+             ORDER BY {CANON} {order} LIMIT 1"
+        );
+        let mut stmt = tx.prepare_cached(&query).map_err(sql(action))?;
+        let found: Option<String> = stmt
+            .query_row(params![zone_id, key], |r| r.get(0))
+            .optional()
+            .map_err(sql(action))?;
+        found
+            .map(|t| {
+                Name::parse(&t, Some(origin)).map_err(|e| {
+                    WriteError::Signing(format!("zone {origin}: stored name {t:?}: {e}"))
+                })
+            })
+            .transpose()
+    };
+    let is_cut = |n: &Name| -> Result<bool, WriteError> {
+        if n == origin {
+            return Ok(false);
+        }
+        tx.prepare_cached(&format!(
+            "SELECT 1 FROM records WHERE zone_id=?1 AND {CANON} = ?2 \
+             AND rdtype IN ('NS', 'DNAME') LIMIT 1"
+        ))
+        .and_then(|mut s| s.exists(params![zone_id, canon_key(n)]))
+        .map_err(sql(action))
+    };
+    // The topmost zone cut or DNAME strictly above `n` (below the apex):
+    // RFC 4035 §2.2, the names below it are not in the chain.
+    let top_cut = |n: &Name| -> Result<Option<Name>, WriteError> {
+        let mut above: Vec<Name> = Vec::new();
+        let mut up = n.parent();
+        while let Some(p) = up {
+            if p == *origin || !p.is_subdomain_of(origin) {
+                break;
+            }
+            up = p.parent();
+            above.push(p);
+        }
+        for a in above.into_iter().rev() {
+            if is_cut(&a)? {
+                return Ok(Some(a));
+            }
+        }
+        Ok(None)
+    };
+    let mut names: Vec<Name> = vec![origin.clone()];
+    let mut chain_owners: HashSet<Name> = HashSet::new();
+    let owners: HashSet<&Name> = dirty.iter().map(|(n, _)| n).collect();
+    for d in owners {
+        names.push(d.clone());
+        if top_cut(d)?.is_some() {
+            continue; // occluded: not in the chain, nor are its neighbours' links changed
+        }
+        let key = canon_key(d);
+        // The authoritative name before `d` (the apex's is the zone's last).
+        let before = if d == origin {
+            first_name(">", "DESC", &key)?
+        } else {
+            first_name("<", "DESC", &key)?
+        };
+        let pred = match before {
+            Some(c) => match top_cut(&c)? {
+                Some(cut) => cut,
+                None => c,
+            },
+            None => origin.clone(),
+        };
+        // The name after `d`, past the names below it when it is a cut.
+        let after = if is_cut(d)? {
+            first_name(">", "ASC", &format!("{key}\u{7f}"))?
+        } else {
+            first_name(">", "ASC", &key)?
+        };
+        names.push(pred.clone());
+        names.extend(after);
+        chain_owners.insert(pred);
+        chain_owners.insert(d.clone());
+    }
+    // Every ancestor of these, so that zone cuts above them are seen.
+    for i in 0..names.len() {
+        let mut up = names[i].parent();
+        while let Some(p) = up {
+            if p == *origin || !p.is_subdomain_of(origin) {
+                break;
+            }
+            up = p.parent();
+            names.push(p);
+        }
+    }
+    names.sort();
+    names.dedup();
+    let (known_rows, known_names) = known;
+    let known_names: HashSet<&Name> = known_names.collect();
+    names.retain(|n| !known_names.contains(n));
+    let mut rows = sqlite_admin::records_at(tx, origin, zone_id, &names)?;
+    rows.extend(known_rows.iter().cloned());
+    let records: Vec<&Record> = rows.iter().map(|r| &r.record).collect();
+    let change = crate::signer::zone::resign_around(
+        origin,
+        &records,
+        &Dirty::Rrsets(dirty.clone()),
+        &chain_owners,
+        &signing.keys,
+        &signing.policy,
+        now,
+    )
+    .map_err(|e| WriteError::Signing(e.to_string()))?;
+    write_change(tx, zone_id, &rows, &change)?;
+    finish(tx, origin, zone_id, now)?;
+    Ok(Some(change))
 }
 
 /// Where a row is: (table, id).
@@ -702,9 +854,9 @@ pub(crate) fn sign_pending_in(
     serial: SerialPolicy,
     now: u64,
 ) -> Result<Option<UpdateReport>, WriteError> {
-    if !is_signed(tx, origin)? {
+    let Some(policy) = policy_of(tx, origin)? else {
         return Ok(None);
-    }
+    };
     let Some(zone_id) = sqlite_admin::find_zone_id(tx, origin)? else {
         return Err(WriteError::NoZone(origin.to_string()));
     };
@@ -772,9 +924,7 @@ pub(crate) fn sign_pending_in(
     else {
         return Err(WriteError::Check(format!("zone {origin} has no SOA")));
     };
-    let Some(mut signing) = signing_for(tx, origin, rows.iter().map(|r| &r.record), now)? else {
-        return Ok(None);
-    };
+    let mut signing = signing_for(tx, origin, policy, rows.iter().map(|r| &r.record), now)?;
     let max_ttl = rows.iter().map(|r| r.record.ttl).max().unwrap_or(0);
     if let Some(keys) =
         crate::sqlite_rollover::step_keys(tx, origin, &signing.policy, max_ttl, now)?
@@ -878,12 +1028,10 @@ pub(crate) fn signed_load(
     old: Option<&[StoredRecord]>,
     now: u64,
 ) -> Result<Option<Vec<crate::zonefile::SourcedRecord>>, WriteError> {
-    if !is_signed(tx, origin)? {
-        return Ok(None);
-    }
-    let Some(signing) = signing_for(tx, origin, records.iter().map(|s| &s.record), now)? else {
+    let Some(policy) = policy_of(tx, origin)? else {
         return Ok(None);
     };
+    let signing = signing_for(tx, origin, policy, records.iter().map(|s| &s.record), now)?;
     let data: Vec<&crate::zonefile::SourcedRecord> = records
         .iter()
         .filter(|s| !is_signer_type(s.record.rtype))

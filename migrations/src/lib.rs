@@ -578,7 +578,7 @@ pub const AUTHD_TABLES: [(&str, &str); 3] = [
 /// `zone_id`, so replacing or deleting one zone of a DB holding many (a
 /// catalog consumer's) scanned every row of the table. Each is (index,
 /// DDL); BIND 10 and authd's schema checks ignore them.
-pub const AUTHD_INDEXES: [(&str, &str); 3] = [
+pub const AUTHD_INDEXES: [(&str, &str); 5] = [
     (
         "authd_records_byzone",
         "CREATE INDEX IF NOT EXISTS authd_records_byzone ON records (zone_id)",
@@ -590,6 +590,22 @@ pub const AUTHD_INDEXES: [(&str, &str); 3] = [
     (
         "authd_diffs_byzone",
         "CREATE INDEX IF NOT EXISTS authd_diffs_byzone ON diffs (zone_id)",
+    ),
+    // The NSEC neighbours of a signed UPDATE's names in canonical order
+    // (RFC 4034 §6.1): `rname` with its label separator below every byte a
+    // label's text holds (authd_datasrc::sqlite_signing's CANON, the same
+    // expression, so the planner uses it).
+    (
+        "authd_records_canonical",
+        "CREATE INDEX IF NOT EXISTS authd_records_canonical ON records \
+         (zone_id, replace(lower(rname), '.', char(1)))",
+    ),
+    // The rows whose names hold an escape (`\`), which that order does not
+    // sort canonically: a partial index, empty in almost every zone.
+    (
+        "authd_records_escaped",
+        "CREATE INDEX IF NOT EXISTS authd_records_escaped ON records (zone_id) \
+         WHERE instr(rname, '\\') > 0",
     ),
 ];
 

@@ -151,6 +151,9 @@ pub fn type_bitmap(types: &[RType]) -> Vec<u8> {
     out
 }
 
+/// The fewest signatures worth spreading over the cores (rayon).
+const PARALLEL_FROM: usize = 64;
+
 /// A cheap spread of expirations over part of the refresh window, so a zone
 /// signed at once is not due for refresh at once (seconds to subtract).
 fn jitter(owner: &Name, rtype: RType, window: u32) -> u32 {
@@ -536,36 +539,40 @@ pub fn resign(
     }
 
     let inception = now32.wrapping_sub(INCEPTION_BACKDATE);
-    let made: Vec<Record> = jobs
-        .par_iter()
-        .map(|(set, t, key)| {
-            let expiration = now32
-                .wrapping_add(validity)
-                .wrapping_sub(jitter(&set.owner, *t, window));
-            let rdatas: Vec<&Rdata> = set.rdatas.iter().collect();
-            sign_rrset(
-                &key.pair,
-                origin,
-                &set.owner,
-                *t,
-                set.ttl,
-                &rdatas,
-                (inception, expiration),
-            )
-            .map(|rdata| Record {
-                owner: set.owner.clone(),
-                rtype: RType::RRSIG,
-                class: Class::IN,
-                ttl: set.ttl,
-                rdata,
-            })
-            .map_err(|source| SignError::Key {
-                owner: set.owner.to_string(),
-                rtype: *t,
-                source,
-            })
+    let sign = |(set, t, key): &(&Set, RType, &SigningKey)| {
+        let expiration = now32
+            .wrapping_add(validity)
+            .wrapping_sub(jitter(&set.owner, *t, window));
+        let rdatas: Vec<&Rdata> = set.rdatas.iter().collect();
+        sign_rrset(
+            &key.pair,
+            origin,
+            &set.owner,
+            *t,
+            set.ttl,
+            &rdatas,
+            (inception, expiration),
+        )
+        .map(|rdata| Record {
+            owner: set.owner.clone(),
+            rtype: RType::RRSIG,
+            class: Class::IN,
+            ttl: set.ttl,
+            rdata,
         })
-        .collect::<Result<_, _>>()?;
+        .map_err(|source| SignError::Key {
+            owner: set.owner.to_string(),
+            rtype: *t,
+            source,
+        })
+    };
+    // An UPDATE's few signatures are made here: waking the pool's threads
+    // costs more than they do.
+    let made: Vec<Record> = if jobs.len() < PARALLEL_FROM {
+        jobs.iter().map(sign).collect::<Result<_, _>>()?
+    } else {
+        jobs.par_iter().map(sign).collect::<Result<_, _>>()?
+    };
 
     // The difference from what is stored.
     let kept: HashSet<*const Record> = keep.iter().map(|r| *r as *const Record).collect();
@@ -590,6 +597,43 @@ pub fn resign(
         }
     }
     change.add.extend(made);
+    Ok(change)
+}
+
+/// [`resign`] over part of a zone: `stored` holds every record (data and
+/// signer records) at some of its names — the owners of the `dirty`
+/// RRsets, the apex, their neighbours in the NSEC chain and every ancestor
+/// of these — and `chain_owners` names those whose NSEC is known to follow
+/// from that part (the zone's real next name is in it). Only their NSEC
+/// records (and the RRSIGs over them) change; other RRSIGs of the part are
+/// kept or made as [`resign`] does, with no refresh of signatures merely due
+/// (the signer's refresh pass makes those). NSEC only (RFC 4034 §4.1.1): an
+/// NSEC3 chain is ordered by hash and needs the whole zone.
+///
+/// Errors: those of [`resign`].
+pub fn resign_around(
+    origin: &Name,
+    stored: &[&Record],
+    dirty: &Dirty,
+    chain_owners: &HashSet<Name>,
+    keys: &[SigningKey],
+    policy: &Policy,
+    now: u64,
+) -> Result<SignedChange, SignError> {
+    let mut change = resign(origin, stored, dirty, keys, policy, now, 0)?;
+    let of_chain = |r: &Record| {
+        r.rtype == RType::NSEC
+            || (r.rtype == RType::RRSIG && r.rdata.rrsig_type_covered() == Some(RType::NSEC))
+    };
+    let applies = |r: &Record| !of_chain(r) || chain_owners.contains(&r.owner);
+    change.add.retain(applies);
+    change.delete.retain(applies);
+    change.signatures = change
+        .add
+        .iter()
+        .filter(|r| r.rtype == RType::RRSIG)
+        .count();
+    change.deferred = 0;
     Ok(change)
 }
 
