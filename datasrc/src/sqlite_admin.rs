@@ -606,6 +606,11 @@ pub fn update_zone_with<E>(
     // followed from them (sign_names_in_tx), whole otherwise: the signer
     // rebuilds the chain around the change.
     let policy = crate::sqlite_signing::policy_of(&tx, origin)?;
+    // Plain SQL edits the signer has not reached yet are signed (and
+    // journaled, as their own version) first: this write clears the log.
+    if policy.is_some() && crate::sqlite_signing::has_edits(&tx, zone_id)? {
+        crate::sqlite_signing::sign_pending_in(&tx, origin, serial, now)?;
+    }
     let around = matches!(scope, Scope::Names(_))
         && policy
             .as_ref()

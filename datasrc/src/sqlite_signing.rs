@@ -785,6 +785,19 @@ fn finish(tx: &Connection, origin: &Name, zone_id: i64, now: u64) -> Result<(), 
     clear_log(tx, zone_id)
 }
 
+/// True when zone `zone_id` has plain SQL edits not signed yet (rows in
+/// `authd_signing_log`).
+///
+/// Errors: storage.
+pub(crate) fn has_edits(tx: &Connection, zone_id: i64) -> Result<bool, WriteError> {
+    if !has_table(tx, "authd_signing_log")? {
+        return Ok(false);
+    }
+    tx.prepare_cached("SELECT 1 FROM authd_signing_log WHERE zone_id=?1 LIMIT 1")
+        .and_then(|mut s| s.exists([zone_id]))
+        .map_err(sql("reading the signing log"))
+}
+
 /// Deletes the log rows of zone `zone_id` (the edits this transaction
 /// signed) and the transaction's mark.
 pub(crate) fn clear_log(tx: &Connection, zone_id: i64) -> Result<(), WriteError> {

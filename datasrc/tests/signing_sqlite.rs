@@ -782,3 +782,62 @@ fn updates_of_an_nsec_zone_keep_the_chain_exact() {
     }
     verify(&conn, dir.path(), "updates", true);
 }
+
+/// An UPDATE that commits before the signer has reached a plain SQL edit
+/// (its log rows) signs that edit first, in its own transaction and as its
+/// own journaled version: the edit's new name is in the NSEC chain and its
+/// changed RRset re-signed (without it, the UPDATE cleared the log and the
+/// edit stayed unsigned, its old RRSIG over data it no longer matched).
+#[test]
+fn an_update_signs_the_sql_edits_before_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("zone.sqlite3");
+    let mut conn = authd_migrations::open_or_create(&path).expect("creates");
+    authd_migrations::ensure_authd_indexes(&conn).expect("indexes");
+    authd_datasrc::sqlite_load::load_zone(&mut conn, &origin(), &records(ZONE), |_, _| {})
+        .expect("loads");
+    let policy = Policy {
+        denial: Denial::Nsec,
+        ..Policy::default()
+    };
+    sqlite_signing::set_policy(&conn, &origin(), &policy).expect("policy");
+    let now = sqlite_signing::unix_now();
+    sqlite_signing::sign_pending(&mut conn, &origin(), SerialPolicy::Increment, now)
+        .expect("signs")
+        .expect("first signing");
+    assert_eq!(serial(&conn), 2);
+    conn.execute_batch(
+        "INSERT INTO records (zone_id, name, rname, ttl, rdtype, sigtype, rdata) \
+         VALUES (1, 'sql.example.org.', 'org.example.sql.', 300, 'TXT', NULL, '\"by sql\"'); \
+         UPDATE records SET rdata='192.0.2.33' WHERE name='mail.example.org.' AND rdtype='A';",
+    )
+    .expect("edits");
+    let add = records("new A 192.0.2.99\n");
+    let names = [add[0].record.owner.clone()];
+    let change = sqlite_admin::Change {
+        add: vec![add[0].record.clone()],
+        delete: Vec::new(),
+        soa: None,
+    };
+    let r = sqlite_admin::update_zone_with(
+        &mut conn,
+        &origin(),
+        sqlite_admin::Scope::Names(&names),
+        SerialPolicy::Increment,
+        now + 1,
+        |_| Ok::<_, ()>(change),
+    )
+    .expect("updates")
+    .expect("planned");
+    // 2 → 3 the SQL edit, 3 → 4 the update.
+    assert_eq!((r.old_serial, r.new_serial), (3, 4));
+    assert!(
+        sqlite_signing::zones_with_edits(&conn)
+            .expect("edits")
+            .is_empty()
+    );
+    check_nsec_chain(&conn, "update after sql");
+    verify(&conn, dir.path(), "update-after-sql", true);
+    assert!(journal_chains(&conn, 2, 3) > 0);
+    assert!(journal_chains(&conn, 3, 4) > 0);
+}
