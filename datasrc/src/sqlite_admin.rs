@@ -286,7 +286,7 @@ pub(crate) fn records_at(
 
 /// Appends the rows `query` (columns id, name, rdtype, ttl, rdata of
 /// `table`) selects with `params`, parsed, to `out`.
-fn read_rows(
+pub(crate) fn read_rows(
     conn: &Connection,
     origin: &Name,
     table: &'static str,
@@ -602,19 +602,16 @@ pub fn update_zone_with<E>(
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql("starting the transaction"))?;
     let zone_id = require_zone(&tx, origin)?;
-    // A signed zone is read at the changed names when its NSEC chain can be
-    // followed from them (sign_names_in_tx), whole otherwise: the signer
-    // rebuilds the chain around the change.
+    // A signed zone is read at the changed names, as an unsigned one: the
+    // signer reads the names around them (sign_names_in_tx), or the whole
+    // zone where its chain cannot be followed from them.
     let policy = crate::sqlite_signing::policy_of(&tx, origin)?;
     // Plain SQL edits the signer has not reached yet are signed (and
     // journaled, as their own version) first: this write clears the log.
     if policy.is_some() && crate::sqlite_signing::has_edits(&tx, zone_id)? {
         crate::sqlite_signing::sign_pending_in(&tx, origin, serial, now)?;
     }
-    let around = matches!(scope, Scope::Names(_))
-        && policy
-            .as_ref()
-            .is_some_and(|p| p.denial == crate::signer::policy::Denial::Nsec);
+    let around = matches!(scope, Scope::Names(_)) && policy.is_some();
     let read_scope = if policy.is_some() && !around {
         Scope::Zone
     } else {

@@ -16,7 +16,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use crate::name::Name;
 use crate::rr::{RType, Record};
 use crate::signer::keys::{self, KeyPair};
-use crate::signer::policy::{KeyLayout, Policy};
+use crate::signer::policy::{Denial, KeyLayout, Policy};
 use crate::signer::zone::{Dirty, SignedChange, SigningKey, is_signer_type, resign};
 use crate::sqlite_admin::{self, CANON, StoredRecord, canon_key};
 use crate::write::{SerialPolicy, UpdateReport, WriteError, serial_gt};
@@ -575,26 +575,37 @@ pub(crate) fn sign_names_in_tx<'a>(
     now: u64,
 ) -> Result<Option<SignedChange>, WriteError> {
     let action = "reading the names around an update";
-    if signing.policy.denial != crate::signer::policy::Denial::Nsec {
-        return Ok(None);
-    }
+    let nsec3 = match signing.policy.denial {
+        Denial::Nsec => false,
+        Denial::Nsec3 { opt_out: false } => true,
+        // Whether an empty non-terminal is hashed depends on every
+        // delegation below it.
+        Denial::Nsec3 { opt_out: true } => return Ok(None),
+    };
     let cuts_change = dirty
         .iter()
         .any(|(n, t)| *n != *origin && matches!(*t, RType::NS | RType::DNAME));
-    if cuts_change {
+    // The apex's NSEC3 lists the signer's types too (left to the whole zone).
+    let apex_types = nsec3 && dirty.iter().any(|(n, t)| n == origin && *t != RType::SOA);
+    if cuts_change || apex_types {
         return Ok(None);
     }
-    let escaped: bool = tx
-        .prepare_cached("SELECT 1 FROM records WHERE zone_id=?1 AND instr(rname, '\\') > 0 LIMIT 1")
-        .and_then(|mut s| s.exists([zone_id]))
-        .map_err(sql(action))?;
+    let escaped: bool = !nsec3
+        && tx
+            .prepare_cached(
+                "SELECT 1 FROM records WHERE zone_id=?1 AND instr(rname, '\\') > 0 LIMIT 1",
+            )
+            .and_then(|mut s| s.exists([zone_id]))
+            .map_err(sql(action))?;
     if escaped {
         return Ok(None);
     }
     let first_name = |cond: &str, order: &str, key: &str| -> Result<Option<Name>, WriteError> {
+        // Rows of data only: the signer rows of names this change emptied
+        // are still there (write_change deletes them).
         let query = format!(
             "SELECT name FROM records WHERE zone_id=?1 AND {CANON} {cond} ?2 \
-             ORDER BY {CANON} {order} LIMIT 1"
+             AND rdtype NOT IN ('RRSIG', 'NSEC') ORDER BY {CANON} {order} LIMIT 1"
         );
         let mut stmt = tx.prepare_cached(&query).map_err(sql(action))?;
         let found: Option<String> = stmt
@@ -644,6 +655,9 @@ pub(crate) fn sign_names_in_tx<'a>(
     let owners: HashSet<&Name> = dirty.iter().map(|(n, _)| n).collect();
     for d in owners {
         names.push(d.clone());
+        if nsec3 {
+            continue; // its chain neighbours are found by hash, below
+        }
         if top_cut(d)?.is_some() {
             continue; // occluded: not in the chain, nor are its neighbours' links changed
         }
@@ -687,11 +701,12 @@ pub(crate) fn sign_names_in_tx<'a>(
     names.dedup();
     let (known_rows, known_names) = known;
     let known_names: HashSet<&Name> = known_names.collect();
+    let affected: Vec<Name> = names.iter().filter(|n| *n != origin).cloned().collect();
     names.retain(|n| !known_names.contains(n));
     let mut rows = sqlite_admin::records_at(tx, origin, zone_id, &names)?;
     rows.extend(known_rows.iter().cloned());
     let records: Vec<&Record> = rows.iter().map(|r| &r.record).collect();
-    let change = crate::signer::zone::resign_around(
+    let mut change = crate::signer::zone::resign_around(
         origin,
         &records,
         &Dirty::Rrsets(dirty.clone()),
@@ -701,9 +716,241 @@ pub(crate) fn sign_names_in_tx<'a>(
         now,
     )
     .map_err(|e| WriteError::Signing(e.to_string()))?;
+    if nsec3 {
+        // Each affected name's place in the hash chain (RFC 5155 §7.1): an
+        // authoritative name with data, an empty non-terminal (a name below
+        // it exists), or none; then the records whose next-hash changes.
+        let mut state: Vec<(Vec<u8>, Option<Vec<RType>>)> = Vec::new();
+        let params = crate::dnssec::Nsec3Params {
+            algorithm: 1,
+            iterations: 0,
+            salt: Vec::new(),
+        };
+        for a in &affected {
+            let mut types: Vec<RType> = records
+                .iter()
+                .filter(|r| r.owner == *a && !is_signer_type(r.rtype))
+                .map(|r| r.rtype)
+                .collect();
+            let hashed = if top_cut(a)?.is_some() {
+                None
+            } else if !types.is_empty() {
+                let delegation = types.contains(&RType::NS);
+                if delegation {
+                    types.retain(|t| *t == RType::NS || *t == RType::DS);
+                }
+                if !delegation || types.contains(&RType::DS) {
+                    types.push(RType::RRSIG);
+                }
+                types.sort();
+                types.dedup();
+                Some(types)
+            } else if first_name(">", "ASC", &canon_key(a))?.is_some_and(|n| n.is_subdomain_of(a)) {
+                Some(Vec::new())
+            } else {
+                None
+            };
+            state.push((params.hash(a), hashed));
+        }
+        let splice = splice_nsec3(tx, origin, zone_id, &state, &records)?;
+        let made = crate::signer::zone::sign_singletons(
+            origin,
+            &splice.add,
+            &signing.keys,
+            &signing.policy,
+            now,
+        )
+        .map_err(|e| WriteError::Signing(e.to_string()))?;
+        change.signatures += made.len();
+        change.add.extend(splice.add);
+        change.add.extend(made);
+        change
+            .delete
+            .extend(splice.delete.iter().map(|r| r.record.clone()));
+        rows.extend(splice.delete);
+    }
     write_change(tx, zone_id, &rows, &change)?;
     finish(tx, origin, zone_id, now)?;
     Ok(Some(change))
+}
+
+/// The NSEC3 rows to replace, from [`splice_nsec3`]: `delete` the stored
+/// rows (NSEC3 and their RRSIGs), add `add` (NSEC3 only, to be signed).
+struct Splice {
+    delete: Vec<StoredRecord>,
+    add: Vec<Record>,
+}
+
+/// The NSEC3 chain of zone `origin` (`zone_id`, no opt-out) after some
+/// hashed owner labels (`state`: label, and the types of its NSEC3, `None`
+/// when it is no longer hashed) changed: their records made anew, and the
+/// stored record before each (in hash order, wrapping round) given its new
+/// next-hash. `records` holds the apex SOA (the NSEC3 TTL, RFC 5155 §3:
+/// the SOA's minimum, at most its TTL).
+///
+/// Errors: storage; a stored NSEC3 RDATA too short to hold its hash.
+fn splice_nsec3(
+    tx: &Connection,
+    origin: &Name,
+    zone_id: i64,
+    state: &[(Vec<u8>, Option<Vec<RType>>)],
+    records: &[&Record],
+) -> Result<Splice, WriteError> {
+    use std::collections::BTreeMap;
+    let action = "reading the NSEC3 chain around an update";
+    let ttl = records
+        .iter()
+        .find(|r| r.rtype == RType::SOA && r.owner == *origin)
+        .map(|soa| soa.rdata.soa_minimum().unwrap_or(soa.ttl).min(soa.ttl))
+        .ok_or_else(|| WriteError::Check(format!("zone {origin} has no SOA")))?;
+    let lower = |t: String| t.to_ascii_lowercase().into_bytes();
+    let present: BTreeMap<Vec<u8>, &Vec<RType>> = state
+        .iter()
+        .filter_map(|(h, t)| t.as_ref().map(|t| (h.clone(), t)))
+        .collect();
+    let gone: HashSet<&Vec<u8>> = state
+        .iter()
+        .filter(|(_, t)| t.is_none())
+        .map(|(h, _)| h)
+        .collect();
+    // The chain's label after (or before) `h`, wrapping round: the nearest
+    // of the labels now hashed and the stored ones not gone.
+    let neighbour = |h: &[u8], after: bool| -> Result<Option<Vec<u8>>, WriteError> {
+        let (cond, order) = if after { (">", "ASC") } else { ("<", "DESC") };
+        let query = format!(
+            "SELECT DISTINCT hash FROM nsec3 WHERE zone_id=?1 AND hash {cond} ?2 \
+             ORDER BY hash {order} LIMIT 16"
+        );
+        let mut stmt = tx.prepare_cached(&query).map_err(sql(action))?;
+        let mut from_db = |bound: &[u8]| -> Result<Option<Vec<u8>>, WriteError> {
+            let mut bound = bound.to_vec();
+            loop {
+                let text = String::from_utf8_lossy(&bound).into_owned();
+                let got: Vec<String> = stmt
+                    .query_map(params![zone_id, text], |r| r.get(0))
+                    .and_then(|rows| rows.collect())
+                    .map_err(sql(action))?;
+                let Some(last) = got.last() else {
+                    return Ok(None);
+                };
+                if let Some(h) = got
+                    .iter()
+                    .map(|g| lower(g.clone()))
+                    .find(|g| !gone.contains(g))
+                {
+                    return Ok(Some(h));
+                }
+                bound = lower(last.clone());
+            }
+        };
+        let mem = |bound: &[u8]| {
+            if after {
+                present
+                    .range::<[u8], _>((
+                        std::ops::Bound::Excluded(bound),
+                        std::ops::Bound::Unbounded,
+                    ))
+                    .next()
+                    .map(|(k, _)| k.clone())
+            } else {
+                present
+                    .range::<[u8], _>((
+                        std::ops::Bound::Unbounded,
+                        std::ops::Bound::Excluded(bound),
+                    ))
+                    .next_back()
+                    .map(|(k, _)| k.clone())
+            }
+        };
+        let pick = |a: Option<Vec<u8>>, b: Option<Vec<u8>>| match (a, b) {
+            (Some(a), Some(b)) => Some(if (a < b) == after { a } else { b }),
+            (a, b) => a.or(b),
+        };
+        if let Some(n) = pick(from_db(h)?, mem(h)) {
+            return Ok(Some(n));
+        }
+        // Wrap round: the first (or last) label of the chain.
+        let edge: &[u8] = if after { b"" } else { b"\x7f" };
+        Ok(pick(from_db(edge)?, mem(edge)))
+    };
+    let stored_at = |h: &[u8]| -> Result<Vec<StoredRecord>, WriteError> {
+        let mut out = Vec::new();
+        sqlite_admin::read_rows(
+            tx,
+            origin,
+            "nsec3",
+            "SELECT id, owner, rdtype, ttl, rdata FROM nsec3 WHERE zone_id=?1 AND hash=?2",
+            params![zone_id, String::from_utf8_lossy(h).into_owned()],
+            &mut out,
+        )?;
+        Ok(out)
+    };
+    // Labels whose record is to be made, with its types (`None`: the
+    // stored one's, only its next-hash changes).
+    let mut targets: BTreeMap<Vec<u8>, Option<Vec<RType>>> = BTreeMap::new();
+    for (h, types) in state {
+        if let Some(t) = types {
+            targets.insert(h.clone(), Some(t.clone()));
+        }
+        if let Some(p) = neighbour(h, false)? {
+            targets.entry(p).or_insert(None);
+        }
+    }
+    let mut splice = Splice {
+        delete: Vec::new(),
+        add: Vec::new(),
+    };
+    let mut done: HashSet<Vec<u8>> = HashSet::new();
+    for (h, types) in &targets {
+        let stored = stored_at(h)?;
+        let old = stored.iter().find(|r| r.record.rtype == RType::NSEC3);
+        let next = neighbour(h, true)?.unwrap_or_else(|| h.clone());
+        let Some(mut rdata) =
+            crate::signer::zone::nsec3_rdata(false, &next, types.as_deref().unwrap_or(&[]))
+        else {
+            continue;
+        };
+        if types.is_none() {
+            // The stored record's type bit maps, after its next-hash.
+            let Some(old) = old else { continue };
+            let w = old.record.rdata.as_wire();
+            let bitmap_at = w
+                .get(4)
+                .map(|salt| 5 + usize::from(*salt))
+                .and_then(|i| w.get(i).map(|len| i + 1 + usize::from(*len)))
+                .filter(|i| *i <= w.len())
+                .ok_or_else(|| {
+                    WriteError::Signing(format!(
+                        "zone {origin}: the stored NSEC3 at {} is malformed",
+                        old.record.owner
+                    ))
+                })?;
+            rdata.extend_from_slice(&w[bitmap_at..]);
+        }
+        let Ok(owner) = origin.prepend_label(h) else {
+            continue;
+        };
+        let record = Record {
+            owner,
+            rtype: RType::NSEC3,
+            class: crate::rr::Class::IN,
+            ttl,
+            rdata: crate::rr::Rdata::from_wire(&rdata),
+        };
+        if old.is_some_and(|o| o.record == record && o.record.ttl == ttl) && stored.len() > 1 {
+            done.insert(h.clone());
+            continue; // unchanged, its RRSIGs kept
+        }
+        splice.delete.extend(stored);
+        splice.add.push(record);
+        done.insert(h.clone());
+    }
+    for (h, _) in state.iter().filter(|(_, t)| t.is_none()) {
+        if !done.contains(h) {
+            splice.delete.extend(stored_at(h)?);
+        }
+    }
+    Ok(splice)
 }
 
 /// Where a row is: (table, id).

@@ -151,6 +151,67 @@ pub fn type_bitmap(types: &[RType]) -> Vec<u8> {
     out
 }
 
+/// The RDATA of an NSEC3 RR (RFC 5155 §3.2) of the policy's parameters
+/// (SHA-1, no extra iterations, no salt: RFC 9276) pointing at the hashed
+/// owner label `next` (base32hex text, any case) and listing `types`
+/// (sorted, unique); `None` when `next` is not base32hex.
+pub fn nsec3_rdata(opt_out: bool, next: &[u8], types: &[RType]) -> Option<Vec<u8>> {
+    let next_raw = BASE32HEX_NOPAD.decode(&next.to_ascii_uppercase()).ok()?;
+    let mut rdata = vec![1, u8::from(opt_out), 0, 0, 0, next_raw.len() as u8];
+    rdata.extend_from_slice(&next_raw);
+    rdata.extend_from_slice(&type_bitmap(types));
+    Some(rdata)
+}
+
+/// RRSIGs by the zone's keys (those that sign the zone) over `records`,
+/// each its own RRset (NSEC or NSEC3 records), valid from an hour before
+/// `now` for the policy's validity less the owner's jitter, as [`resign`]
+/// makes them.
+///
+/// Errors: [`SignError`].
+pub fn sign_singletons(
+    origin: &Name,
+    records: &[Record],
+    keys: &[SigningKey],
+    policy: &Policy,
+    now: u64,
+) -> Result<Vec<Record>, SignError> {
+    let now32 = now as u32;
+    let validity = policy.signature_validity;
+    let window = (validity - policy.signature_refresh.min(validity)) / 4;
+    let inception = now32.wrapping_sub(INCEPTION_BACKDATE);
+    let mut out = Vec::new();
+    for r in records {
+        for key in keys.iter().filter(|k| k.signs_zone) {
+            let expiration = now32
+                .wrapping_add(validity)
+                .wrapping_sub(jitter(&r.owner, r.rtype, window));
+            let rdata = sign_rrset(
+                &key.pair,
+                origin,
+                &r.owner,
+                r.rtype,
+                r.ttl,
+                &[&r.rdata],
+                (inception, expiration),
+            )
+            .map_err(|source| SignError::Key {
+                owner: r.owner.to_string(),
+                rtype: r.rtype,
+                source,
+            })?;
+            out.push(Record {
+                owner: r.owner.clone(),
+                rtype: RType::RRSIG,
+                class: Class::IN,
+                ttl: r.ttl,
+                rdata,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// The fewest signatures worth spreading over the cores (rayon).
 const PARALLEL_FROM: usize = 64;
 
@@ -386,18 +447,14 @@ pub fn resign(
                 .collect();
             by_hash.sort_by(|a, b| a.0.cmp(&b.0));
             by_hash.dedup_by(|a, b| a.0 == b.0);
-            let flags = u8::from(opt_out);
             for (i, (label, types)) in by_hash.iter().enumerate() {
                 let next = &by_hash[(i + 1) % by_hash.len()].0;
-                let Ok(next_raw) = BASE32HEX_NOPAD.decode(&next.to_ascii_uppercase()) else {
+                let Some(rdata) = nsec3_rdata(opt_out, next, types) else {
                     continue;
                 };
                 let Ok(owner) = origin.prepend_label(label) else {
                     continue;
                 };
-                let mut rdata = vec![1, flags, 0, 0, 0, next_raw.len() as u8];
-                rdata.extend_from_slice(&next_raw);
-                rdata.extend_from_slice(&type_bitmap(types));
                 chain.push(Record {
                     owner,
                     rtype: RType::NSEC3,
@@ -607,8 +664,8 @@ pub fn resign(
 /// from that part (the zone's real next name is in it). Only their NSEC
 /// records (and the RRSIGs over them) change; other RRSIGs of the part are
 /// kept or made as [`resign`] does, with no refresh of signatures merely due
-/// (the signer's refresh pass makes those). NSEC only (RFC 4034 §4.1.1): an
-/// NSEC3 chain is ordered by hash and needs the whole zone.
+/// (the signer's refresh pass makes those). An NSEC3 zone's chain (ordered
+/// by hash) is left out here (`chain_owners` empty): its caller splices it.
 ///
 /// Errors: those of [`resign`].
 pub fn resign_around(
@@ -622,8 +679,12 @@ pub fn resign_around(
 ) -> Result<SignedChange, SignError> {
     let mut change = resign(origin, stored, dirty, keys, policy, now, 0)?;
     let of_chain = |r: &Record| {
-        r.rtype == RType::NSEC
-            || (r.rtype == RType::RRSIG && r.rdata.rrsig_type_covered() == Some(RType::NSEC))
+        let t = if r.rtype == RType::RRSIG {
+            r.rdata.rrsig_type_covered()
+        } else {
+            Some(r.rtype)
+        };
+        matches!(t, Some(RType::NSEC | RType::NSEC3))
     };
     let applies = |r: &Record| !of_chain(r) || chain_owners.contains(&r.owner);
     change.add.retain(applies);
