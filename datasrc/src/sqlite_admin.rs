@@ -1155,7 +1155,7 @@ pub fn read_journal(
     let mut stmt = conn
         .prepare(
             "SELECT rrtype, ttl, id, rdata, name, operation, version FROM diffs \
-             WHERE zone_id=?1 AND id>=?2 AND id<=?3 ORDER BY id ASC",
+             WHERE +zone_id=?1 AND id>=?2 AND id<=?3 ORDER BY id ASC",
         )
         .map_err(sql(action))?;
     let mut rows = stmt

@@ -818,7 +818,7 @@ fn splice_nsec3(
     let neighbour = |h: &[u8], after: bool| -> Result<Option<Vec<u8>>, WriteError> {
         let (cond, order) = if after { (">", "ASC") } else { ("<", "DESC") };
         let query = format!(
-            "SELECT DISTINCT hash FROM nsec3 WHERE zone_id=?1 AND hash {cond} ?2 \
+            "SELECT DISTINCT hash FROM nsec3 WHERE +zone_id=?1 AND hash {cond} ?2 \
              ORDER BY hash {order} LIMIT 16"
         );
         let mut stmt = tx.prepare_cached(&query).map_err(sql(action))?;
@@ -879,7 +879,7 @@ fn splice_nsec3(
             tx,
             origin,
             "nsec3",
-            "SELECT id, owner, rdtype, ttl, rdata FROM nsec3 WHERE zone_id=?1 AND hash=?2",
+            "SELECT id, owner, rdtype, ttl, rdata FROM nsec3 WHERE +zone_id=?1 AND hash=?2",
             params![zone_id, String::from_utf8_lossy(h).into_owned()],
             &mut out,
         )?;

@@ -16,6 +16,44 @@ use crate::name::Name;
 use crate::node::{self, AbsentRange, LazyNode, NodeRef, NodeStore};
 use crate::rr::{RRset, RType};
 
+/// The query path's statements. `+zone_id` keeps the planner off authd's
+/// indexes that lead with `zone_id` (`authd_records_byzone`,
+/// `authd_records_canonical`, `authd_nsec3_byzone`, made when authd first
+/// writes a DB): without table statistics it takes them for selective and
+/// reads the whole zone for each lookup, where BIND 10's name, rname and
+/// hash indexes need one seek (`tests::no_statement_reads_the_whole_zone`).
+const NODE_SQL: &str = "SELECT rdtype, ttl, rdata FROM records WHERE +zone_id=?1 AND name=?2";
+const BELOW_SQL: &str =
+    "SELECT 1 FROM records WHERE +zone_id=?1 AND rname > ?2 AND rname < ?3 LIMIT 1";
+const BEFORE_SQL: &str =
+    "SELECT rname FROM records WHERE +zone_id=?1 AND rname < ?2 ORDER BY rname DESC LIMIT 1";
+const AFTER_SQL: &str =
+    "SELECT rname FROM records WHERE +zone_id=?1 AND rname > ?2 ORDER BY rname LIMIT 1";
+const NSEC_OWNERS_SQL: &str = "SELECT name FROM records WHERE +zone_id=?1 AND rdtype='NSEC'";
+const NSEC_AT_OR_BEFORE_SQL: &str = "SELECT name FROM records WHERE +zone_id=?1 AND rdtype='NSEC' AND rname <= ?2 ORDER BY rname DESC LIMIT 1";
+const NSEC_LAST_SQL: &str = "SELECT name FROM records WHERE +zone_id=?1 AND rdtype='NSEC' AND ?2 <> '' ORDER BY rname DESC LIMIT 1";
+const NSEC3_AT_OR_BEFORE_SQL: &str =
+    "SELECT DISTINCT hash FROM nsec3 WHERE +zone_id=?1 AND hash <= ?2 ORDER BY hash DESC LIMIT 1";
+const NSEC3_LAST_SQL: &str =
+    "SELECT DISTINCT hash FROM nsec3 WHERE +zone_id=?1 AND ?2 <> '' ORDER BY hash DESC LIMIT 1";
+const NSEC3_AT_SQL: &str =
+    "SELECT rdtype, ttl, rdata, owner FROM nsec3 WHERE +zone_id=?1 AND hash=?2";
+
+/// Every statement above, for the plan test.
+#[cfg(test)]
+const QUERY_PATH: [&str; 10] = [
+    NODE_SQL,
+    BELOW_SQL,
+    BEFORE_SQL,
+    AFTER_SQL,
+    NSEC_OWNERS_SQL,
+    NSEC_AT_OR_BEFORE_SQL,
+    NSEC_LAST_SQL,
+    NSEC3_AT_OR_BEFORE_SQL,
+    NSEC3_LAST_SQL,
+    NSEC3_AT_SQL,
+];
+
 /// Nodes already read by the lookups of one query, with the zone id: a
 /// referral's glue lookups all pass through the apex and the same few cuts,
 /// which are then read once instead of once per target. Keyed by the exact
@@ -42,7 +80,7 @@ impl NodeStore for ZoneView<'_> {
         }
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT rdtype, ttl, rdata FROM records WHERE zone_id=?1 AND name=?2")
+            .prepare_cached(NODE_SQL)
             .map_err(|e| storage(self.path, e))?;
         let mut rows = stmt
             .query(rusqlite::params![self.zone.id, name.to_string()])
@@ -83,11 +121,7 @@ impl NodeStore for ZoneView<'_> {
         } else {
             let r = name.reversed_text();
             let upper = format!("{}/", &r[..r.len() - 1]);
-            (
-                "SELECT 1 FROM records WHERE zone_id=?1 AND rname > ?2 AND rname < ?3 LIMIT 1",
-                r,
-                upper,
-            )
+            (BELOW_SQL, r, upper)
         };
         let mut stmt = self
             .conn
@@ -119,12 +153,8 @@ impl NodeStore for ZoneView<'_> {
             key.make_ascii_lowercase();
             Ok(Some(key))
         };
-        let below = neighbour(
-            "SELECT rname FROM records WHERE zone_id=?1 AND rname < ?2 ORDER BY rname DESC LIMIT 1",
-        )?;
-        let above = neighbour(
-            "SELECT rname FROM records WHERE zone_id=?1 AND rname > ?2 ORDER BY rname LIMIT 1",
-        )?;
+        let below = neighbour(BEFORE_SQL)?;
+        let above = neighbour(AFTER_SQL)?;
         let range = AbsentRange { below, above };
         // The name itself, or a name below it, is stored after all (an rname
         // spelled unlike ours): no range.
@@ -145,7 +175,7 @@ impl NodeStore for ZoneView<'_> {
         }
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT name FROM records WHERE zone_id=?1 AND rdtype='NSEC'")
+            .prepare_cached(NSEC_OWNERS_SQL)
             .map_err(|e| storage(self.path, e))?;
         let mut rows = stmt
             .query(rusqlite::params![self.zone.id])
@@ -226,12 +256,7 @@ impl ZoneView<'_> {
     /// The NSEC of the greatest owner ≤ `name` in `rname` (text) order, wrapping round.
     fn nsec_by_rname(&self, name: &Name) -> Result<Option<Arc<RRset>>, DataSourceError> {
         let owner = self.first_text(
-            [
-                "SELECT name FROM records WHERE zone_id=?1 AND rdtype='NSEC' AND rname <= ?2 \
-                 ORDER BY rname DESC LIMIT 1",
-                "SELECT name FROM records WHERE zone_id=?1 AND rdtype='NSEC' AND ?2 <> '' \
-                 ORDER BY rname DESC LIMIT 1",
-            ],
+            [NSEC_AT_OR_BEFORE_SQL, NSEC_LAST_SQL],
             &name.reversed_text(),
         )?;
         let Some(owner) = owner else {
@@ -254,21 +279,13 @@ impl ZoneView<'_> {
         hash: &[u8],
     ) -> Result<Option<(Arc<RRset>, bool)>, DataSourceError> {
         let hash = String::from_utf8_lossy(hash).into_owned();
-        let found = self.first_text(
-            [
-                "SELECT DISTINCT hash FROM nsec3 WHERE zone_id=?1 AND hash <= ?2 ORDER BY hash DESC LIMIT 1",
-                "SELECT DISTINCT hash FROM nsec3 WHERE zone_id=?1 AND ?2 <> '' ORDER BY hash DESC LIMIT 1",
-            ],
-            &hash,
-        )?;
+        let found = self.first_text([NSEC3_AT_OR_BEFORE_SQL, NSEC3_LAST_SQL], &hash)?;
         let Some(found) = found else {
             return Ok(None);
         };
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT rdtype, ttl, rdata, owner FROM nsec3 WHERE zone_id=?1 AND hash=?2",
-            )
+            .prepare_cached(NSEC3_AT_SQL)
             .map_err(|e| storage(self.path, e))?;
         let mut rows = stmt
             .query(rusqlite::params![self.zone.id, found])
@@ -326,5 +343,41 @@ impl SqliteSource {
             memo,
         };
         finder::find(&view, &zone.origin, qname, qtype, opts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// On a DB authd has written (its indexes made), no query-path
+    /// statement is planned over a `zone_id` index: each seeks BIND 10's
+    /// own index (the root's descendant test aside, which stops at its first
+    /// row anyway).
+    #[test]
+    fn no_statement_reads_the_whole_zone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = authd_migrations::open_or_create(&dir.path().join("z.sqlite3")).expect("db");
+        authd_migrations::ensure_authd_indexes(&conn).expect("indexes");
+        for sql in super::QUERY_PATH {
+            let params = sql.matches('?').count();
+            let mut stmt = conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .expect("plans");
+            let values: Vec<String> = (0..params).map(|i| format!("x{i}")).collect();
+            let plan: Vec<String> = stmt
+                .query_map(rusqlite::params_from_iter(values.iter()), |r| {
+                    r.get::<_, String>(3)
+                })
+                .expect("rows")
+                .collect::<Result<_, _>>()
+                .expect("plan rows");
+            let plan = plan.join("; ");
+            assert!(!plan.contains("authd_"), "{sql}: {plan}");
+            assert!(
+                plan.contains("USING INDEX records_by")
+                    || plan.contains("USING INDEX nsec3_by")
+                    || plan.contains("USING COVERING INDEX"),
+                "{sql}: {plan}"
+            );
+        }
     }
 }
