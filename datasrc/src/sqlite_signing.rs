@@ -553,16 +553,20 @@ pub(crate) fn sign_in_tx(
 }
 
 /// Signs the change whose data RRsets are `dirty` in zone `origin`
-/// (`zone_id`, NSEC, the change already written in `tx`) reading only the
-/// rows around it: the dirty names, their ancestors and their neighbours in
-/// the NSEC chain (RFC 4034 §4.1.1), so an UPDATE costs the same in a zone
+/// (`zone_id`, the change already written in `tx`) reading only the rows
+/// around it: the dirty names and their ancestors, and their neighbours in
+/// the NSEC chain (RFC 4034 §4.1.1, by name) or the NSEC3 chain (RFC 5155
+/// §7.1, by hash: [`splice_nsec3`]), so an UPDATE costs the same in a zone
 /// of ten names or a million. `known` is the rows (as they now are) at
 /// some names and those names, read already by the caller; every other
-/// name is read here. `None` (nothing written) where the chain
-/// cannot be followed that way and the whole zone must be signed: NSEC3
-/// (ordered by hash), a zone cut or DNAME added or removed (names below it
-/// change state), a SOA replaced (every NSEC's TTL may change), a name in
-/// the zone with an escape (`\`: its `rname` does not sort canonically).
+/// name is read here. `None` (nothing written) where the chain cannot be
+/// followed that way and the whole zone must be signed: NSEC3 opt-out
+/// (whether an empty non-terminal is hashed depends on every delegation
+/// below it), a zone cut or DNAME added or removed (names below it change
+/// state), the apex's types changed in an NSEC3 zone (its NSEC3 lists the
+/// signer's types too), a name with an escape (`\`) in an NSEC zone (its
+/// `rname` does not sort canonically). The caller leaves a replaced SOA
+/// (every NSEC's TTL may change) to the whole zone too.
 ///
 /// Errors: [`WriteError::Signing`]; storage.
 pub(crate) fn sign_names_in_tx<'a>(
@@ -727,7 +731,7 @@ pub(crate) fn sign_names_in_tx<'a>(
             salt: Vec::new(),
         };
         for a in &affected {
-            let mut types: Vec<RType> = records
+            let types: Vec<RType> = records
                 .iter()
                 .filter(|r| r.owner == *a && !is_signer_type(r.rtype))
                 .map(|r| r.rtype)
@@ -736,15 +740,7 @@ pub(crate) fn sign_names_in_tx<'a>(
                 None
             } else if !types.is_empty() {
                 let delegation = types.contains(&RType::NS);
-                if delegation {
-                    types.retain(|t| *t == RType::NS || *t == RType::DS);
-                }
-                if !delegation || types.contains(&RType::DS) {
-                    types.push(RType::RRSIG);
-                }
-                types.sort();
-                types.dedup();
-                Some(types)
+                Some(crate::signer::zone::nsec3_types(types, delegation))
             } else if first_name(">", "ASC", &canon_key(a))?.is_some_and(|n| n.is_subdomain_of(a)) {
                 Some(Vec::new())
             } else {

@@ -151,6 +151,22 @@ pub fn type_bitmap(types: &[RType]) -> Vec<u8> {
     out
 }
 
+/// The types the NSEC3 of an authoritative name lists (RFC 5155 §7.1,
+/// RFC 4035 §2.3) given the `types` of its data and whether it is a
+/// delegation (NS, not at the apex): there only NS and DS; RRSIG but at an
+/// insecure delegation (no DS). Sorted, unique.
+pub fn nsec3_types(mut types: Vec<RType>, delegation: bool) -> Vec<RType> {
+    if delegation {
+        types.retain(|t| *t == RType::NS || *t == RType::DS);
+    }
+    if !delegation || types.contains(&RType::DS) {
+        types.push(RType::RRSIG);
+    }
+    types.sort();
+    types.dedup();
+    types
+}
+
 /// The RDATA of an NSEC3 RR (RFC 5155 §3.2) of the policy's parameters
 /// (SHA-1, no extra iterations, no salt: RFC 9276) pointing at the hashed
 /// owner label `next` (base32hex text, any case) and listing `types`
@@ -423,13 +439,7 @@ pub fn resign(
                 if insecure && opt_out {
                     continue;
                 }
-                let mut types = o.types();
-                if !insecure {
-                    types.push(RType::RRSIG);
-                }
-                types.sort();
-                types.dedup();
-                hashed.insert(o.name.clone(), types);
+                hashed.insert(o.name.clone(), nsec3_types(o.types(), o.delegation));
                 let mut up = o.name.parent();
                 while let Some(p) = up {
                     if !p.is_subdomain_of(origin) || p == *origin || hashed.contains_key(&p) {
