@@ -251,7 +251,8 @@ pub(crate) fn zone_rows(
 /// labels most significant first, lower-cased, the separator (0x01) below
 /// every byte a label's presentation text holds. Exact for names without
 /// escapes (`\`), which signing an update (`sqlite_signing::sign_names_in_tx`) leaves to the whole-zone
-/// signing. `authd_records_canonical` indexes it (the same text).
+/// signing. `authd_records_canonical` (made with a signing policy) indexes
+/// it (the same text).
 pub(crate) const CANON: &str = "replace(lower(rname), '.', char(1))";
 
 /// [`CANON`] of `name`.
@@ -269,16 +270,14 @@ pub(crate) fn records_at(
     names: &[Name],
 ) -> Result<Vec<StoredRecord>, AdminError> {
     let mut out = Vec::new();
-    // By the canonical key (its index, any case), not `name`: the planner
-    // would take authd's zone_id index and read the whole zone.
-    let query = format!(
-        "SELECT id, name, rdtype, ttl, rdata FROM records WHERE zone_id=?1 AND {CANON} = ?2 \
-         ORDER BY rdtype, id"
-    );
+    // `+zone_id`: by BIND 10's `name` index (any case), not authd's
+    // zone_id ones, which the planner would take and read the whole zone.
+    let query = "SELECT id, name, rdtype, ttl, rdata FROM records WHERE +zone_id=?1 AND name=?2 \
+                 ORDER BY rdtype, id";
     for (i, name) in names.iter().enumerate() {
         if !names[..i].contains(name) {
-            let params = params![zone_id, canon_key(name)];
-            read_rows(conn, origin, "records", &query, params, &mut out)?;
+            let params = params![zone_id, name.to_string()];
+            read_rows(conn, origin, "records", query, params, &mut out)?;
         }
     }
     Ok(out)

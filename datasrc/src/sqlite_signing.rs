@@ -127,10 +127,14 @@ pub(crate) fn zone_key(origin: &Name) -> String {
 pub fn set_policy(conn: &Connection, origin: &Name, policy: &Policy) -> Result<bool, WriteError> {
     let text = policy.to_text();
     if policy_text(conn, origin)?.as_deref() == Some(text.as_str()) {
+        // A DB whose policy an older authd set gets them at its next start.
+        authd_migrations::ensure_signing_indexes(conn)
+            .map_err(sql("creating the signing indexes"))?;
         return Ok(false);
     }
     authd_migrations::ensure_authd_table(conn, "authd_signing")
         .map_err(sql("creating the signing tables"))?;
+    authd_migrations::ensure_signing_indexes(conn).map_err(sql("creating the signing indexes"))?;
     conn.execute(
         "INSERT INTO authd_signing (zone, policy) VALUES (?1, ?2) \
          ON CONFLICT(zone) DO UPDATE SET policy=excluded.policy",

@@ -578,7 +578,7 @@ pub const AUTHD_TABLES: [(&str, &str); 3] = [
 /// `zone_id`, so replacing or deleting one zone of a DB holding many (a
 /// catalog consumer's) scanned every row of the table. Each is (index,
 /// DDL); BIND 10 and authd's schema checks ignore them.
-pub const AUTHD_INDEXES: [(&str, &str); 5] = [
+pub const AUTHD_INDEXES: [(&str, &str); 3] = [
     (
         "authd_records_byzone",
         "CREATE INDEX IF NOT EXISTS authd_records_byzone ON records (zone_id)",
@@ -591,6 +591,22 @@ pub const AUTHD_INDEXES: [(&str, &str); 5] = [
         "authd_diffs_byzone",
         "CREATE INDEX IF NOT EXISTS authd_diffs_byzone ON diffs (zone_id)",
     ),
+];
+
+/// Creates [`AUTHD_INDEXES`] in the DB behind `conn` where missing.
+///
+/// Errors: the SQL fails (read-only or locked DB, a table missing).
+pub fn ensure_authd_indexes(conn: &Connection) -> Result<(), rusqlite::Error> {
+    for (_, ddl) in AUTHD_INDEXES {
+        conn.execute_batch(ddl)?;
+    }
+    Ok(())
+}
+
+/// Indexes a DB gets when one of its zones is put under a signing policy
+/// (not before: each costs every insert, a third more time in a large
+/// zone's load), each (index, DDL).
+pub const SIGNING_INDEXES: [(&str, &str); 2] = [
     // The NSEC neighbours of a signed UPDATE's names in canonical order
     // (RFC 4034 §6.1): `rname` with its label separator below every byte a
     // label's text holds (authd_datasrc::sqlite_signing's CANON, the same
@@ -609,11 +625,12 @@ pub const AUTHD_INDEXES: [(&str, &str); 5] = [
     ),
 ];
 
-/// Creates [`AUTHD_INDEXES`] in the DB behind `conn` where missing.
+/// Creates [`SIGNING_INDEXES`] in the DB behind `conn` where missing (on a
+/// large zone the first time: a few seconds a million rows).
 ///
-/// Errors: the SQL fails (read-only or locked DB, a table missing).
-pub fn ensure_authd_indexes(conn: &Connection) -> Result<(), rusqlite::Error> {
-    for (_, ddl) in AUTHD_INDEXES {
+/// Errors: the SQL fails (read-only or locked DB).
+pub fn ensure_signing_indexes(conn: &Connection) -> Result<(), rusqlite::Error> {
+    for (_, ddl) in SIGNING_INDEXES {
         conn.execute_batch(ddl)?;
     }
     Ok(())

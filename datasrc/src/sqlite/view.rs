@@ -357,6 +357,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let conn = authd_migrations::open_or_create(&dir.path().join("z.sqlite3")).expect("db");
         authd_migrations::ensure_authd_indexes(&conn).expect("indexes");
+        authd_migrations::ensure_signing_indexes(&conn).expect("signing indexes");
         for sql in super::QUERY_PATH {
             let params = sql.matches('?').count();
             let mut stmt = conn
