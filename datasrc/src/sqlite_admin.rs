@@ -960,13 +960,17 @@ pub fn replace_zone_journaled(
         Some(id) => Some(zone_rows(&tx, origin, id)?),
         None => None,
     };
-    let signed = crate::sqlite_signing::signed_load(
-        &tx,
-        origin,
-        records,
-        old.as_deref(),
-        crate::sqlite_signing::unix_now(),
-    )?;
+    let signed = match crate::sqlite_signing::policy_of(&tx, origin)? {
+        Some(policy) => Some(crate::sqlite_signing::signed_load(
+            &tx,
+            origin,
+            policy,
+            records,
+            old.as_deref(),
+            crate::sqlite_signing::unix_now(),
+        )?),
+        None => None,
+    };
     let records = signed.as_deref().unwrap_or(records);
     let mut report = crate::sqlite_load::load_zone_in(&tx, origin, records, false, progress)?;
     if signed.is_some() {

@@ -502,11 +502,6 @@ pub(crate) fn signing_for<'a>(
     })
 }
 
-/// True when zone `origin` has a policy (cheap: no keys read).
-pub(crate) fn is_signed(conn: &Connection, origin: &Name) -> Result<bool, WriteError> {
-    Ok(policy_text(conn, origin)?.is_some())
-}
-
 /// Refuses a change that adds signer records (the signer makes them) and
 /// drops deletions of them (the signer removes what no longer applies).
 ///
@@ -1274,23 +1269,21 @@ pub(crate) fn sign_pending_in(
     }))
 }
 
-/// The records a whole-zone load of zone `origin` writes when the zone is
-/// under a policy: `records` without the signer records they carry, with
-/// the signatures of `old` (the zone's stored rows, when it existed) kept
-/// for the RRsets that did not change, and the rest signed. `None` when
-/// the zone has no policy (the records are loaded as they are).
+/// The records a whole-zone load of zone `origin` under `policy` (the one
+/// its DB holds, read by the caller) writes: `records` without the signer
+/// records they carry, with the signatures of `old` (the zone's stored
+/// rows, when it existed) kept for the RRsets that did not change, and the
+/// rest signed.
 ///
 /// Errors: as [`signing_for`]; [`WriteError::Signing`].
 pub(crate) fn signed_load(
     tx: &Connection,
     origin: &Name,
+    policy: Policy,
     records: &[crate::zonefile::SourcedRecord],
     old: Option<&[StoredRecord]>,
     now: u64,
-) -> Result<Option<Vec<crate::zonefile::SourcedRecord>>, WriteError> {
-    let Some(policy) = policy_of(tx, origin)? else {
-        return Ok(None);
-    };
+) -> Result<Vec<crate::zonefile::SourcedRecord>, WriteError> {
     let signing = signing_for(tx, origin, policy, records.iter().map(|s| &s.record), now)?;
     let data: Vec<&crate::zonefile::SourcedRecord> = records
         .iter()
@@ -1359,7 +1352,7 @@ pub(crate) fn signed_load(
         params![zone_key(origin), i64::try_from(now).unwrap_or(i64::MAX)],
     )
     .map_err(sql("recording the signing time"))?;
-    Ok(Some(out))
+    Ok(out)
 }
 
 /// [`signed_load`] with the zone's stored rows read from `tx`.
@@ -1370,14 +1363,14 @@ pub(crate) fn signed_records(
     origin: &Name,
     records: &[crate::zonefile::SourcedRecord],
 ) -> Result<Option<Vec<crate::zonefile::SourcedRecord>>, WriteError> {
-    if !is_signed(tx, origin)? {
+    let Some(policy) = policy_of(tx, origin)? else {
         return Ok(None);
-    }
+    };
     let old = match sqlite_admin::find_zone_id(tx, origin)? {
         Some(id) => Some(sqlite_admin::zone_rows(tx, origin, id)?),
         None => None,
     };
-    signed_load(tx, origin, records, old.as_deref(), unix_now())
+    signed_load(tx, origin, policy, records, old.as_deref(), unix_now()).map(Some)
 }
 
 /// Every zone of the DB under a policy: whether SQL edits wait to be
