@@ -176,6 +176,10 @@ step tests/interop/catalog-consumers.sh
 # (UPDATE, plain SQL, zone update), every copy passing dnssec-verify and
 # ldns-verify-zone.
 step tests/interop/signed-secondaries.sh
+# A bump-in-the-wire signer: authd signs the zone BIND 9 serves unsigned, as
+# its secondary, follows it by IXFR past its own re-signing and a restart,
+# and Knot DNS follows authd by IXFR.
+step tests/interop/bump-in-the-wire.sh
 
 echo "=== summary" >&2
 printf '%s\n' "${summary[@]}" >&2

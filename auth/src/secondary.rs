@@ -553,15 +553,19 @@ fn writer_for(sources: &SourceList, origin: &Name) -> Option<Arc<dyn ZoneWriter>
     }
 }
 
-/// Reads zone `origin`'s copy (serial and timers) and stored state.
+/// Reads zone `origin`'s copy (the primary's serial of it, and its timers)
+/// and stored state.
 fn load_state(
     writer: &dyn ZoneWriter,
     origin: &Name,
 ) -> Result<(Option<SoaState>, SecondaryState), String> {
+    // A zone authd signs is known to its primaries by the serial of the
+    // unsigned version it was made from; re-signing moves the SOA's.
+    let input = writer.input_serial(origin).map_err(|e| e.to_string())?;
     let soa = writer
         .soa(origin)
         .map_err(|e| e.to_string())?
-        .and_then(|r| Some((r.rdata.soa_serial()?, r.rdata.soa_timers()?)));
+        .and_then(|r| Some((input.or(r.rdata.soa_serial())?, r.rdata.soa_timers()?)));
     let state = writer
         .secondary_state(origin)
         .map_err(|e| e.to_string())?

@@ -271,10 +271,12 @@ pub struct Signer {
 
 impl Signer {
     /// Starts the signer on `settings` (with no zones, it only sleeps until
-    /// an update brings some).
+    /// an update brings some), the policies stored first
+    /// ([`store_policies`]).
     ///
     /// Errors: the thread cannot be started.
     pub fn spawn(settings: SignerSettings) -> std::io::Result<Signer> {
+        store_policies(&settings);
         let (tx, rx) = watch::channel(settings);
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
@@ -293,7 +295,21 @@ impl Signer {
     /// poll. A zone no longer listed is taken out of signing (its
     /// signatures stay until they expire).
     pub fn update(&self, settings: SignerSettings) {
+        store_policies(&settings);
         self.settings.send_replace(settings);
+    }
+}
+
+/// Stores each zone's policy in its DB now, so that a write coming before
+/// the signer's first poll (a secondary zone's first transfer, at start)
+/// is signed; what fails here the poll retries and logs.
+fn store_policies(settings: &SignerSettings) {
+    for z in &settings.zones {
+        if let Ok(Some(w)) = settings.sources.writer(&z.origin)
+            && let Ok(true) = w.set_signing(&z.origin, Some(&z.policy))
+        {
+            tracing::info!("signing {}: policy stored in {}", z.origin, w.describe());
+        }
     }
 }
 
@@ -492,6 +508,19 @@ fn poll(zones: &mut [Zone], settings: &SignerSettings, marks: &mut HashMap<usize
                 z.due = false;
                 z.last_refresh = Instant::now();
                 z.last_error = None;
+            }
+            // A secondary zone before its first transfer: signed as it is
+            // written.
+            Err(authd_datasrc::WriteError::NoZone(_)) => {
+                if z.last_error.is_none() {
+                    tracing::info!(
+                        "signing {}: not in its DB yet; signed when it is written",
+                        z.config.origin
+                    );
+                    z.last_error = Some(String::new());
+                }
+                z.due = false;
+                z.last_refresh = Instant::now();
             }
             Err(e) => z.failed(&e.to_string()),
         }

@@ -255,6 +255,10 @@ impl ZoneWriter for CacheWriter {
         self.inner.soa(origin)
     }
 
+    fn input_serial(&self, origin: &Name) -> Result<Option<u32>, WriteError> {
+        self.inner.input_serial(origin)
+    }
+
     fn secondary_state(&self, origin: &Name) -> Result<Option<SecondaryState>, WriteError> {
         self.inner.secondary_state(origin)
     }

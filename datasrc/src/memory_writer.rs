@@ -217,6 +217,10 @@ impl ZoneWriter for MemoryWriter {
         self.db_writer.soa(origin)
     }
 
+    fn input_serial(&self, origin: &Name) -> Result<Option<u32>, WriteError> {
+        self.db_writer.input_serial(origin)
+    }
+
     fn secondary_state(&self, origin: &Name) -> Result<Option<SecondaryState>, WriteError> {
         self.db_writer.secondary_state(origin)
     }
@@ -378,6 +382,11 @@ impl ZoneWriter for HistoryWriter {
             .upgrade()
             .and_then(|s| s.zone(origin))
             .and_then(|z| z.soa()))
+    }
+
+    /// Master-file zones are not signed online.
+    fn input_serial(&self, _origin: &Name) -> Result<Option<u32>, WriteError> {
+        Ok(None)
     }
 
     fn secondary_state(&self, _origin: &Name) -> Result<Option<SecondaryState>, WriteError> {

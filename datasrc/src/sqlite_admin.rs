@@ -17,6 +17,7 @@
 //!
 //! Serial numbers are compared with RFC 1982 serial arithmetic ([`serial_gt`]).
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -600,15 +601,31 @@ pub fn update_zone_with<E>(
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql("starting the transaction"))?;
-    let zone_id = require_zone(&tx, origin)?;
+    let report = update_in(&tx, origin, scope, serial, now, plan)?;
+    if report.is_ok() {
+        tx.commit().map_err(sql("committing"))?;
+    }
+    Ok(report)
+}
+
+/// [`update_zone_with`] inside transaction `tx`, not committed.
+fn update_in<E>(
+    tx: &Connection,
+    origin: &Name,
+    scope: Scope<'_>,
+    serial: SerialPolicy,
+    now: u64,
+    plan: impl FnOnce(&[Record]) -> Result<Change, E>,
+) -> Result<Result<UpdateReport, E>, AdminError> {
+    let zone_id = require_zone(tx, origin)?;
     // A signed zone is read at the changed names, as an unsigned one: the
     // signer reads the names around them (sign_names_in_tx), or the whole
     // zone where its chain cannot be followed from them.
-    let policy = crate::sqlite_signing::policy_of(&tx, origin)?;
+    let policy = crate::sqlite_signing::policy_of(tx, origin)?;
     // Plain SQL edits the signer has not reached yet are signed (and
     // journaled, as their own version) first: this write clears the log.
-    if policy.is_some() && crate::sqlite_signing::has_edits(&tx, zone_id)? {
-        crate::sqlite_signing::sign_pending_in(&tx, origin, serial, now)?;
+    if policy.is_some() && crate::sqlite_signing::has_edits(tx, zone_id)? {
+        crate::sqlite_signing::sign_pending_in(tx, origin, serial, now)?;
     }
     let around = matches!(scope, Scope::Names(_)) && policy.is_some();
     let read_scope = if policy.is_some() && !around {
@@ -624,7 +641,7 @@ pub fn update_zone_with<E>(
             records_at(tx, origin, zone_id, &all)
         }
     };
-    let before = read(&tx)?;
+    let before = read(tx)?;
     let soas: Vec<&StoredRecord> = before
         .iter()
         .filter(|r| r.record.rtype == RType::SOA && r.record.owner == *origin)
@@ -654,7 +671,7 @@ pub fn update_zone_with<E>(
             crate::sqlite_signing::unsigned_change(origin, &change.add, &mut change.delete)?;
             let stored = before.iter().map(|r| &r.record);
             Some(crate::sqlite_signing::signing_for(
-                &tx, origin, policy, stored, now,
+                tx, origin, policy, stored, now,
             )?)
         }
         None => None,
@@ -747,7 +764,7 @@ pub fn update_zone_with<E>(
         for (id, _) in &deleted {
             del.execute([id]).map_err(sql(action))?;
         }
-        insert_records(&tx, zone_id, add)?;
+        insert_records(tx, zone_id, add)?;
         tx.execute(
             "UPDATE records SET rdata=?2 WHERE id=?1",
             params![soa_id, rdata_text(&new_soa)?],
@@ -780,7 +797,7 @@ pub fn update_zone_with<E>(
             }));
             rows
         } else {
-            read(&tx)?
+            read(tx)?
         };
         // A row this update inserted is rolled back with it: name the problem,
         // not that row's id.
@@ -800,7 +817,7 @@ pub fn update_zone_with<E>(
             }
         })?;
         if let Scope::Zone = scope {
-            check_rnames(&tx, origin)?;
+            check_rnames(tx, origin)?;
         }
         if let Some(signing) = &signing {
             let mut dirty: std::collections::HashSet<(Name, RType)> = add
@@ -809,10 +826,16 @@ pub fn update_zone_with<E>(
                 .map(|r| (r.owner.clone(), r.rtype))
                 .collect();
             dirty.insert((origin.clone(), RType::SOA));
-            let scoped = if let (true, None, Scope::Names(names)) = (around, &change.soa, scope) {
+            // A new SOA that differs in its serial only (a signed transfer's)
+            // changes no TTL the chain takes (RFC 4035 §2.3).
+            let same_soa = change
+                .soa
+                .as_ref()
+                .is_none_or(|s| with_serial(s, old_serial).is_some_and(|s| s == old_soa.rdata));
+            let scoped = if let (true, true, Scope::Names(names)) = (around, same_soa, scope) {
                 let known = (&after[..], std::iter::once(origin).chain(names));
                 crate::sqlite_signing::sign_names_in_tx(
-                    &tx, origin, zone_id, signing, &dirty, known, now,
+                    tx, origin, zone_id, signing, &dirty, known, now,
                 )?
             } else {
                 None
@@ -823,13 +846,13 @@ pub fn update_zone_with<E>(
                     // The whole zone, as it now is (read again only when
                     // it was read at the changed names).
                     let whole = if around {
-                        zone_rows(&tx, origin, zone_id)?
+                        zone_rows(tx, origin, zone_id)?
                     } else {
                         after
                     };
                     let dirty = crate::signer::zone::Dirty::Rrsets(dirty);
                     crate::sqlite_signing::sign_in_tx(
-                        &tx, origin, zone_id, &whole, signing, &dirty, now,
+                        tx, origin, zone_id, &whole, signing, &dirty, now,
                     )?
                 }
             };
@@ -837,7 +860,7 @@ pub fn update_zone_with<E>(
             added_records.extend(signed.add);
         }
         let rows = journal(
-            &tx,
+            tx,
             zone_id,
             (&old_soa, &deleted_records),
             (&new_soa, &added_records),
@@ -849,8 +872,6 @@ pub fn update_zone_with<E>(
             deleted: deleted.len(),
             journal_rows: rows,
         };
-        drop(del);
-        tx.commit().map_err(sql("committing"))?;
         Ok(Ok(report))
     }
 }
@@ -989,6 +1010,15 @@ pub fn replace_zone_journaled(
                 )?;
                 report.journal = crate::sqlite_load::JournalOutcome::Journaled { from, to, rows };
             }
+            // The same version again: the journal still leads to it.
+            Some((d, (from, to)))
+                if from == to
+                    && d.old_soa == d.new_soa
+                    && d.deleted.is_empty()
+                    && d.added.is_empty() =>
+            {
+                report.journal = crate::sqlite_load::JournalOutcome::Untouched;
+            }
             _ => {
                 tx.execute("DELETE FROM diffs WHERE zone_id=?1", [report.zone_id])
                     .map_err(sql("clearing the journal"))?;
@@ -1024,6 +1054,11 @@ pub fn apply_differences(
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql("starting the transaction"))?;
     let zone_id = require_zone(&tx, origin)?;
+    if crate::sqlite_signing::policy_of(&tx, origin)?.is_some() {
+        let rows = apply_signed_differences(&tx, origin, diffs)?;
+        tx.commit().map_err(sql("committing"))?;
+        return Ok(rows);
+    }
     let same =
         |a: &Record, b: &Record| a.owner == b.owner && a.rtype == b.rtype && a.rdata == b.rdata;
     let mut rows = 0;
@@ -1114,6 +1149,134 @@ pub fn apply_differences(
     check_rnames(&tx, origin)?;
     tx.commit().map_err(sql("committing"))?;
     Ok(rows)
+}
+
+/// [`apply_differences`] for a zone signed online (a bump-in-the-wire
+/// signer: the unsigned zone in from a hidden primary, the signed zone out),
+/// in `tx`: the differences must chain from the zone's
+/// [`crate::sqlite_signing::input_serial`] (the primary's serial of our
+/// copy, which the signed SOA's may have passed); their net change is
+/// applied and signed as one UPDATE at the changed names is, and journaled
+/// as one signed difference; the SOA takes the primary's last one with the
+/// serial [`crate::sqlite_signing::output_serial`] picks.
+///
+/// Errors: as [`apply_differences`], and [`AdminError::Update`] for DNSSEC
+/// records among the RRs (the primary must serve the zone unsigned) or no
+/// input serial recorded (the zone must be transferred whole first).
+fn apply_signed_differences(
+    tx: &Connection,
+    origin: &Name,
+    diffs: &[Difference],
+) -> Result<usize, AdminError> {
+    let Some(last) = diffs.last() else {
+        return Ok(0);
+    };
+    let Some(mut at) = crate::sqlite_signing::input_serial(tx, origin)? else {
+        return Err(AdminError::Update(format!(
+            "zone {origin} is signed online and records no primary serial yet; \
+             it must be transferred whole"
+        )));
+    };
+    for d in diffs {
+        let from = d.old_soa.rdata.soa_serial();
+        if from != Some(at) {
+            return Err(AdminError::Update(format!(
+                "a difference from serial {} does not apply to serial {at} (the primary's \
+                 serial of the signed copy)",
+                serial_text(from)
+            )));
+        }
+        at = d
+            .new_soa
+            .rdata
+            .soa_serial()
+            .ok_or_else(|| AdminError::Update("a difference with an unreadable SOA".into()))?;
+        for rec in d.deleted.iter().chain(&d.added) {
+            if rec.rtype == RType::SOA || !rec.owner.is_subdomain_of(origin) {
+                return Err(AdminError::Update(format!(
+                    "{} {}: not applicable as a difference here",
+                    rec.owner, rec.rtype
+                )));
+            }
+            if crate::signer::zone::is_signer_type(rec.rtype) {
+                return Err(AdminError::Update(format!(
+                    "{} {}: zone {origin} is signed by authd, so its primary must serve it \
+                     unsigned",
+                    rec.owner, rec.rtype
+                )));
+            }
+        }
+    }
+    // The net change: (the stored RR deleted, the RR added) per owner, type
+    // and RDATA, in the order first seen.
+    type Key = (Name, RType, Rdata);
+    let mut order: Vec<Key> = Vec::new();
+    let mut net: HashMap<Key, (Option<Record>, Option<Record>)> = HashMap::new();
+    for d in diffs {
+        for (r, added) in d
+            .deleted
+            .iter()
+            .map(|r| (r, false))
+            .chain(d.added.iter().map(|r| (r, true)))
+        {
+            let k = (r.owner.to_lowercase(), r.rtype, r.rdata.clone());
+            if !net.contains_key(&k) {
+                order.push(k.clone());
+            }
+            let e = net.entry(k).or_default();
+            if added {
+                e.1 = Some(r.clone());
+            } else if e.1.take().is_none() {
+                e.0 = Some(r.clone());
+            }
+        }
+    }
+    let (mut add, mut delete) = (Vec::new(), Vec::new());
+    for k in &order {
+        match net.remove(k) {
+            Some((Some(d), Some(a))) if d.ttl == a.ttl => {}
+            Some((d, a)) => {
+                delete.extend(d);
+                add.extend(a);
+            }
+            None => {}
+        }
+    }
+    let mut names: Vec<Name> = add.iter().chain(&delete).map(|r| r.owner.clone()).collect();
+    names.sort();
+    names.dedup();
+    let input = at;
+    let new_soa = &last.new_soa.rdata;
+    let report = update_in(
+        tx,
+        origin,
+        Scope::Names(&names),
+        SerialPolicy::Increment,
+        crate::sqlite_signing::unix_now(),
+        |stored| {
+            let old_soa = stored
+                .iter()
+                .find(|r| r.rtype == RType::SOA && r.owner == *origin)
+                .map(|r| &r.rdata);
+            let stored_serial = old_soa.and_then(Rdata::soa_serial);
+            let same_soa = old_soa
+                .zip(stored_serial)
+                .is_some_and(|(o, s)| with_serial(new_soa, s).as_ref() == Some(o));
+            let changed = !(add.is_empty() && delete.is_empty() && same_soa);
+            let serial = crate::sqlite_signing::output_serial(input, stored_serial, changed);
+            let soa = if stored_serial == Some(serial) {
+                None
+            } else {
+                with_serial(new_soa, serial)
+            };
+            Ok::<_, std::convert::Infallible>(Change { add, delete, soa })
+        },
+    )?;
+    crate::sqlite_signing::record_input_serial(tx, origin, input)?;
+    Ok(match report {
+        Ok(r) => r.journal_rows,
+        Err(never) => match never {},
+    })
 }
 
 /// The journal of zone `zone_id` (apex `origin`) from serial `begin` to serial

@@ -126,15 +126,14 @@ pub(crate) fn zone_key(origin: &Name) -> String {
 /// Errors: storage.
 pub fn set_policy(conn: &Connection, origin: &Name, policy: &Policy) -> Result<bool, WriteError> {
     let text = policy.to_text();
-    if policy_text(conn, origin)?.as_deref() == Some(text.as_str()) {
-        // A DB whose policy an older authd set gets them at its next start.
-        authd_migrations::ensure_signing_indexes(conn)
-            .map_err(sql("creating the signing indexes"))?;
-        return Ok(false);
-    }
+    // A DB whose policy an older authd set gets the later columns and the
+    // indexes at its next start.
     authd_migrations::ensure_authd_table(conn, "authd_signing")
         .map_err(sql("creating the signing tables"))?;
     authd_migrations::ensure_signing_indexes(conn).map_err(sql("creating the signing indexes"))?;
+    if policy_text(conn, origin)?.as_deref() == Some(text.as_str()) {
+        return Ok(false);
+    }
     conn.execute(
         "INSERT INTO authd_signing (zone, policy) VALUES (?1, ?2) \
          ON CONFLICT(zone) DO UPDATE SET policy=excluded.policy",
@@ -185,6 +184,70 @@ pub fn policy_of(conn: &Connection, origin: &Name) -> Result<Option<Policy>, Wri
                 .map_err(|e| WriteError::Signing(format!("zone {origin}: stored policy: {e}")))
         })
         .transpose()
+}
+
+/// The SOA serial of the unsigned version zone `origin` was last written
+/// from whole or by differences (`authd_signing.input_serial`): the serial
+/// its primary knows it by, which the signed zone's own may have passed.
+/// `None`: not signed online, or nothing recorded (a DB an older authd
+/// signed).
+///
+/// Errors: storage.
+pub fn input_serial(conn: &Connection, origin: &Name) -> Result<Option<u32>, WriteError> {
+    let recorded = conn
+        .prepare_cached(
+            "SELECT 1 FROM pragma_table_info('authd_signing') WHERE name='input_serial'",
+        )
+        .and_then(|mut s| s.exists([]))
+        .map_err(sql("reading the schema"))?;
+    if !recorded {
+        return Ok(None);
+    }
+    let serial: Option<Option<i64>> = conn
+        .query_row(
+            "SELECT input_serial FROM authd_signing WHERE zone=?1",
+            [zone_key(origin)],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(sql("reading the input serial"))?;
+    Ok(serial.flatten().and_then(|s| u32::try_from(s).ok()))
+}
+
+/// Records `serial` as zone `origin`'s [`input_serial`], in `tx`.
+///
+/// Errors: storage.
+pub(crate) fn record_input_serial(
+    tx: &Connection,
+    origin: &Name,
+    serial: u32,
+) -> Result<(), WriteError> {
+    authd_migrations::ensure_authd_table(tx, "authd_signing")
+        .map_err(sql("creating the signing tables"))?;
+    tx.execute(
+        "UPDATE authd_signing SET input_serial=?2 WHERE zone=?1",
+        params![zone_key(origin), serial],
+    )
+    .map_err(sql("recording the input serial"))?;
+    Ok(())
+}
+
+/// The serial of a signed zone's next version made from an input with
+/// serial `input`, the stored version having serial `stored` (`None`: a new
+/// zone): the input's while it is ahead, else one past the stored one when
+/// the content changed (RFC 1982): re-signing moves a signed zone's serial
+/// past its primary's, and a version must never go back, for IXFR.
+pub(crate) fn output_serial(input: u32, stored: Option<u32>, changed: bool) -> u32 {
+    match stored {
+        Some(s) if !serial_gt(input, s) => {
+            if changed {
+                s.wrapping_add(1)
+            } else {
+                s
+            }
+        }
+        _ => input,
+    }
 }
 
 /// The zones of the DB under a policy.
@@ -1115,6 +1178,18 @@ pub(crate) fn sign_pending_in(
     let Some(zone_id) = sqlite_admin::find_zone_id(tx, origin)? else {
         return Err(WriteError::NoZone(origin.to_string()));
     };
+    // A zone written before its policy was stored (a transfer, a load) is
+    // made from the version stored now.
+    if input_serial(tx, origin)?.is_none() {
+        let apex = sqlite_admin::records_at(tx, origin, zone_id, std::slice::from_ref(origin))?;
+        if let Some(s) = apex
+            .iter()
+            .find(|r| r.record.rtype == RType::SOA)
+            .and_then(|r| r.record.rdata.soa_serial())
+        {
+            record_input_serial(tx, origin, s)?;
+        }
+    }
     // The edits, netted: an add then a delete of one RR cancel.
     let mut added: Vec<Record> = Vec::new();
     let mut deleted: Vec<Record> = Vec::new();
@@ -1273,7 +1348,9 @@ pub(crate) fn sign_pending_in(
 /// its DB holds, read by the caller) writes: `records` without the signer
 /// records they carry, with the signatures of `old` (the zone's stored
 /// rows, when it existed) kept for the RRsets that did not change, and the
-/// rest signed.
+/// rest signed. The SOA serial is the input's while that is ahead of the
+/// stored version's, else one past it ([`output_serial`]); the input's is
+/// recorded as the zone's [`input_serial`].
 ///
 /// Errors: as [`signing_for`]; [`WriteError::Signing`].
 pub(crate) fn signed_load(
@@ -1285,32 +1362,67 @@ pub(crate) fn signed_load(
     now: u64,
 ) -> Result<Vec<crate::zonefile::SourcedRecord>, WriteError> {
     let signing = signing_for(tx, origin, policy, records.iter().map(|s| &s.record), now)?;
-    let data: Vec<&crate::zonefile::SourcedRecord> = records
+    let apex_serial = |r: &Record| {
+        (r.rtype == RType::SOA && r.owner == *origin)
+            .then(|| r.rdata.soa_serial())
+            .flatten()
+    };
+    let input = records
         .iter()
-        .filter(|s| !is_signer_type(s.record.rtype))
-        .collect();
+        .find_map(|s| apex_serial(&s.record))
+        .ok_or_else(|| WriteError::Signing(format!("zone {origin}: no readable apex SOA")))?;
     let old_records: Vec<Record> = old
         .unwrap_or(&[])
         .iter()
         .map(|s| s.record.clone())
         .collect();
-    // Changed data RRsets: in one version and not the other.
-    let dirty = if old.is_none() {
-        Dirty::All
-    } else {
-        let key = |r: &Record| (r.owner.to_lowercase(), r.rtype, r.rdata.clone(), r.ttl);
+    let stored_serial = old_records.iter().find_map(apex_serial);
+    // Data RRsets compared without the SOA serial, which the signer picks.
+    let key = |r: &Record| {
+        let rdata = match r.rtype {
+            RType::SOA => sqlite_admin::with_serial(&r.rdata, 0).unwrap_or_else(|| r.rdata.clone()),
+            _ => r.rdata.clone(),
+        };
+        (r.owner.to_lowercase(), r.rtype, rdata, r.ttl)
+    };
+    let changed_rrsets: Option<HashSet<(Name, RType)>> = old.map(|_| {
         let old_set: HashSet<_> = old_records
             .iter()
             .filter(|r| !is_signer_type(r.rtype))
             .map(key)
             .collect();
-        let new_set: HashSet<_> = data.iter().map(|s| key(&s.record)).collect();
-        Dirty::Rrsets(
-            old_set
-                .symmetric_difference(&new_set)
-                .map(|(o, t, _, _)| (o.clone(), *t))
-                .collect(),
-        )
+        let new_set: HashSet<_> = records
+            .iter()
+            .filter(|s| !is_signer_type(s.record.rtype))
+            .map(|s| key(&s.record))
+            .collect();
+        old_set
+            .symmetric_difference(&new_set)
+            .map(|(o, t, _, _)| (o.clone(), *t))
+            .collect()
+    });
+    let changed = changed_rrsets.as_ref().is_none_or(|c| !c.is_empty());
+    let serial = output_serial(input, stored_serial, changed);
+    let mut data: Vec<crate::zonefile::SourcedRecord> = records
+        .iter()
+        .filter(|s| !is_signer_type(s.record.rtype))
+        .cloned()
+        .collect();
+    if serial != input {
+        for s in data.iter_mut().filter(|s| apex_serial(&s.record).is_some()) {
+            if let Some(rdata) = sqlite_admin::with_serial(&s.record.rdata, serial) {
+                s.record.rdata = rdata;
+            }
+        }
+    }
+    let dirty = match changed_rrsets {
+        None => Dirty::All,
+        Some(mut rrsets) => {
+            if stored_serial != Some(serial) {
+                rrsets.insert((origin.to_lowercase(), RType::SOA));
+            }
+            Dirty::Rrsets(rrsets)
+        }
     };
     let stored: Vec<&Record> = data
         .iter()
@@ -1337,7 +1449,7 @@ pub(crate) fn signed_load(
         }
     }
     let file = Arc::new(std::path::PathBuf::from("(signer)"));
-    let mut out: Vec<crate::zonefile::SourcedRecord> = data.into_iter().cloned().collect();
+    let mut out = data;
     out.extend(
         kept.into_iter()
             .chain(change.add)
@@ -1352,6 +1464,7 @@ pub(crate) fn signed_load(
         params![zone_key(origin), i64::try_from(now).unwrap_or(i64::MAX)],
     )
     .map_err(sql("recording the signing time"))?;
+    record_input_serial(tx, origin, input)?;
     Ok(out)
 }
 

@@ -533,6 +533,15 @@ pub trait ZoneWriter: Send + Sync {
     /// Errors: storage.
     fn soa(&self, origin: &Name) -> Result<Option<Record>, WriteError>;
 
+    /// For zone `origin` signed online: the SOA serial of the unsigned
+    /// version it was last written from whole or by differences (a load, a
+    /// transfer), which re-signing moves the served SOA's past; a secondary
+    /// asks its primary for changes from this one. `None`: not signed
+    /// online, or nothing recorded (the SOA's serial is the content's).
+    ///
+    /// Errors: storage.
+    fn input_serial(&self, origin: &Name) -> Result<Option<u32>, WriteError>;
+
     /// The secondary role's stored state of zone `origin` (`None`: nothing
     /// stored).
     ///

@@ -922,3 +922,186 @@ fn an_update_signs_the_sql_edits_before_it() {
     assert!(journal_chains(&conn, 2, 3) > 0);
     assert!(journal_chains(&conn, 3, 4) > 0);
 }
+
+/// A bump-in-the-wire signer: a `[[secondary]]` zone under a policy, written
+/// through the write side as transfers write it. The served SOA serial is
+/// the primary's while that is ahead, else one past the stored one; the
+/// primary's serial is kept apart (`input_serial`), so IXFR asks from it
+/// after re-signing moved the served one; every version is journaled as a
+/// signed difference chaining from the first transfer, AXFR-in included.
+#[test]
+fn a_signed_secondary_keeps_its_primarys_serial_apart() {
+    use authd_datasrc::ZoneWriter;
+    use authd_datasrc::rr::Record;
+    use authd_datasrc::sqlite::SqliteWriter;
+    use authd_datasrc::write::{Difference, JournalPolicy};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("secondary.sqlite3");
+    let writer = SqliteWriter::create(&path).expect("creates");
+    let policy = Policy::default();
+    assert!(
+        writer
+            .set_signing(&origin(), Some(&policy))
+            .expect("policy")
+    );
+    let conn = || authd_migrations::open_or_create(&path).expect("opens");
+    let soa = |n: u32| -> Record {
+        records(&format!("@ SOA ns1 hostmaster {n} 3600 900 1209600 300\n"))[0]
+            .record
+            .clone()
+    };
+    let rr = |text: &str| -> Record { records(text)[0].record.clone() };
+    let diff = |from: u32, to: u32, deleted: &[&str], added: &[&str]| Difference {
+        old_soa: soa(from),
+        deleted: deleted.iter().map(|t| rr(t)).collect(),
+        new_soa: soa(to),
+        added: added.iter().map(|t| rr(t)).collect(),
+    };
+    let axfr = |text: &str| {
+        writer
+            .replace_zone(
+                &origin(),
+                &records(text),
+                JournalPolicy::Clear,
+                &mut |_, _| {},
+            )
+            .expect("AXFR in")
+    };
+    let state = || {
+        let c = conn();
+        (serial(&c), writer.input_serial(&origin()).expect("input"))
+    };
+
+    // The first AXFR is signed with the primary's serial.
+    axfr(ZONE);
+    assert_eq!(state(), (1, Some(1)));
+    assert!(count(&conn(), RType::RRSIG) > 0);
+    check_chain(&conn(), "axfr", true);
+
+    // IXFR 1 -> 2: the primary's serial is ahead, so it is served.
+    writer
+        .apply_differences(
+            &origin(),
+            &[diff(1, 2, &["www AAAA 2001:db8::3"], &["new A 192.0.2.99"])],
+        )
+        .expect("IXFR 1 -> 2");
+    assert_eq!(state(), (2, Some(2)));
+    check_chain(&conn(), "ixfr 2", true);
+
+    // Re-signing (a plain SQL edit here) moves the served serial to 3.
+    conn()
+        .execute(
+            "INSERT INTO records (zone_id, name, rname, ttl, rdtype, sigtype, rdata) \
+             SELECT id, 'sql.example.org.', 'org.example.sql.', 300, 'TXT', NULL, '\"sql\"' \
+             FROM zones WHERE name='example.org.'",
+            [],
+        )
+        .expect("SQL edit");
+    let now = sqlite_signing::unix_now();
+    writer
+        .sign_pending(&origin(), SerialPolicy::Increment, now)
+        .expect("signs")
+        .expect("the edit");
+    assert_eq!(state(), (3, Some(2)));
+
+    // IXFR 2 -> 3 asks from the primary's 2; its 3 is not ahead of ours, so 4.
+    writer
+        .apply_differences(&origin(), &[diff(2, 3, &[], &["x TXT \"three\""])])
+        .expect("IXFR 2 -> 3");
+    assert_eq!(state(), (4, Some(3)));
+    check_chain(&conn(), "ixfr 3", true);
+
+    // A difference from a serial we do not hold is refused; nothing changes.
+    let e = writer
+        .apply_differences(&origin(), &[diff(2, 3, &[], &["y TXT \"y\""])])
+        .expect_err("not from our primary serial");
+    assert!(e.to_string().contains("does not apply to serial 3"), "{e}");
+    // So is a signed zone from the primary.
+    let e = writer
+        .apply_differences(
+            &origin(),
+            &[diff(3, 4, &[], &["y NSEC z.example.org. TXT"])],
+        )
+        .expect_err("signer records from the primary");
+    assert!(e.to_string().contains("must serve it unsigned"), "{e}");
+    assert_eq!(state(), (4, Some(3)));
+
+    // Two differences netted: y added then deleted, new's TTL changed.
+    writer
+        .apply_differences(
+            &origin(),
+            &[
+                diff(3, 4, &["new A 192.0.2.99"], &["y TXT \"y\""]),
+                diff(4, 5, &["y TXT \"y\""], &["new 600 A 192.0.2.99"]),
+            ],
+        )
+        .expect("IXFR 3 -> 5");
+    assert_eq!(state(), (5, Some(5)));
+    let rows = sqlite_admin::zone_records(&conn(), &origin()).expect("rows");
+    assert!(
+        !rows
+            .iter()
+            .any(|r| r.record.owner == rr("y TXT \"\"").owner)
+    );
+    let new_a: Vec<u32> = rows
+        .iter()
+        .filter(|r| r.record.rtype == RType::A && r.record.owner == rr("new A 192.0.2.1").owner)
+        .map(|r| r.record.ttl)
+        .collect();
+    assert_eq!(new_a, [600]);
+    check_chain(&conn(), "ixfr 5", true);
+
+    // An AXFR of the primary's 6 after re-signing moved ours to 6: served
+    // as 7, and journaled (not cleared), so IXFR out chains from 1.
+    writer
+        .key_event(
+            &origin(),
+            authd_datasrc::write::KeyEvent::Rollover { zsk: false },
+            SerialPolicy::Increment,
+            now + 1,
+        )
+        .expect("rollover");
+    assert_eq!(state(), (6, Some(5)));
+    let v6 = ZONE.replace(" 1 3600 900", " 6 3600 900") + "six A 192.0.2.6\n";
+    axfr(&v6);
+    assert_eq!(state(), (7, Some(6)));
+    check_chain(&conn(), "axfr 6", true);
+    assert!(journal_chains(&conn(), 1, 7) > 0);
+    // The same version again changes nothing and keeps the journal.
+    axfr(&v6);
+    assert_eq!(state(), (7, Some(6)));
+    assert!(journal_chains(&conn(), 1, 7) > 0);
+    verify(&conn(), dir.path(), "secondary", true);
+}
+
+/// A zone written before its policy was stored (a secondary zone's first
+/// transfer racing the signer) is first signed by `sign_pending`, which
+/// records the stored version's serial as the primary's.
+#[test]
+fn a_zone_signed_after_it_was_written_records_its_input_serial() {
+    use authd_datasrc::ZoneWriter;
+    use authd_datasrc::sqlite::SqliteWriter;
+    use authd_datasrc::write::JournalPolicy;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("secondary.sqlite3");
+    let writer = SqliteWriter::create(&path).expect("creates");
+    writer
+        .replace_zone(
+            &origin(),
+            &records(ZONE),
+            JournalPolicy::Clear,
+            &mut |_, _| {},
+        )
+        .expect("AXFR in");
+    assert_eq!(writer.input_serial(&origin()).expect("input"), None);
+    writer
+        .set_signing(&origin(), Some(&Policy::default()))
+        .expect("policy");
+    let now = sqlite_signing::unix_now();
+    let r = writer
+        .sign_pending(&origin(), SerialPolicy::Increment, now)
+        .expect("signs")
+        .expect("first signing");
+    assert_eq!((r.old_serial, r.new_serial), (1, 2));
+    assert_eq!(writer.input_serial(&origin()).expect("input"), Some(1));
+}

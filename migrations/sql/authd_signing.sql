@@ -6,6 +6,11 @@
 --   zone     the zone apex, absolute, lower case
 --   policy   the policy's stored text (key = value lines)
 --   signed   Unix time (seconds) of the last signing, or NULL
+--   input_serial  the SOA serial of the unsigned version last written whole
+--            or by differences (a loadzone file, a transfer from a primary),
+--            which the signed zone's own serial may have passed (re-signing
+--            moves it); a secondary asks its primary for changes from it.
+--            NULL: none recorded. Added later (authd_migrations' AUTHD_COLUMNS).
 CREATE TABLE IF NOT EXISTS authd_signing (
     zone TEXT PRIMARY KEY,
     policy TEXT NOT NULL,

@@ -639,8 +639,10 @@ pub fn ensure_signing_indexes(conn: &Connection) -> Result<(), rusqlite::Error> 
 /// Columns added to authd's tables after their first version: (table,
 /// column, its definition). Older files get them when the table is next
 /// written.
-pub const AUTHD_COLUMNS: [(&str, &str, &str); 1] =
-    [("authd_secondary", "pending", "INTEGER NOT NULL DEFAULT 0")];
+pub const AUTHD_COLUMNS: [(&str, &str, &str); 2] = [
+    ("authd_secondary", "pending", "INTEGER NOT NULL DEFAULT 0"),
+    ("authd_signing", "input_serial", "INTEGER"),
+];
 
 /// Creates authd's table `table` ([`AUTHD_TABLES`]) in the DB behind `conn`
 /// if missing, and adds any of its [`AUTHD_COLUMNS`] an older file lacks.

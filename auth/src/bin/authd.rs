@@ -371,11 +371,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let (Some(m), Some(tap)) = (&metrics, &dnstap) {
         m.set_dnstap(Arc::clone(tap));
     }
+    // Sign the [[signing.zone]]s: their first signing, plain SQL edits,
+    // refreshes (every other write signs itself). Started first: it stores
+    // the policies, so a secondary zone's first transfer is signed.
+    let signer = authd::signing::Signer::spawn(signer_settings(&config, &sources))
+        .context("cannot start the signer")?;
     // Follow the secondary zones' primaries (RFC 1035 §4.3.5, RFC 1996).
     let refresher = Refresher::spawn(secondary_settings(&config, &sources), metrics.clone());
     let notify = notify_settings(&config, &sources);
     let catalogs = producer_settings(&config, &sources);
-    let signed = signer_settings(&config, &sources);
     // NOTIFY secondaries when a served sqlite3 zone's serial changes (RFC
     // 1996); a successful UPDATE wakes it at once.
     let notifier = Notifier::spawn(notify).context("cannot start the NOTIFY poller")?;
@@ -398,9 +402,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     // Keep the [[catalog]] zones listing their DBs' zones (RFC 9432).
     let producers = Producers::spawn(catalogs).context("cannot start the catalog producers")?;
-    // Sign the [[signing.zone]]s: their first signing, plain SQL edits,
-    // refreshes (every other write signs itself).
-    let signer = authd::signing::Signer::spawn(signed).context("cannot start the signer")?;
     let (ask_reload, asked) = mpsc::channel(4);
     let stop = Arc::new(Notify::new());
     if let Some(path) = &config.control_socket {

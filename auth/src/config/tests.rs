@@ -1176,19 +1176,19 @@ fn signing_zones_are_checked_with_the_other_sections() {
     let zone = z.zones.iter().find(|u| u.origin == origin).expect("listed");
     assert_eq!(zone.dnssec, Some(true));
     let err = |text: &str| from_toml(text).expect_err("invalid").to_string();
-    assert_eq!(
-        err(r#"
+    // A secondary zone is signed as it comes in (bump in the wire).
+    let secondary = from_toml(
+        r#"
         [[secondary]]
         zone = "example.com."
         primaries = ["192.0.2.1"]
         file = "sec.sqlite3"
         [[signing.zone]]
         origin = "example.com."
-        "#),
-        "config /etc/authd/authd.toml: signing.zone[0].origin: example.com. is a [[secondary]] \
-         zone (secondary[0]): authd does not sign zones it transfers in yet; sign it on its \
-         primary, or serve it from an sqlite3 [[datasource]]"
-    );
+        "#,
+    )
+    .expect("a signed secondary zone is valid");
+    assert_eq!(secondary.signing.zones[0].origin, origin);
     assert!(
         err(r#"
         [[datasource]]

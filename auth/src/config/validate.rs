@@ -114,23 +114,11 @@ fn check_catalogs(config: &Config) -> Result<(), Invalid> {
 }
 
 /// Each `[[signing.zone]]` is a zone an sqlite3 DB keeps: served by a
-/// `[[datasource]]` of type sqlite3 (or memory loaded from one), not a
-/// master file, not a `[[secondary]]` zone (signing transferred zones is
-/// not built yet).
+/// `[[datasource]]` of type sqlite3 (or memory loaded from one) or a
+/// `[[secondary]]` zone (signed as it comes in), not a master file.
 fn check_signing(config: &Config) -> Result<(), Invalid> {
     for (i, z) in config.signing.zones.iter().enumerate() {
         let at = format!("signing.zone[{i}].origin");
-        if let Some(j) = config.secondary.iter().position(|s| s.origin == z.origin) {
-            return Err(Invalid::new(
-                at,
-                format!(
-                    "{} is a [[secondary]] zone (secondary[{j}]): authd does not sign zones \
-                     it transfers in yet; sign it on its primary, or serve it from an sqlite3 \
-                     [[datasource]]",
-                    z.origin
-                ),
-            ));
-        }
         let from_file = config
             .explicit_datasources()
             .iter()

@@ -480,6 +480,11 @@ impl ZoneWriter for SqliteWriter {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<LoadReport, WriteError> {
         let r = self.write(|conn| match journal {
+            // A zone signed online keeps its journal across whole writes
+            // (a transfer in): its serial never goes back.
+            JournalPolicy::Clear if crate::sqlite_signing::policy_of(conn, origin)?.is_some() => {
+                sqlite_admin::replace_zone_journaled(conn, origin, records, &mut *progress)
+            }
             JournalPolicy::Difference => {
                 sqlite_admin::replace_zone_journaled(conn, origin, records, &mut *progress)
             }
@@ -638,6 +643,15 @@ impl ZoneWriter for SqliteWriter {
                     rdata,
                 })
             }))
+        })
+    }
+
+    fn input_serial(&self, origin: &Name) -> Result<Option<u32>, WriteError> {
+        self.with_conn(|conn| {
+            if crate::sqlite_signing::policy_of(conn, origin)?.is_none() {
+                return Ok(None);
+            }
+            crate::sqlite_signing::input_serial(conn, origin)
         })
     }
 
